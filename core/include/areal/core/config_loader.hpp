@@ -1,0 +1,29 @@
+// Reading YAML configs into JSON and applying `dotted.key=value` overrides.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace areal::config {
+
+using Json = nlohmann::json;
+
+// Parses YAML text into JSON. Plain scalars become booleans, integers,
+// floats or null where YAML 1.2 core schema says so; quoted scalars stay
+// strings. Throws areal::Error(INVALID_ARGUMENT) with line and column.
+Json yaml_to_json(const std::string& yaml_text, const std::string& source_name);
+
+// Reads and parses a YAML file; errors name the file.
+Json load_yaml_file(const std::string& path);
+
+// Applies "a.b.c=value" (value parsed as a YAML scalar or flow collection,
+// so `x=[1,2]` and `x={k: v}` work). Creates intermediate objects. Throws
+// INVALID_ARGUMENT for a malformed override.
+void apply_override(Json& config, const std::string& assignment);
+
+// Looks up a dotted key; returns nullptr when absent.
+const Json* find_dotted(const Json& config, const std::string& dotted_key);
+
+}  // namespace areal::config

@@ -1,0 +1,41 @@
+// The plugin conformance suite: what `areal-host conformance` runs on any
+// plugin, and what ctest's `conformance` label runs on every in-tree one.
+//
+// Checks are grouped per kind (docs/plugin-guide.md lists them). Loading
+// problems are not checks: the loader refuses such a plugin before any
+// check runs, with one line naming the file and the reason.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "areal/core/plugin_loader.hpp"
+
+namespace areal {
+
+struct ConformanceCheck {
+  std::string name;
+  bool passed = false;
+  bool skipped = false;
+  std::string detail;  // why it failed or was skipped
+};
+
+struct ConformanceOptions {
+  std::string config_json = "{}";  // the instance config (schema defaults are filled in)
+  std::string sample_data_json;    // workflows: dataset item; default from the plugin's extension
+  // Workflows and gateways need an inference backend; this one is used
+  // (normally the mock). Null skips the checks that need it.
+  std::shared_ptr<LoadedPlugin> reference_inference;
+};
+
+struct ConformanceReport {
+  std::vector<ConformanceCheck> checks;
+  size_t passed() const;
+  size_t failed() const;
+  size_t skipped() const;
+};
+
+ConformanceReport run_conformance(const std::shared_ptr<LoadedPlugin>& plugin, const ConformanceOptions& options);
+
+}  // namespace areal

@@ -1,0 +1,76 @@
+// Host-owned 1-D CPU tensors exposed as DLPack, and areal_tensor_map
+// building, for handing batches to algorithm and train plugins.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <dlpack/dlpack.h>
+
+#include "areal/tensors.h"
+
+namespace areal {
+
+template <class T>
+class HostTensor {
+ public:
+  explicit HostTensor(std::vector<T> values = {}) : values_(std::move(values)) { refresh(); }
+  HostTensor(const HostTensor& o) : values_(o.values_) { refresh(); }
+  HostTensor& operator=(const HostTensor& o) {
+    values_ = o.values_;
+    refresh();
+    return *this;
+  }
+
+  std::vector<T>& values() { return values_; }
+  const std::vector<T>& values() const { return values_; }
+  DLTensor* dl() {
+    refresh();  // values_ may have been resized since
+    return &tensor_;
+  }
+
+ private:
+  void refresh() {
+    shape_ = static_cast<int64_t>(values_.size());
+    tensor_.data = values_.data();
+    tensor_.device = DLDevice{kDLCPU, 0};
+    tensor_.ndim = 1;
+    tensor_.dtype.code = std::is_floating_point_v<T> ? kDLFloat : kDLInt;
+    tensor_.dtype.bits = sizeof(T) * 8;
+    tensor_.dtype.lanes = 1;
+    tensor_.shape = &shape_;
+    tensor_.strides = nullptr;
+    tensor_.byte_offset = 0;
+  }
+
+  std::vector<T> values_;
+  int64_t shape_ = 0;
+  DLTensor tensor_{};
+};
+
+// Collects named tensors into an areal_tensor_map. The tensors must outlive
+// the map's use.
+class TensorMapBuilder {
+ public:
+  TensorMapBuilder& add(const std::string& name, DLTensor* tensor) {
+    names_.push_back(name);
+    tensors_.push_back(tensor);
+    return *this;
+  }
+  const areal_tensor_map* get() {
+    views_.clear();
+    for (const auto& n : names_) views_.push_back(areal_str{n.data(), n.size()});
+    map_ = areal_tensor_map{AREAL_OFFSET_OF_END(areal_tensor_map, count), views_.data(), tensors_.data(), tensors_.size()};
+    return &map_;
+  }
+
+ private:
+  std::vector<std::string> names_;
+  std::vector<areal_str> views_;
+  std::vector<DLTensor*> tensors_;
+  areal_tensor_map map_{};
+};
+
+}  // namespace areal

@@ -1,0 +1,128 @@
+// Freezes the layout of ABI 1.0. If one of these fails, a struct member was
+// inserted, removed, reordered or resized: that breaks every plugin already
+// built. Append new members at the end instead, bump AREAL_ABI_MINOR, and add
+// assertions for the new members below (docs/plugin-abi-guidelines.md).
+#include <cstddef>
+
+#include "areal/plugin_api.h"
+
+#define AREAL_FROZEN(type, member, offset) \
+  static_assert(offsetof(type, member) == (offset), #type "." #member " moved: ABI 1.0 is frozen")
+
+static_assert(sizeof(void*) == 8, "the frozen offsets below are for LP64 targets");
+
+// abi.h
+AREAL_FROZEN(areal_str, size, 8);
+AREAL_FROZEN(areal_writer, write, 16);
+AREAL_FROZEN(areal_host_api, abi_major, 4);
+AREAL_FROZEN(areal_host_api, status_new, 8);
+AREAL_FROZEN(areal_host_api, status_free, 16);
+AREAL_FROZEN(areal_host_api, status_code, 24);
+AREAL_FROZEN(areal_host_api, status_message, 32);
+AREAL_FROZEN(areal_host_api, log, 40);
+AREAL_FROZEN(areal_host_api, log_level, 48);
+AREAL_FROZEN(areal_host_api, alloc, 56);
+AREAL_FROZEN(areal_host_api, free, 64);
+AREAL_FROZEN(areal_host_api, metric_set, 72);
+AREAL_FROZEN(areal_host_api, metric_add, 80);
+AREAL_FROZEN(areal_host_api, config_get, 88);
+AREAL_FROZEN(areal_host_api, metrics_render, 96);
+AREAL_FROZEN(areal_plugin_info, abi_major, 4);
+AREAL_FROZEN(areal_plugin_info, kind, 8);
+AREAL_FROZEN(areal_plugin_info, name, 16);
+AREAL_FROZEN(areal_plugin_info, version, 24);
+AREAL_FROZEN(areal_plugin_info, description, 32);
+AREAL_FROZEN(areal_plugin_info, config_schema_json, 40);
+AREAL_FROZEN(areal_plugin_info, vtable, 48);
+AREAL_FROZEN(areal_plugin_info, get_proc_address, 56);
+AREAL_FROZEN(areal_plugin_info, finalize, 64);
+
+// services.h
+AREAL_FROZEN(areal_inference_ref, vtable, 8);
+AREAL_FROZEN(areal_inference_ref, self, 16);
+AREAL_FROZEN(areal_services, host, 8);
+AREAL_FROZEN(areal_services, instance_name, 16);
+AREAL_FROZEN(areal_services, inference, 32);
+
+// tensors.h
+AREAL_FROZEN(areal_tensor_map, names, 8);
+AREAL_FROZEN(areal_tensor_map, tensors, 16);
+AREAL_FROZEN(areal_tensor_map, count, 24);
+
+// inference.h
+AREAL_FROZEN(areal_sampling_params, temperature, 4);
+AREAL_FROZEN(areal_sampling_params, top_p, 8);
+AREAL_FROZEN(areal_sampling_params, top_k, 12);
+AREAL_FROZEN(areal_sampling_params, max_new_tokens, 16);
+AREAL_FROZEN(areal_sampling_params, seed, 24);
+AREAL_FROZEN(areal_sampling_params, has_seed, 32);
+AREAL_FROZEN(areal_sampling_params, ignore_eos, 36);
+AREAL_FROZEN(areal_sampling_params, stop_token_ids, 40);
+AREAL_FROZEN(areal_sampling_params, stop_token_ids_count, 48);
+AREAL_FROZEN(areal_sampling_params, stop_strings, 56);
+AREAL_FROZEN(areal_sampling_params, stop_strings_count, 64);
+AREAL_FROZEN(areal_gen_request, request_id, 8);
+AREAL_FROZEN(areal_gen_request, affinity_key, 16);
+AREAL_FROZEN(areal_gen_request, input_ids, 32);
+AREAL_FROZEN(areal_gen_request, input_ids_count, 40);
+AREAL_FROZEN(areal_gen_request, sampling, 48);
+AREAL_FROZEN(areal_gen_chunk, token_ids, 8);
+AREAL_FROZEN(areal_gen_chunk, logprobs, 16);
+AREAL_FROZEN(areal_gen_chunk, versions, 24);
+AREAL_FROZEN(areal_gen_chunk, count, 32);
+AREAL_FROZEN(areal_gen_sink, ctx, 8);
+AREAL_FROZEN(areal_gen_sink, on_tokens, 16);
+AREAL_FROZEN(areal_gen_sink, on_done, 24);
+AREAL_FROZEN(areal_inference_vtable, create, 8);
+AREAL_FROZEN(areal_inference_vtable, destroy, 16);
+AREAL_FROZEN(areal_inference_vtable, submit, 24);
+AREAL_FROZEN(areal_inference_vtable, abort, 32);
+AREAL_FROZEN(areal_inference_vtable, pause, 40);
+AREAL_FROZEN(areal_inference_vtable, resume, 48);
+AREAL_FROZEN(areal_inference_vtable, update_weights, 56);
+AREAL_FROZEN(areal_inference_vtable, get_version, 64);
+AREAL_FROZEN(areal_inference_vtable, set_version, 72);
+AREAL_FROZEN(areal_inference_vtable, info, 80);
+
+// train.h
+AREAL_FROZEN(areal_loss_fn, ctx, 8);
+AREAL_FROZEN(areal_loss_fn, eval, 16);
+AREAL_FROZEN(areal_train_vtable, create, 8);
+AREAL_FROZEN(areal_train_vtable, destroy, 16);
+AREAL_FROZEN(areal_train_vtable, compute_logprobs, 24);
+AREAL_FROZEN(areal_train_vtable, train_step, 32);
+AREAL_FROZEN(areal_train_vtable, save, 40);
+AREAL_FROZEN(areal_train_vtable, load, 48);
+AREAL_FROZEN(areal_train_vtable, get_version, 56);
+AREAL_FROZEN(areal_train_vtable, set_version, 64);
+
+// algorithm.h
+AREAL_FROZEN(areal_algorithm_vtable, create, 8);
+AREAL_FROZEN(areal_algorithm_vtable, destroy, 16);
+AREAL_FROZEN(areal_algorithm_vtable, compute_advantages, 24);
+AREAL_FROZEN(areal_algorithm_vtable, loss, 32);
+
+// workflow.h
+AREAL_FROZEN(areal_completion, completion_id, 8);
+AREAL_FROZEN(areal_completion, output_ids, 24);
+AREAL_FROZEN(areal_completion, logprobs, 32);
+AREAL_FROZEN(areal_completion, versions, 40);
+AREAL_FROZEN(areal_completion, count, 48);
+AREAL_FROZEN(areal_completion, finish_reason, 56);
+AREAL_FROZEN(areal_episode_api, ctx, 8);
+AREAL_FROZEN(areal_episode_api, generate, 16);
+AREAL_FROZEN(areal_episode_api, set_reward, 24);
+AREAL_FROZEN(areal_episode, episode_id, 8);
+AREAL_FROZEN(areal_episode, data_json, 24);
+AREAL_FROZEN(areal_episode, base_url, 40);
+AREAL_FROZEN(areal_episode, api_key, 56);
+AREAL_FROZEN(areal_episode, api, 72);
+AREAL_FROZEN(areal_workflow_vtable, create, 8);
+AREAL_FROZEN(areal_workflow_vtable, destroy, 16);
+AREAL_FROZEN(areal_workflow_vtable, run_episode, 24);
+
+// gateway.h
+AREAL_FROZEN(areal_gateway_vtable, create, 8);
+AREAL_FROZEN(areal_gateway_vtable, destroy, 16);
+AREAL_FROZEN(areal_gateway_vtable, start, 24);
+AREAL_FROZEN(areal_gateway_vtable, stop, 32);

@@ -1,0 +1,84 @@
+// Behavioural checks for workflow plugins, run against a reference
+// inference backend (the mock by default).
+#include <atomic>
+#include <thread>
+
+#include "areal/core/episode_recorder.hpp"
+#include "areal/core/plugin_instance.hpp"
+#include "checker.hpp"
+
+namespace areal::conformance {
+
+void check_workflow(const std::shared_ptr<LoadedPlugin>& p, const ConformanceOptions& o, Checker& c) {
+  const areal_workflow_vtable& vt = *p->workflow();
+  if (!o.reference_inference) {
+    c.run("workflow: episodes against the reference inference backend", [] {
+      throw CheckSkipped("no reference inference plugin (mock_inference) was found");
+    });
+    return;
+  }
+  std::string inference_name = "reference_inference", workflow_name = "conformance";
+  areal_services inf_services = make_services(inference_name);
+  auto inference = std::make_shared<PluginInstance>(o.reference_inference, effective_config(*o.reference_inference, "{}"), &inf_services);
+  areal_inference_ref ref{AREAL_OFFSET_OF_END(areal_inference_ref, self), o.reference_inference->inference(), inference->self()};
+  areal_services services = make_services(workflow_name);
+  services.inference = &ref;
+
+  std::unique_ptr<PluginInstance> inst;
+  c.run("workflow: create with the given config", [&] {
+    inst = std::make_unique<PluginInstance>(p, effective_config(*p, o.config_json), &services);
+  });
+  if (!inst) return;
+
+  auto run_episode = [&](const std::string& id, const std::string& data, EpisodeRecorder& rec, StringCollector& out) {
+    areal_episode ep{};
+    ep.struct_size = AREAL_OFFSET_OF_END(areal_episode, api);
+    ep.episode_id = areal_str{id.data(), id.size()};
+    ep.data_json = areal_str{data.data(), data.size()};
+    ep.api = rec.api();
+    return vt.run_episode(inst->self(), &ep, out.writer());
+  };
+
+  c.run("workflow: malformed data gives a status or a JSON object, never a crash", [&] {
+    EpisodeRecorder rec("bad", ref.vtable, ref.self, 1);
+    StringCollector out;
+    areal_status* st = run_episode("bad", "[\"not an object\"]", rec, out);
+    if (st != nullptr) return free_status(st);
+    auto j = nlohmann::json::parse(out.text);
+    expect(j.is_object(), "result is not a JSON object: " + out.text);
+  });
+
+  std::string sample = o.sample_data_json;
+  if (sample.empty() && p->info().get_proc_address != nullptr) {
+    if (auto fn = reinterpret_cast<areal_workflow_sample_data_fn>(p->info().get_proc_address(AREAL_WORKFLOW_SAMPLE_DATA_PROC)))
+      sample = fn();
+  }
+  c.run("workflow: an episode on sample data succeeds with a JSON object result", [&] {
+    if (sample.empty()) throw CheckSkipped("no sample data: pass --data or export " AREAL_WORKFLOW_SAMPLE_DATA_PROC);
+    EpisodeRecorder rec("sample", ref.vtable, ref.self, 1);
+    StringCollector out;
+    throw_if_status(run_episode("sample", sample, rec, out), "run_episode");
+    auto j = nlohmann::json::parse(out.text);
+    expect(j.is_object(), "result is not a JSON object: " + out.text);
+    rec.apply_result(j);
+    expect(rec.completion_count() > 0, "the episode made no completion through the host");
+  });
+  c.run("workflow: 8 concurrent episodes all succeed", [&] {
+    if (sample.empty()) throw CheckSkipped("no sample data");
+    std::atomic<int> ok{0};
+    std::vector<std::thread> threads;
+    for (int i = 0; i < 8; ++i)
+      threads.emplace_back([&, i] {
+        const std::string id = "episode-" + std::to_string(i);
+        EpisodeRecorder rec(id, ref.vtable, ref.self, static_cast<uint64_t>(i));
+        StringCollector out;
+        areal_status* st = run_episode(id, sample, rec, out);
+        if (st == nullptr) ok++;
+        free_status(st);
+      });
+    for (auto& t : threads) t.join();
+    expect(ok == 8, std::to_string(ok.load()) + "/8 episodes succeeded");
+  });
+}
+
+}  // namespace areal::conformance

@@ -1,0 +1,158 @@
+#include "areal/core/run_config.hpp"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "areal/core/config_schema.hpp"
+#include "areal/core/error.hpp"
+
+namespace areal {
+
+const std::vector<PluginSection>& plugin_sections() {
+  static const std::vector<PluginSection> sections = {
+      {"inference", AREAL_KIND_INFERENCE, "mock_inference", false,
+       "The inference backend that generates every token (mock_inference, and later sglang, vllm, local)."},
+      {"gateway", AREAL_KIND_GATEWAY, "gateway", true,
+       "The HTTP gateway agents talk to; `plugin: none` runs without one."},
+      {"workflow", AREAL_KIND_WORKFLOW, "", false, "The rollout workflow run once per dataset item."},
+  };
+  return sections;
+}
+
+const Json& host_schema() {
+  static const Json schema = Json::parse(R"({"type": "object", "keys": {
+    "experiment": {"type": "object", "doc": "Naming and seeding of a run.", "keys": {
+      "name": {"type": "string", "default": "areal", "doc": "Experiment name; outputs go to output_dir/name/trial."},
+      "trial": {"type": "string", "default": "trial0", "doc": "Trial name within the experiment."},
+      "seed": {"type": "integer", "default": 1, "doc": "Base seed; episode i uses seed + i where a workflow samples."},
+      "output_dir": {"type": "string", "default": "runs", "doc": "Root of all outputs; relative to the config file's directory."}}},
+    "log": {"type": "object", "doc": "Console logging.", "keys": {
+      "level": {"type": "string", "enum": ["trace", "debug", "info", "warn", "error", "critical", "off"],
+                "default": "info", "doc": "Lowest level printed (to stderr)."}}},
+    "plugins": {"type": "object", "doc": "Where plugins are found.", "keys": {
+      "search_paths": {"type": "array", "items": {"type": "string"}, "default": [],
+                       "doc": "Extra directories searched for libareal-NAME.so, after $AREAL_PLUGIN_PATH; relative to the config file's directory."}}},
+    "rollout": {"type": "object", "doc": "The rollout job run by `areal-host --config`.", "keys": {
+      "dataset": {"type": "string", "default": "", "doc": "JSONL file, one JSON object (an episode's data) per line; relative to the config file's directory. Required to run."},
+      "episodes": {"type": "integer", "default": 0, "minimum": 0, "doc": "Episodes to run, cycling through the dataset; 0 runs each item once."},
+      "concurrency": {"type": "integer", "default": 4, "minimum": 1, "maximum": 4096, "doc": "Episodes in flight at once."},
+      "output": {"type": "string", "default": "", "doc": "JSONL file receiving one record per episode; empty means output_dir/name/trial/rollouts.jsonl."}}}
+  }})");
+  return schema;
+}
+
+std::string ResolvedConfig::section_json(const std::string& section) const {
+  Json s = effective.contains(section) ? effective[section] : Json::object();
+  s.erase("plugin");
+  return s.dump();
+}
+
+std::string ResolvedConfig::path(const std::string& value) const {
+  std::filesystem::path p(value);
+  if (p.is_relative()) p = std::filesystem::path(base_dir) / p;
+  return p.lexically_normal().string();
+}
+
+ResolvedConfig resolve_config(Json raw, const std::string& base_dir) {
+  ResolvedConfig rc;
+  rc.base_dir = base_dir;
+  if (!raw.is_object()) {
+    rc.errors.push_back("the config must be a mapping at the top level");
+    return rc;
+  }
+  // Split plugin sections from host keys so each is checked by its schema.
+  std::map<std::string, Json> sections;
+  for (const auto& s : plugin_sections()) {
+    if (raw.contains(s.name)) {
+      sections[s.name] = raw[s.name];
+      raw.erase(s.name);
+    }
+  }
+  Json host_part = raw;
+  // Unknown top-level keys should suggest plugin sections too.
+  Json schema = host_schema();
+  for (const auto& s : plugin_sections()) schema["keys"][s.name] = Json{{"type", "any"}, {"default", nullptr}};
+  config::validate(schema, host_part, "", rc.errors);
+  for (const auto& s : plugin_sections()) host_part.erase(s.name);
+  rc.effective = host_part;
+
+  std::vector<std::string> dirs;
+  if (host_part.contains("plugins"))
+    for (const auto& d : host_part["plugins"]["search_paths"])
+      if (d.is_string()) dirs.push_back(rc.path(d.get<std::string>()));
+  PluginCatalog catalog(dirs);
+
+  for (const auto& s : plugin_sections()) {
+    Json section = sections.count(s.name) ? sections[s.name] : Json::object();
+    if (section.is_null()) section = Json::object();
+    if (!section.is_object()) {
+      rc.errors.push_back("'" + std::string(s.name) + "' must be a mapping, got " + section.dump());
+      continue;
+    }
+    std::string plugin_name = s.default_plugin;
+    if (section.contains("plugin")) {
+      if (!section["plugin"].is_string()) {
+        rc.errors.push_back("'" + std::string(s.name) + ".plugin' must be a string");
+        continue;
+      }
+      plugin_name = section["plugin"].get<std::string>();
+    }
+    if (plugin_name == "none" && s.optional) {
+      rc.effective[s.name] = Json{{"plugin", "none"}};
+      continue;
+    }
+    if (plugin_name.empty() || plugin_name == "none") {
+      if (!sections.count(s.name)) continue;  // absent and required: the job that needs it reports it
+      rc.errors.push_back("'" + std::string(s.name) + ".plugin' is required (a plugin name or a path to a .so)");
+      continue;
+    }
+    std::shared_ptr<LoadedPlugin> plugin;
+    try {
+      plugin = catalog.resolve(plugin_name, s.kind, base_dir);
+    } catch (const std::exception& e) {
+      rc.errors.push_back(std::string(s.name) + ".plugin: " + e.what());
+      continue;
+    }
+    section.erase("plugin");
+    if (const char* schema_text = plugin->info().config_schema_json) {
+      try {
+        Json plugin_schema = Json::parse(schema_text);
+        config::check_schema(plugin_schema, plugin->name());
+        config::validate(plugin_schema, section, s.name, rc.errors);
+      } catch (const std::exception& e) {
+        rc.errors.push_back(std::string(s.name) + ": plugin '" + plugin->name() + "' has an invalid config schema: " + e.what());
+      }
+    }
+    section["plugin"] = plugin_name;
+    rc.effective[s.name] = section;
+    rc.plugins[s.name] = plugin;
+  }
+  return rc;
+}
+
+std::string configuration_reference(const PluginCatalog& catalog) {
+  std::string out;
+  out += "### Host keys\n\n| key | type | default | description |\n|---|---|---|---|\n";
+  config::describe(host_schema(), "", out);
+  out += "\n### Plugin sections\n\n| section | kind | default plugin | description |\n|---|---|---|---|\n";
+  for (const auto& s : plugin_sections())
+    out += std::string("| `") + s.name + "` | " + kind_name(s.kind) + " | " +
+           (s.default_plugin[0] ? std::string("`") + s.default_plugin + "`" : std::string("required")) + " | " + s.doc +
+           " Key `" + s.name + ".plugin` names the plugin (name or path" + (s.optional ? ", or `none`" : "") + "). |\n";
+  std::vector<std::string> errors;
+  auto plugins = catalog.load_all(errors);
+  std::sort(plugins.begin(), plugins.end(), [](const auto& a, const auto& b) { return a->name() < b->name(); });
+  for (const auto& p : plugins) {
+    out += "\n### Plugin `" + p->name() + "` (" + kind_name(p->kind()) + ")\n\n" + p->info().description + "\n\n";
+    if (p->info().config_schema_json == nullptr) {
+      out += "This plugin declares no config schema; its section is passed through unchecked.\n";
+      continue;
+    }
+    std::string rows;
+    config::describe(Json::parse(p->info().config_schema_json), "<section>", rows);
+    out += rows.empty() ? "No keys.\n" : "| key | type | default | description |\n|---|---|---|---|\n" + rows;
+  }
+  return out;
+}
+
+}  // namespace areal

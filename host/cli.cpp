@@ -1,0 +1,81 @@
+#include "cli.hpp"
+
+#include <cctype>
+
+#include "areal/core/error.hpp"
+
+namespace areal::host {
+
+bool is_switch(const std::string& flag) { return flag == "json" || flag == "help" || flag == "version"; }
+
+namespace {
+
+const char* const kCommands[] = {"run", "check-config", "plugins", "conformance", "config-reference"};
+
+bool is_command(const std::string& w) {
+  for (const char* c : kCommands)
+    if (w == c) return true;
+  return false;
+}
+
+// "a.b_c=value": an override. A path or JSON that happens to contain '='
+// does not start with a bare dotted key.
+bool is_override(const std::string& w) {
+  auto eq = w.find('=');
+  if (eq == std::string::npos || eq == 0) return false;
+  for (size_t i = 0; i < eq; ++i) {
+    char c = w[i];
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-')) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+CommandLine parse_command_line(int argc, char** argv) {
+  CommandLine cl;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "-h") a = "--help";
+    if (a.rfind("--", 0) == 0) {
+      std::string name = a.substr(2), value;
+      if (auto eq = name.find('='); eq != std::string::npos) {
+        value = name.substr(eq + 1);
+        name = name.substr(0, eq);
+      } else if (!is_switch(name)) {
+        if (i + 1 >= argc) throw Error(AREAL_CODE_INVALID_ARGUMENT, "flag --" + name + " needs a value");
+        value = argv[++i];
+      }
+      cl.flags[name] = value;
+    } else if (cl.command.empty() && cl.positional.empty() && is_command(a)) {
+      cl.command = a;
+    } else if (is_override(a)) {
+      cl.overrides.push_back(a);
+    } else {
+      cl.positional.push_back(a);
+    }
+  }
+  if (cl.command.empty() && cl.flags.count("config")) cl.command = "run";
+  return cl;
+}
+
+std::string usage() {
+  return R"(areal-host: train any LLM agent with RL (plugin host)
+
+Usage:
+  areal-host --config FILE.yaml [dotted.key=value ...]   run the job the config describes
+  areal-host check-config FILE.yaml [dotted.key=value ...]
+                                                        validate a config (loads its plugins)
+  areal-host plugins [--json]                           list every plugin found
+  areal-host conformance PLUGIN [--config JSON] [--data JSON]
+                                                        run the conformance suite on a plugin
+                                                        (a name, or a path to a .so)
+  areal-host config-reference                           print every config key with its default
+  areal-host --version | --help
+
+Plugins are found by name in $AREAL_PLUGIN_PATH, plugins.search_paths and
+<prefix>/lib/areal/plugins. Docs: docs/configuration.md, docs/plugin-guide.md.
+)";
+}
+
+}  // namespace areal::host

@@ -1,0 +1,15 @@
+// areal-host subcommands. Each returns the process exit code:
+// 0 success, 1 the command ran and found problems, 2 usage or load errors.
+#pragma once
+
+#include "../cli.hpp"
+
+namespace areal::host {
+
+int run_job(const CommandLine& cl);
+int check_config(const CommandLine& cl);
+int list_plugins(const CommandLine& cl);
+int conformance(const CommandLine& cl);
+int config_reference(const CommandLine& cl);
+
+}  // namespace areal::host

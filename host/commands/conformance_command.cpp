@@ -1,0 +1,46 @@
+#include <iostream>
+
+#include "areal/core/conformance.hpp"
+#include "areal/core/plugin_catalog.hpp"
+#include "commands.hpp"
+
+namespace areal::host {
+
+int conformance(const CommandLine& cl) {
+  if (cl.positional.empty()) {
+    std::cerr << "areal-host conformance: name a plugin or a .so path\n";
+    return 2;
+  }
+  const std::string target = cl.positional[0];
+  PluginCatalog catalog;
+  std::shared_ptr<LoadedPlugin> plugin;
+  try {
+    plugin = catalog.resolve(target);
+  } catch (const std::exception& e) {
+    // One line naming the file and the reason; nothing else to run.
+    std::cerr << "refused: " << e.what() << "\n";
+    return 2;
+  }
+  ConformanceOptions options;
+  if (cl.flags.count("config")) options.config_json = cl.flags.at("config");
+  if (cl.flags.count("data")) options.sample_data_json = cl.flags.at("data");
+  if (plugin->kind() == AREAL_KIND_WORKFLOW || plugin->kind() == AREAL_KIND_GATEWAY) {
+    try {
+      options.reference_inference = catalog.resolve("mock_inference", AREAL_KIND_INFERENCE);
+    } catch (const std::exception& e) {
+      std::cerr << "note: no reference inference backend, dependent checks are skipped: " << e.what() << "\n";
+    }
+  }
+  std::cout << "conformance: " << kind_name(plugin->kind()) << " plugin '" << plugin->name() << "' " << plugin->version()
+            << " (ABI " << plugin->abi_version() << ") from " << plugin->path() << "\n";
+  ConformanceReport report = run_conformance(plugin, options);
+  for (const auto& c : report.checks) {
+    const char* tag = c.skipped ? "SKIP" : (c.passed ? "PASS" : "FAIL");
+    std::cout << "[" << tag << "] " << c.name << (c.detail.empty() ? "" : ": " + c.detail) << "\n";
+  }
+  std::cout << "conformance: " << report.passed() << " passed, " << report.failed() << " failed, " << report.skipped()
+            << " skipped\n";
+  return report.failed() == 0 ? 0 : 1;
+}
+
+}  // namespace areal::host

@@ -1,0 +1,15 @@
+// Shared by `run` and `check-config`: read the YAML, apply overrides,
+// resolve plugins and validate everything.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "areal/core/run_config.hpp"
+
+namespace areal::host {
+
+// Never throws for config mistakes: they land in ResolvedConfig::errors.
+ResolvedConfig load_config(const std::string& path, const std::vector<std::string>& overrides);
+
+}  // namespace areal::host

@@ -1,0 +1,41 @@
+// areal-host: loads plugins through the C ABI and runs what the YAML says.
+#include <cstdlib>
+#include <iostream>
+
+#include "areal/core/error.hpp"
+#include "areal/core/logging.hpp"
+#include "areal/core/plugin_loader.hpp"
+#include "cli.hpp"
+#include "commands/commands.hpp"
+#include "gateway_builtin.h"
+
+int main(int argc, char** argv) {
+  using namespace areal::host;
+  areal::register_builtin("gateway", &areal_builtin_gateway_init);
+  try {
+    CommandLine cl = parse_command_line(argc, argv);
+    if (const char* level = std::getenv("AREAL_LOG_LEVEL")) areal::logging::set_level(level);
+    if (cl.flags.count("help")) {
+      std::cout << usage();
+      return 0;
+    }
+    if (cl.flags.count("version")) {
+      std::cout << "areal-host " << AREAL_VERSION << " (plugin ABI " << AREAL_ABI_MAJOR << "." << AREAL_ABI_MINOR << ")\n";
+      return 0;
+    }
+    if (cl.command == "run") {
+      if (!cl.flags.count("config")) throw areal::Error(AREAL_CODE_INVALID_ARGUMENT, "run needs --config FILE.yaml");
+      return run_job(cl);
+    }
+    if (cl.command == "check-config") return check_config(cl);
+    if (cl.command == "plugins") return list_plugins(cl);
+    if (cl.command == "conformance") return conformance(cl);
+    if (cl.command == "config-reference") return config_reference(cl);
+    std::cerr << (cl.command.empty() ? std::string("areal-host: no command given") : "areal-host: unknown command '" + cl.command + "'")
+              << "\n\n" << usage();
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "areal-host: " << e.what() << "\n";
+    return 2;
+  }
+}

@@ -1,0 +1,111 @@
+#include "rollout_runner.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+#include "areal/core/episode_recorder.hpp"
+#include "areal/core/error.hpp"
+#include "areal/core/logging.hpp"
+#include "areal/core/metrics.hpp"
+#include "areal/core/string_writer.hpp"
+
+namespace areal::host {
+
+std::vector<nlohmann::json> read_dataset(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(AREAL_CODE_NOT_FOUND, "cannot read dataset '" + path + "'");
+  std::vector<nlohmann::json> items;
+  std::string line;
+  for (size_t n = 1; std::getline(in, line); ++n) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const std::exception& e) {
+      throw Error(AREAL_CODE_INVALID_ARGUMENT, path + ":" + std::to_string(n) + ": not valid JSON: " + e.what());
+    }
+    if (!j.is_object()) throw Error(AREAL_CODE_INVALID_ARGUMENT, path + ":" + std::to_string(n) + ": each line must be a JSON object");
+    items.push_back(std::move(j));
+  }
+  if (items.empty()) throw Error(AREAL_CODE_INVALID_ARGUMENT, "dataset '" + path + "' has no items");
+  return items;
+}
+
+RolloutSummary run_rollout(const RolloutPlan& plan, const areal_workflow_vtable& workflow, void* workflow_self,
+                           const areal_inference_vtable& inference, void* inference_self) {
+  auto log = logging::get("rollout");
+  std::filesystem::path out_path(plan.output_path);
+  if (out_path.has_parent_path()) std::filesystem::create_directories(out_path.parent_path());
+  std::ofstream out(plan.output_path, std::ios::trunc);
+  if (!out) throw Error(AREAL_CODE_UNAVAILABLE, "cannot write rollout output '" + plan.output_path + "'");
+
+  RolloutSummary summary;
+  std::mutex mutex;  // guards `out` and `summary`
+  std::atomic<size_t> next{0};
+  const auto start = std::chrono::steady_clock::now();
+
+  auto worker = [&] {
+    for (size_t i = next++; i < plan.episodes; i = next++) {
+      const size_t item = i % plan.dataset.size();
+      const std::string id = "ep" + std::to_string(i);
+      const std::string data = plan.dataset[item].dump();
+      EpisodeRecorder rec(id, &inference, inference_self, plan.seed + i);
+      areal_episode ep{};
+      ep.struct_size = AREAL_OFFSET_OF_END(areal_episode, api);
+      ep.episode_id = areal_str{id.data(), id.size()};
+      ep.data_json = areal_str{data.data(), data.size()};
+      ep.base_url = areal_str{plan.base_url.data(), plan.base_url.size()};
+      ep.api = rec.api();
+      StringCollector result;
+      nlohmann::json record;
+      std::string error;
+      try {
+        areal_status* st = nullptr;
+        try {
+          st = workflow.run_episode(workflow_self, &ep, result.writer());
+        } catch (...) {
+          throw Error(AREAL_CODE_INTERNAL, "run_episode threw a C++ exception across the C ABI (a plugin bug)");
+        }
+        throw_if_status(st, "workflow");
+        nlohmann::json parsed = nlohmann::json::parse(result.text.empty() ? "{}" : result.text);
+        rec.apply_result(parsed);
+        record = rec.to_json();
+        record["result"] = parsed;
+      } catch (const std::exception& e) {
+        error = e.what();
+        record = rec.to_json();  // whatever was generated is kept
+      }
+      record["data_index"] = item;
+      record["status"] = error.empty() ? "ok" : "error";
+      if (!error.empty()) record["error"] = error;
+      size_t tokens = 0;
+      for (const auto& c : record["completions"]) tokens += c["output_ids"].size();
+      std::lock_guard<std::mutex> lock(mutex);
+      out << record.dump() << "\n";
+      out.flush();
+      summary.tokens += tokens;
+      if (error.empty()) ++summary.ok;
+      else {
+        ++summary.failed;
+        log->warn("episode {} (dataset item {}) failed: {}", id, item, error);
+      }
+      for (double r : rec.rewards()) summary.reward_sum += r, ++summary.rewarded;
+      Metrics::global().add("areal_rollout_episodes_total{status=\"" + std::string(error.empty() ? "ok" : "error") + "\"}", 1);
+      const size_t done = summary.ok + summary.failed;
+      if (done % std::max<size_t>(1, plan.episodes / 10) == 0 || done == plan.episodes)
+        log->info("episodes {}/{} | failed {} | mean reward {:.4f} | tokens {}", done, plan.episodes, summary.failed,
+                  summary.mean_reward(), summary.tokens);
+    }
+  };
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < std::min(plan.concurrency, plan.episodes); ++t) threads.emplace_back(worker);
+  for (auto& t : threads) t.join();
+  summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return summary;
+}
+
+}  // namespace areal::host

@@ -1,0 +1,47 @@
+/*
+ * areal plugin ABI: RL algorithms (kind AREAL_KIND_ALGORITHM).
+ *
+ * An algorithm turns rewards into advantages and defines the per-token loss
+ * on log-probs. It needs no model and no libtorch: batches arrive as DLPack
+ * tensors on the CPU.
+ */
+#ifndef AREAL_ALGORITHM_H_
+#define AREAL_ALGORITHM_H_
+
+#include "areal/abi.h"
+#include "areal/services.h"
+#include "areal/tensors.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* THREADING: an instance is used from one thread at a time. */
+typedef struct areal_algorithm_vtable {
+  uint32_t struct_size; /* AREAL_OFFSET_OF_END(areal_algorithm_vtable, loss) */
+
+  /* As for areal_inference_vtable.create. */
+  areal_status* (*create)(areal_str config_json, const areal_services* services, void** out_self);
+  /* Releases an instance. NULL is allowed. */
+  void (*destroy)(void* self);
+
+  /* Fills per-token advantages for a packed batch.
+   * batch (read-only): "rewards" float32 [B], "cu_seqlens" int32 [B+1],
+   * "loss_mask" int32 [T], "group_ids" int64 [B], and "logprobs" float32 [T].
+   * out (writable data, caller-allocated): "advantages" float32 [T]; tokens
+   * outside loss_mask must be written as 0.
+   * OWNERSHIP: both maps borrowed for the call. */
+  areal_status* (*compute_advantages)(void* self, const areal_tensor_map* batch,
+                                      const areal_tensor_map* out);
+
+  /* The loss of one micro-batch given the current policy's log-probs.
+   * Same contract as areal_loss_fn.eval (areal/train.h). */
+  areal_status* (*loss)(void* self, const areal_tensor_map* batch, double* out_loss, DLTensor* out_grad,
+                        const areal_writer* out_stats_json);
+} areal_algorithm_vtable;
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* AREAL_ALGORITHM_H_ */

@@ -1,0 +1,128 @@
+/*
+ * areal plugin ABI: inference backends (kind AREAL_KIND_INFERENCE).
+ *
+ * An inference plugin generates from token ids. It never sees chat messages:
+ * templating and tokenization happen once, in the host, so the ids that were
+ * sampled are exactly the ids that are trained on.
+ */
+#ifndef AREAL_INFERENCE_H_
+#define AREAL_INFERENCE_H_
+
+#include "areal/abi.h"
+#include "areal/services.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Sampling controls for one request.
+ * OWNERSHIP: caller-owned; the arrays are borrowed for the submit call only
+ * (copy what you need). */
+typedef struct areal_sampling_params {
+  uint32_t struct_size;     /* AREAL_OFFSET_OF_END(areal_sampling_params, stop_strings) */
+  float temperature;        /* 0 means greedy */
+  float top_p;              /* (0, 1]; 1 disables */
+  int32_t top_k;            /* <= 0 disables */
+  int32_t max_new_tokens;   /* > 0 */
+  uint64_t seed;            /* used when has_seed != 0 */
+  int32_t has_seed;         /* 0: the backend picks a seed */
+  int32_t ignore_eos;       /* non-zero: generate until max_new_tokens */
+  const int32_t* stop_token_ids; /* (optional) finish when one is sampled; it is kept in the output */
+  size_t stop_token_ids_count;
+  const areal_str* stop_strings; /* (optional) finish when the decoded text ends with one */
+  size_t stop_strings_count;
+} areal_sampling_params;
+
+/* One generation request.
+ * OWNERSHIP: caller-owned; every pointer is borrowed for the submit call. */
+typedef struct areal_gen_request {
+  uint32_t struct_size;       /* AREAL_OFFSET_OF_END(areal_gen_request, sampling) */
+  uint64_t request_id;        /* unique within the host process; used by abort */
+  areal_str affinity_key;     /* (optional) requests with the same key go to the same server */
+  const int32_t* input_ids;   /* the full prompt, already templated and tokenized */
+  size_t input_ids_count;     /* > 0 */
+  const areal_sampling_params* sampling;
+} areal_gen_request;
+
+/* Why a generation ended. */
+typedef enum areal_finish_reason {
+  AREAL_FINISH_STOP = 1,   /* stop token id, EOS, or stop string */
+  AREAL_FINISH_LENGTH = 2, /* max_new_tokens or context length */
+  AREAL_FINISH_ABORT = 3,  /* abort() or a sink that returned an error */
+  AREAL_FINISH_ERROR = 4   /* the backend failed; see the status */
+  /* append only */
+} areal_finish_reason;
+
+/* New tokens of one request, in order.
+ * OWNERSHIP: plugin-owned; borrowed by on_tokens for that call only. */
+typedef struct areal_gen_chunk {
+  uint32_t struct_size;     /* AREAL_OFFSET_OF_END(areal_gen_chunk, count) */
+  const int32_t* token_ids; /* sampled ids */
+  const float* logprobs;    /* log p(token) under the raw (temperature 1) distribution */
+  const int64_t* versions;  /* policy (weight) version that sampled each token */
+  size_t count;             /* >= 1 */
+} areal_gen_chunk;
+
+/* Where a request's output goes. Host-owned.
+ * OWNERSHIP: the sink struct and ctx are owned by the caller of submit and
+ * stay valid until on_done has returned.
+ * THREADING: the plugin calls on_tokens and on_done from any thread, never
+ * concurrently for the same request, and never after on_done. */
+typedef struct areal_gen_sink {
+  uint32_t struct_size; /* AREAL_OFFSET_OF_END(areal_gen_sink, on_done) */
+  void* ctx;
+  /* Zero or more times. A non-NULL return (owned by the plugin, which frees
+   * it) asks the plugin to abort this request; on_done then follows with
+   * AREAL_FINISH_ABORT. */
+  areal_status* (*on_tokens)(void* ctx, const areal_gen_chunk* chunk);
+  /* Exactly once per successfully submitted request. `error` is non-NULL only
+   * with AREAL_FINISH_ERROR. OWNERSHIP: error is borrowed for the call. */
+  void (*on_done)(void* ctx, int32_t finish_reason, const areal_status* error);
+} areal_gen_sink;
+
+/* The inference function table.
+ * THREADING: every slot may be called concurrently from many threads on the
+ * same instance, except create/destroy. */
+typedef struct areal_inference_vtable {
+  uint32_t struct_size; /* AREAL_OFFSET_OF_END(areal_inference_vtable, info) */
+
+  /* Creates an instance from its config section (a JSON object).
+   * OWNERSHIP: config_json and services borrowed for the call (services
+   * stays valid until destroy). *out_self is owned by the plugin and released
+   * with destroy. On error *out_self is untouched. */
+  areal_status* (*create)(areal_str config_json, const areal_services* services, void** out_self);
+  /* Destroys an instance; aborts what is in flight first (each on_done is
+   * called before destroy returns). NULL is allowed. */
+  void (*destroy)(void* self);
+
+  /* Starts a request and returns at once. On success the sink receives the
+   * output later (possibly before submit returns). On error nothing is
+   * called on the sink. */
+  areal_status* (*submit)(void* self, const areal_gen_request* request, const areal_gen_sink* sink);
+  /* Aborts a request; its on_done reports AREAL_FINISH_ABORT with the tokens
+   * generated so far already delivered. Unknown ids are NOT_FOUND. */
+  areal_status* (*abort)(void* self, uint64_t request_id);
+
+  /* Stops producing tokens (requests stay queued) until resume. Used around
+   * weight updates. Idempotent. */
+  areal_status* (*pause)(void* self);
+  areal_status* (*resume)(void* self);
+
+  /* Loads new weights. spec_json: {"type":"disk","path":DIR,"version":N}
+   * (kinds may add types). After success every new token is stamped N. */
+  areal_status* (*update_weights)(void* self, areal_str spec_json);
+  /* The version stamped on newly generated tokens. */
+  areal_status* (*get_version)(void* self, int64_t* out_version);
+  /* Sets that version without loading weights. */
+  areal_status* (*set_version)(void* self, int64_t version);
+
+  /* Writes a JSON object describing the served model:
+   * {"model": str, "vocab_size": int, "max_context": int, ...}. */
+  areal_status* (*info)(void* self, const areal_writer* out_json);
+} areal_inference_vtable;
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* AREAL_INFERENCE_H_ */

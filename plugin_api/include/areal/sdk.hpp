@@ -1,0 +1,489 @@
+// areal plugin SDK for C++ (header-only, C++17, no dependencies).
+//
+// Write one class, add one export macro:
+//
+//   class MyWorkflow {
+//    public:
+//     static constexpr const char* kName = "my_workflow";
+//     static constexpr const char* kVersion = "0.1.0";
+//     explicit MyWorkflow(const areal::sdk::CreateContext& ctx);
+//     std::string run_episode(areal::sdk::Episode& episode);   // returns result JSON
+//   };
+//   AREAL_EXPORT_WORKFLOW(MyWorkflow)
+//
+// Optional static members: kDescription, kConfigSchema (see
+// docs/plugin-guide.md). Every exception thrown by the class is caught at
+// the C boundary and returned as an areal_status; throw areal::sdk::Error to
+// choose the code (e.g. INVALID_ARGUMENT for a bad config).
+#ifndef AREAL_SDK_HPP_
+#define AREAL_SDK_HPP_
+
+#include <cstring>
+#include <exception>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "areal/plugin_api.h"
+
+#define AREAL_SDK_STRINGIFY_(x) #x
+#define AREAL_SDK_STRINGIFY(x) AREAL_SDK_STRINGIFY_(x)
+
+namespace areal::sdk {
+
+// ---------------------------------------------------------------------------
+// Host table of this plugin library (set once by areal_plugin_init).
+// ---------------------------------------------------------------------------
+namespace detail {
+inline const areal_host_api*& host_slot() {
+  static const areal_host_api* host = nullptr;  // one per .so: the SDK is compiled into each plugin
+  return host;
+}
+}  // namespace detail
+
+inline const areal_host_api& host() { return *detail::host_slot(); }
+
+// ---------------------------------------------------------------------------
+// Strings
+// ---------------------------------------------------------------------------
+inline areal_str str(std::string_view s) { return areal_str{s.data(), s.size()}; }
+inline std::string_view view(areal_str s) {
+  return s.size == 0 ? std::string_view() : std::string_view(s.data, s.size);
+}
+
+// ---------------------------------------------------------------------------
+// Errors
+// ---------------------------------------------------------------------------
+
+// Throw this to return a specific areal_code across the boundary.
+class Error : public std::runtime_error {
+ public:
+  Error(int32_t code, const std::string& message) : std::runtime_error(message), code_(code) {}
+  int32_t code() const noexcept { return code_; }
+
+ private:
+  int32_t code_;
+};
+
+inline Error invalid_argument(const std::string& m) { return Error(AREAL_CODE_INVALID_ARGUMENT, m); }
+inline Error not_found(const std::string& m) { return Error(AREAL_CODE_NOT_FOUND, m); }
+inline Error unsupported(const std::string& m) { return Error(AREAL_CODE_UNSUPPORTED, m); }
+inline Error unavailable(const std::string& m) { return Error(AREAL_CODE_UNAVAILABLE, m); }
+
+// Takes ownership of a status from the host or another plugin and throws it
+// as an Error if it is not NULL.
+inline void throw_if_error(areal_status* status) {
+  if (status == nullptr) return;
+  const int32_t code = host().status_code(status);
+  std::string message(view(host().status_message(status)));
+  host().status_free(status);
+  throw Error(code, message);
+}
+
+// Runs f and converts any exception into a host status (NULL on success).
+template <class F>
+areal_status* guard(F&& f) noexcept {
+  try {
+    f();
+    return nullptr;
+  } catch (const Error& e) {
+    return host().status_new(e.code(), str(e.what()));
+  } catch (const std::exception& e) {
+    return host().status_new(AREAL_CODE_INTERNAL, str(e.what()));
+  } catch (...) {
+    return host().status_new(AREAL_CODE_INTERNAL, str("unknown C++ exception in plugin"));
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Logging and output
+// ---------------------------------------------------------------------------
+inline void log(areal_log_level level, std::string_view component, std::string_view message) {
+  if (level < host().log_level()) return;
+  host().log(level, str(component), str(message));
+}
+
+// Writes text to a host writer; throws on writer failure.
+inline void write(const areal_writer* out, std::string_view text) {
+  if (out == nullptr) throw Error(AREAL_CODE_INVALID_ARGUMENT, "writer is NULL");
+  throw_if_error(out->write(out->ctx, str(text)));
+}
+
+// A writer that collects into a std::string, for calling other plugins.
+class StringWriter {
+ public:
+  StringWriter() : writer_{AREAL_OFFSET_OF_END(areal_writer, write), this, &StringWriter::append} {}
+  StringWriter(const StringWriter&) = delete;
+  StringWriter& operator=(const StringWriter&) = delete;
+  const areal_writer* get() const { return &writer_; }
+  const std::string& text() const { return text_; }
+
+ private:
+  static areal_status* append(void* ctx, areal_str chunk) {
+    return guard([&] { static_cast<StringWriter*>(ctx)->text_.append(chunk.data, chunk.size); });
+  }
+  areal_writer writer_;
+  std::string text_;
+};
+
+// ---------------------------------------------------------------------------
+// Other plugins, as handed over in areal_services
+// ---------------------------------------------------------------------------
+
+// A thin checked wrapper over an inference instance.
+class InferenceClient {
+ public:
+  explicit InferenceClient(const areal_inference_ref* ref) : ref_(ref) {
+    if (ref_ == nullptr || ref_->vtable == nullptr)
+      throw Error(AREAL_CODE_FAILED_PRECONDITION, "no inference backend is configured");
+  }
+  void submit(const areal_gen_request& request, const areal_gen_sink& sink) const {
+    throw_if_error(ref_->vtable->submit(ref_->self, &request, &sink));
+  }
+  void abort(uint64_t request_id) const { throw_if_error(ref_->vtable->abort(ref_->self, request_id)); }
+  int64_t version() const {
+    int64_t v = 0;
+    throw_if_error(ref_->vtable->get_version(ref_->self, &v));
+    return v;
+  }
+  std::string info() const {
+    StringWriter w;
+    throw_if_error(ref_->vtable->info(ref_->self, w.get()));
+    return w.text();
+  }
+
+ private:
+  const areal_inference_ref* ref_;
+};
+
+// What a plugin class constructor receives.
+class CreateContext {
+ public:
+  CreateContext(areal_str config_json, const areal_services* services)
+      : config_json_(view(config_json)), services_(services) {}
+  // The plugin's config section as a JSON object (defaults filled in when
+  // the plugin declares kConfigSchema).
+  std::string_view config_json() const { return config_json_; }
+  const areal_services* services() const { return services_; }
+  std::string_view instance_name() const {
+    return services_ == nullptr ? std::string_view() : view(services_->instance_name);
+  }
+  bool has_inference() const { return services_ != nullptr && services_->inference != nullptr; }
+  InferenceClient inference() const {
+    return InferenceClient(services_ == nullptr ? nullptr : services_->inference);
+  }
+
+ private:
+  std::string_view config_json_;
+  const areal_services* services_;
+};
+
+// ---------------------------------------------------------------------------
+// Workflow episode helper
+// ---------------------------------------------------------------------------
+struct Completion {
+  std::string id;
+  std::vector<int32_t> output_ids;
+  std::vector<float> logprobs;
+  std::vector<int64_t> versions;
+  int32_t finish_reason = 0;
+};
+
+struct Sampling {
+  float temperature = 1.0f;
+  float top_p = 1.0f;
+  int32_t top_k = 0;
+  int32_t max_new_tokens = 64;
+  bool has_seed = false;
+  uint64_t seed = 0;
+  std::vector<int32_t> stop_token_ids;
+};
+
+class Episode {
+ public:
+  explicit Episode(const areal_episode* e) : e_(e) {}
+  std::string_view id() const { return view(e_->episode_id); }
+  std::string_view data_json() const { return view(e_->data_json); }
+  std::string_view base_url() const { return view(e_->base_url); }
+  std::string_view api_key() const { return view(e_->api_key); }
+
+  // Generates from token ids through the host (which records the call).
+  Completion generate(const std::vector<int32_t>& input_ids, const Sampling& s) const {
+    areal_sampling_params p{};
+    p.struct_size = AREAL_OFFSET_OF_END(areal_sampling_params, stop_strings);
+    p.temperature = s.temperature;
+    p.top_p = s.top_p;
+    p.top_k = s.top_k;
+    p.max_new_tokens = s.max_new_tokens;
+    p.seed = s.seed;
+    p.has_seed = s.has_seed ? 1 : 0;
+    p.stop_token_ids = s.stop_token_ids.data();
+    p.stop_token_ids_count = s.stop_token_ids.size();
+    areal_gen_request r{};
+    r.struct_size = AREAL_OFFSET_OF_END(areal_gen_request, sampling);
+    r.affinity_key = e_->episode_id;
+    r.input_ids = input_ids.data();
+    r.input_ids_count = input_ids.size();
+    r.sampling = &p;
+    const areal_completion* c = nullptr;
+    throw_if_error(e_->api->generate(e_->api->ctx, &r, &c));
+    Completion out;
+    out.id.assign(view(c->completion_id));
+    out.output_ids.assign(c->output_ids, c->output_ids + c->count);
+    out.logprobs.assign(c->logprobs, c->logprobs + c->count);
+    out.versions.assign(c->versions, c->versions + c->count);
+    out.finish_reason = c->finish_reason;
+    return out;
+  }
+  void set_reward(std::string_view completion_id, double reward) const {
+    throw_if_error(e_->api->set_reward(e_->api->ctx, str(completion_id), reward));
+  }
+
+ private:
+  const areal_episode* e_;
+};
+
+// ---------------------------------------------------------------------------
+// Adapters: C vtables that forward to a C++ class
+// ---------------------------------------------------------------------------
+namespace detail {
+
+template <class T, class = void>
+struct description_of {
+  static constexpr const char* value = "";
+};
+template <class T>
+struct description_of<T, std::void_t<decltype(T::kDescription)>> {
+  static constexpr const char* value = T::kDescription;
+};
+template <class T, class = void>
+struct schema_of {
+  static constexpr const char* value = nullptr;
+};
+template <class T>
+struct schema_of<T, std::void_t<decltype(T::kConfigSchema)>> {
+  static constexpr const char* value = T::kConfigSchema;
+};
+
+template <class T, class = void>
+struct sample_data_of {
+  static constexpr const char* value = nullptr;
+};
+template <class T>
+struct sample_data_of<T, std::void_t<decltype(T::kSampleData)>> {
+  static constexpr const char* value = T::kSampleData;
+};
+
+// get_proc_address for SDK plugins: serves the documented extensions the
+// class opted into through static members.
+template <class T>
+void* proc_address(const char* name) {
+  if constexpr (sample_data_of<T>::value != nullptr) {
+    if (name != nullptr && std::strcmp(name, AREAL_WORKFLOW_SAMPLE_DATA_PROC) == 0) {
+      areal_workflow_sample_data_fn fn = [] { return sample_data_of<T>::value; };
+      return reinterpret_cast<void*>(fn);
+    }
+  }
+  return nullptr;
+}
+
+template <class T>
+areal_status* create(areal_str config_json, const areal_services* services, void** out_self) {
+  return guard([&] {
+    if (out_self == nullptr) throw Error(AREAL_CODE_INVALID_ARGUMENT, "out_self is NULL");
+    *out_self = new T(CreateContext(config_json, services));
+  });
+}
+template <class T>
+void destroy(void* self) {
+  try {
+    delete static_cast<T*>(self);
+  } catch (...) {
+    // A destructor that throws is a bug; swallowing keeps the host alive.
+  }
+}
+template <class T>
+T& self_of(void* self) {
+  if (self == nullptr) throw Error(AREAL_CODE_INVALID_ARGUMENT, "instance is NULL");
+  return *static_cast<T*>(self);
+}
+
+template <class T>
+struct InferenceAdapter {
+  static constexpr areal_inference_vtable vtable = {
+      /* .struct_size    = */ AREAL_OFFSET_OF_END(areal_inference_vtable, info),
+      /* .create         = */ &create<T>,
+      /* .destroy        = */ &destroy<T>,
+      /* .submit         = */
+      [](void* s, const areal_gen_request* r, const areal_gen_sink* k) {
+        return guard([&] {
+          if (r == nullptr || k == nullptr) throw invalid_argument("request and sink are required");
+          self_of<T>(s).submit(*r, *k);
+        });
+      },
+      /* .abort          = */ [](void* s, uint64_t id) { return guard([&] { self_of<T>(s).abort(id); }); },
+      /* .pause          = */ [](void* s) { return guard([&] { self_of<T>(s).pause(); }); },
+      /* .resume         = */ [](void* s) { return guard([&] { self_of<T>(s).resume(); }); },
+      /* .update_weights = */
+      [](void* s, areal_str spec) { return guard([&] { self_of<T>(s).update_weights(view(spec)); }); },
+      /* .get_version    = */
+      [](void* s, int64_t* v) {
+        return guard([&] {
+          if (v == nullptr) throw invalid_argument("out_version is NULL");
+          *v = self_of<T>(s).version();
+        });
+      },
+      /* .set_version    = */ [](void* s, int64_t v) { return guard([&] { self_of<T>(s).set_version(v); }); },
+      /* .info           = */
+      [](void* s, const areal_writer* w) { return guard([&] { write(w, self_of<T>(s).info()); }); },
+  };
+};
+
+template <class T>
+struct WorkflowAdapter {
+  static constexpr areal_workflow_vtable vtable = {
+      /* .struct_size = */ AREAL_OFFSET_OF_END(areal_workflow_vtable, run_episode),
+      /* .create      = */ &create<T>,
+      /* .destroy     = */ &destroy<T>,
+      /* .run_episode = */
+      [](void* s, const areal_episode* e, const areal_writer* w) {
+        return guard([&] {
+          if (e == nullptr || e->api == nullptr) throw invalid_argument("episode is NULL");
+          Episode episode(e);
+          write(w, self_of<T>(s).run_episode(episode));
+        });
+      },
+  };
+};
+
+template <class T>
+struct AlgorithmAdapter {
+  static constexpr areal_algorithm_vtable vtable = {
+      /* .struct_size        = */ AREAL_OFFSET_OF_END(areal_algorithm_vtable, loss),
+      /* .create             = */ &create<T>,
+      /* .destroy            = */ &destroy<T>,
+      /* .compute_advantages = */
+      [](void* s, const areal_tensor_map* b, const areal_tensor_map* o) {
+        return guard([&] {
+          if (b == nullptr || o == nullptr) throw invalid_argument("batch and out are required");
+          self_of<T>(s).compute_advantages(*b, *o);
+        });
+      },
+      /* .loss               = */
+      [](void* s, const areal_tensor_map* b, double* l, DLTensor* g, const areal_writer* w) {
+        return guard([&] {
+          if (b == nullptr || l == nullptr || g == nullptr) throw invalid_argument("batch, loss and grad are required");
+          std::string stats = "{}";
+          *l = self_of<T>(s).loss(*b, *g, stats);
+          if (w != nullptr) write(w, stats);
+        });
+      },
+  };
+};
+
+template <class T>
+struct TrainAdapter {
+  static constexpr areal_train_vtable vtable = {
+      /* .struct_size      = */ AREAL_OFFSET_OF_END(areal_train_vtable, set_version),
+      /* .create           = */ &create<T>,
+      /* .destroy          = */ &destroy<T>,
+      /* .compute_logprobs = */
+      [](void* s, const areal_tensor_map* b, float t, DLManagedTensor** out) {
+        return guard([&] {
+          if (b == nullptr || out == nullptr) throw invalid_argument("batch and out are required");
+          *out = self_of<T>(s).compute_logprobs(*b, t);
+        });
+      },
+      /* .train_step       = */
+      [](void* s, const areal_tensor_map* b, const areal_loss_fn* l, const areal_writer* w) {
+        return guard([&] {
+          if (b == nullptr || l == nullptr) throw invalid_argument("batch and loss are required");
+          std::string stats = self_of<T>(s).train_step(*b, *l);
+          if (w != nullptr) write(w, stats);
+        });
+      },
+      /* .save             = */ [](void* s, areal_str spec) { return guard([&] { self_of<T>(s).save(view(spec)); }); },
+      /* .load             = */ [](void* s, areal_str spec) { return guard([&] { self_of<T>(s).load(view(spec)); }); },
+      /* .get_version      = */
+      [](void* s, int64_t* v) {
+        return guard([&] {
+          if (v == nullptr) throw invalid_argument("out_version is NULL");
+          *v = self_of<T>(s).version();
+        });
+      },
+      /* .set_version      = */ [](void* s, int64_t v) { return guard([&] { self_of<T>(s).set_version(v); }); },
+  };
+};
+
+template <class T>
+struct GatewayAdapter {
+  static constexpr areal_gateway_vtable vtable = {
+      /* .struct_size = */ AREAL_OFFSET_OF_END(areal_gateway_vtable, stop),
+      /* .create      = */ &create<T>,
+      /* .destroy     = */ &destroy<T>,
+      /* .start       = */
+      [](void* s, const areal_writer* w) { return guard([&] { write(w, self_of<T>(s).start()); }); },
+      /* .stop        = */ [](void* s) { return guard([&] { self_of<T>(s).stop(); }); },
+  };
+};
+
+// The minimum host table this SDK calls into.
+constexpr uint32_t kMinHostApiSize = AREAL_OFFSET_OF_END(areal_host_api, metrics_render);
+
+template <class T, class Adapter>
+areal_status* plugin_init(int32_t kind, const areal_host_api* host_api, const areal_plugin_info** out_info) noexcept {
+  if (host_api == nullptr || host_api->struct_size < kMinHostApiSize || host_api->abi_major != AREAL_ABI_MAJOR) {
+    // Cannot build a status without a usable host table: refuse by NULL info.
+    // The host reports "init returned no info".
+    if (host_api != nullptr && host_api->struct_size >= AREAL_OFFSET_OF_END(areal_host_api, status_new))
+      return host_api->status_new(AREAL_CODE_ABI_MISMATCH,
+                                  str("plugin was built for ABI major " AREAL_SDK_STRINGIFY(AREAL_ABI_MAJOR)
+                                      " and needs a host table of at least that version"));
+    return nullptr;
+  }
+  detail::host_slot() = host_api;
+  static const areal_plugin_info info = {
+      /* .struct_size        = */ AREAL_OFFSET_OF_END(areal_plugin_info, finalize),
+      /* .abi_major          = */ AREAL_ABI_MAJOR,
+      /* .abi_minor          = */ AREAL_ABI_MINOR,
+      /* .kind               = */ kind,
+      /* .name               = */ T::kName,
+      /* .version            = */ T::kVersion,
+      /* .description        = */ description_of<T>::value,
+      /* .config_schema_json = */ schema_of<T>::value,
+      /* .vtable             = */ &Adapter::vtable,
+      /* .get_proc_address   = */ &proc_address<T>,
+      /* .finalize           = */ nullptr,
+  };
+  if (out_info == nullptr) return host_api->status_new(AREAL_CODE_INVALID_ARGUMENT, str("out_info is NULL"));
+  *out_info = &info;
+  return nullptr;
+}
+
+}  // namespace detail
+}  // namespace areal::sdk
+
+#define AREAL_SDK_EXPORT_(Class, kind, Adapter)                                                             \
+  extern "C" AREAL_PLUGIN_EXPORT areal_status* areal_plugin_init(const areal_host_api* host,                \
+                                                                 const areal_plugin_info** out_info) {       \
+    return ::areal::sdk::detail::plugin_init<Class, ::areal::sdk::detail::Adapter<Class>>(kind, host, out_info); \
+  }
+
+// One of these per plugin library, after the class definition.
+#define AREAL_EXPORT_INFERENCE(Class) AREAL_SDK_EXPORT_(Class, AREAL_KIND_INFERENCE, InferenceAdapter)
+#define AREAL_EXPORT_TRAIN(Class) AREAL_SDK_EXPORT_(Class, AREAL_KIND_TRAIN, TrainAdapter)
+#define AREAL_EXPORT_ALGORITHM(Class) AREAL_SDK_EXPORT_(Class, AREAL_KIND_ALGORITHM, AlgorithmAdapter)
+#define AREAL_EXPORT_WORKFLOW(Class) AREAL_SDK_EXPORT_(Class, AREAL_KIND_WORKFLOW, WorkflowAdapter)
+#define AREAL_EXPORT_GATEWAY(Class) AREAL_SDK_EXPORT_(Class, AREAL_KIND_GATEWAY, GatewayAdapter)
+
+// For plugins linked into areal-host itself (the built-in gateway): the same
+// init, under its own name, registered with the host's built-in table.
+#define AREAL_DEFINE_BUILTIN(Class, kind, Adapter, init_name)                                    \
+  areal_status* init_name(const areal_host_api* host, const areal_plugin_info** out_info) {      \
+    return ::areal::sdk::detail::plugin_init<Class, ::areal::sdk::detail::Adapter<Class>>(kind, host, out_info); \
+  }
+
+#endif  // AREAL_SDK_HPP_

@@ -1,0 +1,74 @@
+/*
+ * areal plugin ABI: training backends (kind AREAL_KIND_TRAIN).
+ *
+ * A train plugin owns the trainable model and its optimizer. The loss is not
+ * the train plugin's business: it calls back into an areal_loss_fn (built by
+ * the host from the algorithm plugin) with the fresh log-probs, receives
+ * dLoss/dlogprob per token, and backpropagates that. Every RL objective
+ * areal ships (PPO, GRPO, Dr.GRPO, RLOO, SFT, KL terms) is a function of
+ * per-token log-probs, so this crosses the ABI without autograd.
+ */
+#ifndef AREAL_TRAIN_H_
+#define AREAL_TRAIN_H_
+
+#include "areal/abi.h"
+#include "areal/services.h"
+#include "areal/tensors.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A loss over per-token log-probs.
+ * OWNERSHIP: host-owned; valid for the train_step call it is passed to.
+ * THREADING: called from the train_step thread only. */
+typedef struct areal_loss_fn {
+  uint32_t struct_size; /* AREAL_OFFSET_OF_END(areal_loss_fn, eval) */
+  void* ctx;
+  /* batch: the micro-batch given to train_step plus "new_logprobs" float32
+   * [T] (current policy, detached). Writes the scalar loss to *out_loss and
+   * dLoss/d new_logprobs into out_grad (float32 [T], caller-allocated,
+   * zeroed). Stats are a JSON object of scalars, may be empty. */
+  areal_status* (*eval)(void* ctx, const areal_tensor_map* batch, double* out_loss,
+                        DLTensor* out_grad, const areal_writer* out_stats_json);
+} areal_loss_fn;
+
+/* THREADING: an instance is used from one thread at a time. */
+typedef struct areal_train_vtable {
+  uint32_t struct_size; /* AREAL_OFFSET_OF_END(areal_train_vtable, set_version) */
+
+  /* As for areal_inference_vtable.create. */
+  areal_status* (*create)(areal_str config_json, const areal_services* services, void** out_self);
+  /* Releases an instance. NULL is allowed. */
+  void (*destroy)(void* self);
+
+  /* Log-probs of batch "input_ids" (packed, "cu_seqlens") at `temperature`.
+   * Position t holds log p(input_ids[t] | input_ids[<t]) within its sequence
+   * (0 at each sequence's first position).
+   * OWNERSHIP: batch borrowed. *out_logprobs (float32 [T], CPU) is owned by
+   * the caller, who calls its deleter. */
+  areal_status* (*compute_logprobs)(void* self, const areal_tensor_map* batch, float temperature,
+                                    DLManagedTensor** out_logprobs);
+
+  /* One optimizer step over `batch` (split into micro-batches by the
+   * plugin), using `loss` for the gradient. Writes a JSON object of scalar
+   * stats (loss, grad_norm, lr, tokens, ...). Increments the step. */
+  areal_status* (*train_step)(void* self, const areal_tensor_map* batch, const areal_loss_fn* loss,
+                              const areal_writer* out_stats_json);
+
+  /* Saves to / loads from a directory. spec_json:
+   * {"path": DIR, "optimizer": bool, "format": "hf"}. The HF format is what
+   * inference backends reload. */
+  areal_status* (*save)(void* self, areal_str spec_json);
+  areal_status* (*load)(void* self, areal_str spec_json);
+
+  /* The policy version of the current weights. */
+  areal_status* (*get_version)(void* self, int64_t* out_version);
+  areal_status* (*set_version)(void* self, int64_t version);
+} areal_train_vtable;
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* AREAL_TRAIN_H_ */

@@ -1,0 +1,196 @@
+// The built-in gateway: agents' HTTP front door. It is linked into
+// areal-host but registers through the same C ABI as any plugin .so
+// (AREAL_DEFINE_BUILTIN), so it passes the same conformance suite.
+//
+// Served now: GET /health, GET /v1/models (and /models), GET /metrics.
+// Anything else answers an OpenAI-style JSON error (404 or 405).
+#include <atomic>
+#include <memory>
+#include <mutex>
+
+#include <Poco/Net/HTTPRequestHandler.h>
+#include <Poco/Net/HTTPRequestHandlerFactory.h>
+#include <Poco/Net/HTTPServer.h>
+#include <Poco/Net/HTTPServerParams.h>
+#include <Poco/Net/HTTPServerRequest.h>
+#include <Poco/Net/HTTPServerResponse.h>
+#include <Poco/Net/ServerSocket.h>
+#include <Poco/Net/SocketAddress.h>
+#include <nlohmann/json.hpp>
+
+#include "areal/sdk.hpp"
+#include "gateway_builtin.h"
+#include "http_error.hpp"
+
+namespace {
+
+using nlohmann::json;
+namespace sdk = areal::sdk;
+using Poco::Net::HTTPRequestHandler;
+using Poco::Net::HTTPServerRequest;
+using Poco::Net::HTTPServerResponse;
+
+constexpr const char* kGatewayVersion = "0.1.0";
+
+struct GatewayState {
+  const areal_inference_ref* inference = nullptr;  // may be NULL
+  std::string model_name = "default";
+  std::atomic<uint64_t> requests{0};
+};
+
+class Handler : public HTTPRequestHandler {
+ public:
+  explicit Handler(std::shared_ptr<GatewayState> state) : state_(std::move(state)) {}
+
+  void handleRequest(HTTPServerRequest& req, HTTPServerResponse& res) override {
+    state_->requests++;
+    std::string path = req.getURI();
+    if (auto q = path.find('?'); q != std::string::npos) path.resize(q);
+    const std::string endpoint = path;
+    sdk::host().metric_add(sdk::str("areal_gateway_requests_total"), 1.0);
+    try {
+      if (path == "/health") return get_only(req, res, [&] { health(res); });
+      if (path == "/v1/models" || path == "/models") return get_only(req, res, [&] { models(res); });
+      if (path == "/metrics") return get_only(req, res, [&] { metrics(res); });
+      areal::gateway::send_error(res, 404, "Unknown endpoint " + req.getMethod() + " " + path + " (see docs/http-api.md)",
+                                 "invalid_request_error", "not_found");
+    } catch (const sdk::Error& e) {
+      const int status = areal::gateway::http_status_for(e.code());
+      areal::gateway::send_error(res, status, e.what(), status >= 500 ? "server_error" : "invalid_request_error",
+                                 status == 502 ? "backend_unavailable" : "error");
+    } catch (const std::exception& e) {
+      areal::gateway::send_error(res, 500, std::string("internal error: ") + e.what(), "server_error", "internal_error");
+    }
+  }
+
+ private:
+  template <class F>
+  void get_only(HTTPServerRequest& req, HTTPServerResponse& res, F&& f) {
+    if (req.getMethod() != "GET" && req.getMethod() != "HEAD") {
+      res.set("Allow", "GET");
+      return areal::gateway::send_error(res, 405, "Method " + req.getMethod() + " is not allowed on " + req.getURI(),
+                                        "invalid_request_error", "method_not_allowed");
+    }
+    f();
+  }
+
+  void health(HTTPServerResponse& res) {
+    json body{{"status", "ok"}, {"version", kGatewayVersion}};
+    if (state_->inference != nullptr) {
+      sdk::InferenceClient client(state_->inference);
+      body["policy_version"] = client.version();
+    }
+    areal::gateway::send_json(res, 200, body.dump());
+  }
+
+  void models(HTTPServerResponse& res) {
+    json data = json::array();
+    data.push_back({{"id", state_->model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "areal"}});
+    areal::gateway::send_json(res, 200, json{{"object", "list"}, {"data", data}}.dump());
+  }
+
+  void metrics(HTTPServerResponse& res) {
+    sdk::StringWriter w;
+    sdk::throw_if_error(sdk::host().metrics_render(w.get()));
+    res.setStatus(Poco::Net::HTTPResponse::HTTP_OK);
+    res.setContentType("text/plain; version=0.0.4");
+    res.setContentLength(static_cast<std::streamsize>(w.text().size()));
+    res.send() << w.text();
+  }
+
+  std::shared_ptr<GatewayState> state_;
+};
+
+class Factory : public Poco::Net::HTTPRequestHandlerFactory {
+ public:
+  explicit Factory(std::shared_ptr<GatewayState> state) : state_(std::move(state)) {}
+  HTTPRequestHandler* createRequestHandler(const HTTPServerRequest&) override { return new Handler(state_); }
+
+ private:
+  std::shared_ptr<GatewayState> state_;
+};
+
+class Gateway {
+ public:
+  static constexpr const char* kName = "gateway";
+  static constexpr const char* kVersion = kGatewayVersion;
+  static constexpr const char* kDescription = "Built-in OpenAI/Anthropic-compatible HTTP gateway (Poco).";
+  static constexpr const char* kConfigSchema = R"({"type": "object", "keys": {
+    "host": {"type": "string", "default": "127.0.0.1", "doc": "Address to bind; 0.0.0.0 for all interfaces."},
+    "port": {"type": "integer", "default": 8080, "minimum": 0, "maximum": 65535, "doc": "TCP port; 0 picks a free one (the log line shows which)."},
+    "max_threads": {"type": "integer", "default": 256, "minimum": 1, "maximum": 65536, "doc": "Request threads; each streaming response holds one for its duration."},
+    "max_queued": {"type": "integer", "default": 1024, "minimum": 1, "doc": "Accepted connections waiting for a thread before new ones are refused."}
+  }})";
+
+  explicit Gateway(const sdk::CreateContext& ctx) : state_(std::make_shared<GatewayState>()) {
+    json c;
+    try {
+      c = json::parse(ctx.config_json());
+    } catch (const std::exception& e) {
+      throw sdk::invalid_argument(std::string("gateway: config is not valid JSON: ") + e.what());
+    }
+    if (!c.is_object()) throw sdk::invalid_argument("gateway: config must be a JSON object");
+    host_ = c.value("host", "127.0.0.1");
+    port_ = c.value("port", 8080);
+    max_threads_ = c.value("max_threads", 256);
+    max_queued_ = c.value("max_queued", 1024);
+    if (port_ < 0 || port_ > 65535) throw sdk::invalid_argument("gateway: port must be in [0, 65535]");
+    if (ctx.has_inference()) {
+      state_->inference = ctx.services()->inference;
+      try {
+        json info = json::parse(ctx.inference().info());
+        state_->model_name = info.value("model", "default");
+      } catch (const json::exception&) {
+        // info() is validated by conformance; a bad one only costs the model name.
+      }
+    }
+  }
+
+  ~Gateway() { stop(); }
+
+  std::string start() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (server_) throw sdk::Error(AREAL_CODE_FAILED_PRECONDITION, "gateway is already running");
+    Poco::Net::ServerSocket socket;
+    try {
+      socket.bind(Poco::Net::SocketAddress(host_, static_cast<Poco::UInt16>(port_)), true);
+      socket.listen(max_queued_);
+    } catch (const Poco::Exception& e) {
+      throw sdk::unavailable("gateway: cannot listen on " + host_ + ":" + std::to_string(port_) + ": " + e.displayText());
+    }
+    auto params = new Poco::Net::HTTPServerParams();  // owned by the server (Poco AutoPtr)
+    params->setMaxThreads(max_threads_);
+    params->setMaxQueued(max_queued_);
+    params->setKeepAlive(true);
+    pool_ = std::make_unique<Poco::ThreadPool>(2, max_threads_);
+    server_ = std::make_unique<Poco::Net::HTTPServer>(new Factory(state_), *pool_, socket, params);
+    server_->start();
+    const auto bound = socket.address();
+    url_ = "http://" + host_ + ":" + std::to_string(bound.port());
+    return url_;
+  }
+
+  void stop() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!server_) return;
+    server_->stopAll(true);  // also aborts open keep-alive connections
+    server_.reset();
+    pool_->joinAll();
+    pool_.reset();
+  }
+
+ private:
+  std::shared_ptr<GatewayState> state_;
+  std::string host_;
+  int port_ = 8080;
+  int max_threads_ = 256;
+  int max_queued_ = 1024;
+  std::mutex mutex_;
+  std::unique_ptr<Poco::ThreadPool> pool_;
+  std::unique_ptr<Poco::Net::HTTPServer> server_;
+  std::string url_;
+};
+
+}  // namespace
+
+extern "C" AREAL_DEFINE_BUILTIN(Gateway, AREAL_KIND_GATEWAY, GatewayAdapter, areal_builtin_gateway_init)

@@ -1,0 +1,41 @@
+#include "http_error.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include "areal/abi.h"
+
+namespace areal::gateway {
+
+std::string openai_error_body(const std::string& message, const std::string& type, const std::string& code) {
+  return nlohmann::json{{"error", {{"message", message}, {"type", type}, {"param", nullptr}, {"code", code}}}}.dump();
+}
+
+int http_status_for(int32_t c) {
+  switch (c) {
+    case AREAL_CODE_INVALID_ARGUMENT: return 400;
+    case AREAL_CODE_UNAUTHENTICATED: return 401;
+    case AREAL_CODE_PERMISSION_DENIED: return 403;
+    case AREAL_CODE_NOT_FOUND: return 404;
+    case AREAL_CODE_ALREADY_EXISTS:
+    case AREAL_CODE_FAILED_PRECONDITION: return 409;
+    case AREAL_CODE_RESOURCE_EXHAUSTED: return 429;
+    case AREAL_CODE_UNSUPPORTED: return 400;
+    case AREAL_CODE_UNAVAILABLE: return 502;
+    case AREAL_CODE_DEADLINE_EXCEEDED: return 504;
+    default: return 500;
+  }
+}
+
+void send_json(Poco::Net::HTTPServerResponse& response, int status, const std::string& body) {
+  response.setStatus(static_cast<Poco::Net::HTTPResponse::HTTPStatus>(status));
+  response.setContentType("application/json");
+  response.setContentLength(static_cast<std::streamsize>(body.size()));
+  response.send() << body;
+}
+
+void send_error(Poco::Net::HTTPServerResponse& response, int status, const std::string& message,
+                const std::string& type, const std::string& code) {
+  send_json(response, status, openai_error_body(message, type, code));
+}
+
+}  // namespace areal::gateway
