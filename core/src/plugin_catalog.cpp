@@ -53,7 +53,15 @@ std::vector<std::string> PluginCatalog::search_dirs() const {
   }
   for (const auto& d : config_dirs_) dirs.push_back(d);
   dirs.push_back((fs::path(executable_dir()) / ".." / "lib" / "areal" / "plugins").lexically_normal().string());
-  return dirs;
+  // Keep the first occurrence of each directory: order is the search order.
+  std::vector<std::string> unique;
+  std::set<std::string> seen;
+  for (auto& d : dirs) {
+    std::string key = fs::path(d).lexically_normal().string();
+    if (!key.empty() && key.back() == '/') key.pop_back();
+    if (seen.insert(key).second) unique.push_back(d);
+  }
+  return unique;
 }
 
 std::vector<std::string> PluginCatalog::available_names() const {

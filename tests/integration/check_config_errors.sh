@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# check-config must accept the shipped configs and reject mistakes with
+# clear, specific lines and a nonzero exit, without running anything.
+set -uo pipefail
+host=$1 src=$2
+fail() { echo "FAIL: $*"; exit 1; }
+expect_error() {  # expect_error "<substring>" args...
+  local want=$1; shift
+  local err rc
+  err=$("$host" check-config "$src/configs/quickstart.yaml" "$@" 2>&1 >/dev/null); rc=$?
+  echo "--- $*"; echo "$err"
+  [ "$rc" -eq 1 ] || fail "expected exit 1, got $rc"
+  printf '%s\n' "$err" | grep -qF -- "$want" || fail "missing: $want"
+}
+"$host" check-config "$src/configs/quickstart.yaml" > /dev/null || fail "quickstart.yaml must validate"
+expect_error "unknown key 'rollout.episods' (did you mean 'rollout.episodes'?)" rollout.episods=3
+expect_error "unknown key 'gateway.prot' (did you mean 'gateway.port'?)" gateway.prot=1
+expect_error "'gateway.port' must be <= 65535" gateway.port=70000
+expect_error "'rollout.concurrency' must be an integer, got string" rollout.concurrency=many
+expect_error "no plugin named 'tokn_match' (did you mean 'token_match'?)" workflow.plugin=tokn_match
+expect_error "is a algorithm plugin, but a workflow plugin is needed here" workflow.plugin=sft
+expect_error "'log.level' must be one of" log.level=loud
+# A broken YAML file names the line.
+bad=$(mktemp --suffix=.yaml); printf 'inference:\n  plugin: [oops\n' > "$bad"
+err=$("$host" check-config "$bad" 2>&1 >/dev/null); rc=$?
+echo "$err"; [ "$rc" -eq 1 ] && printf '%s' "$err" | grep -q "$bad:3:" || fail "YAML error must name file and line"
+# `run` with a bad config starts nothing and exits 2.
+"$host" --config "$src/configs/quickstart.yaml" rollout.episods=3 2>/dev/null; [ $? -eq 2 ] || fail "run must exit 2"
+echo OK

@@ -1,0 +1,154 @@
+#include <cstdlib>
+
+#include <gtest/gtest.h>
+
+#include "areal/core/config_loader.hpp"
+#include "areal/core/config_schema.hpp"
+#include "areal/core/error.hpp"
+#include "areal/core/run_config.hpp"
+#include "gateway_builtin.h"
+
+using areal::Json;
+namespace config = areal::config;
+
+namespace {
+
+std::vector<std::string> validate(const char* schema, Json& value) {
+  std::vector<std::string> errors;
+  config::validate(Json::parse(schema), value, "sec", errors);
+  return errors;
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& e : v) s += e + "\n";
+  return s;
+}
+
+}  // namespace
+
+TEST(YamlToJson, PlainScalarsFollowTheCoreSchemaAndQuotedStayStrings) {
+  Json j = config::yaml_to_json("a: 8\nb: '8'\nc: true\nd: 1.5\ne: ~\nf: hello\ng: [1, x]\nh: \"true\"\n", "t.yaml");
+  EXPECT_EQ(j["a"], 8);
+  EXPECT_EQ(j["b"], "8");
+  EXPECT_EQ(j["c"], true);
+  EXPECT_DOUBLE_EQ(j["d"].get<double>(), 1.5);
+  EXPECT_TRUE(j["e"].is_null());
+  EXPECT_EQ(j["f"], "hello");
+  EXPECT_EQ(j["g"], Json::parse(R"([1, "x"])"));
+  EXPECT_EQ(j["h"], "true");
+}
+
+TEST(YamlToJson, SyntaxErrorsAndDuplicateKeysNameFileLineAndColumn) {
+  try {
+    config::yaml_to_json("a: 1\nb: [1, 2\n", "bad.yaml");
+    FAIL() << "no error";
+  } catch (const areal::Error& e) {
+    EXPECT_EQ(e.code(), AREAL_CODE_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(e.what()).find("bad.yaml:"), std::string::npos) << e.what();
+  }
+  try {
+    config::yaml_to_json("a: 1\na: 2\n", "dup.yaml");
+    FAIL() << "no error";
+  } catch (const areal::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("dup.yaml:2:1: duplicate key 'a'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Overrides, CreateNestedKeysAndParseValuesAsYaml) {
+  Json c = Json::object();
+  config::apply_override(c, "gateway.port=9000");
+  config::apply_override(c, "a.b.c=[1, 2]");
+  config::apply_override(c, "name='007'");
+  config::apply_override(c, "path=some/dir=x");
+  EXPECT_EQ(c["gateway"]["port"], 9000);
+  EXPECT_EQ(c["a"]["b"]["c"], Json::parse("[1,2]"));
+  EXPECT_EQ(c["name"], "007");
+  EXPECT_EQ(c["path"], "some/dir=x");
+  EXPECT_THROW(config::apply_override(c, "novalue"), areal::Error);
+  EXPECT_THROW(config::apply_override(c, "a..b=1"), areal::Error);
+  EXPECT_THROW(config::apply_override(c, "gateway.port.x=1"), areal::Error);  // port is a number, not a mapping
+}
+
+TEST(Schema, FillsDefaultsAndChecksTypesRangesEnums) {
+  const char* schema = R"({"type": "object", "keys": {
+      "port": {"type": "integer", "default": 8080, "minimum": 0, "maximum": 65535},
+      "mode": {"type": "string", "enum": ["a", "b"], "default": "a"},
+      "ratio": {"type": "number", "default": 0.5},
+      "name": {"type": "string"}}})";
+  Json v = Json::parse(R"({"name": "x", "ratio": 1})");
+  EXPECT_TRUE(validate(schema, v).empty());
+  EXPECT_EQ(v["port"], 8080);
+  EXPECT_EQ(v["mode"], "a");
+  EXPECT_EQ(v["ratio"], 1);  // an integer is a valid number
+
+  Json bad = Json::parse(R"({"port": "80", "mode": "c", "ratio": 2})");
+  auto errors = validate(schema, bad);
+  const std::string all = joined(errors);
+  EXPECT_NE(all.find("'sec.port' must be an integer, got string \"80\""), std::string::npos) << all;
+  EXPECT_NE(all.find("'sec.mode' must be one of [\"a\",\"b\"]"), std::string::npos) << all;
+  EXPECT_NE(all.find("missing required key 'sec.name'"), std::string::npos) << all;
+
+  Json range = Json::parse(R"({"name": "x", "port": 70000})");
+  EXPECT_NE(joined(validate(schema, range)).find("'sec.port' must be <= 65535"), std::string::npos);
+}
+
+TEST(Schema, UnknownKeysSuggestTheNearestValidKey) {
+  const char* schema = R"({"type": "object", "keys": {"max_threads": {"type": "integer", "default": 1},
+                                                      "host": {"type": "string", "default": "x"}}})";
+  Json v = Json::parse(R"({"max_thread": 4, "zzzzzzzz": 1})");
+  const std::string all = joined(validate(schema, v));
+  EXPECT_NE(all.find("unknown key 'sec.max_thread' (did you mean 'sec.max_threads'?)"), std::string::npos) << all;
+  EXPECT_NE(all.find("unknown key 'sec.zzzzzzzz'\n"), std::string::npos) << "no suggestion for a far-off key: " << all;
+}
+
+TEST(Schema, MalformedSchemasAreRejected) {
+  EXPECT_THROW(config::check_schema(Json::parse(R"({"type": "integr"})"), "p"), areal::Error);
+  EXPECT_THROW(config::check_schema(Json::parse(R"({"type": "integer", "default": "x"})"), "p"), areal::Error);
+  EXPECT_NO_THROW(config::check_schema(Json::parse(R"({"type": "object", "keys": {"a": {"type": "any"}}})"), "p"));
+}
+
+class ResolveConfig : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    setenv("AREAL_PLUGIN_PATH", AREAL_TEST_PLUGIN_DIR, 1);
+    areal::register_builtin("gateway", &areal_builtin_gateway_init);
+  }
+};
+
+TEST_F(ResolveConfig, ChecksHostKeysAndEachPluginSectionAgainstItsSchema) {
+  Json raw = config::yaml_to_json(R"(
+rollot: {episodes: 2}
+inference: {plugin: mock_inference, vocab_sise: 10}
+workflow: {plugin: token_match, temperature: "hot"}
+gateway: {plugin: none}
+)", "t.yaml");
+  auto rc = areal::resolve_config(raw, ".");
+  const std::string all = joined(rc.errors);
+  EXPECT_NE(all.find("unknown key 'rollot' (did you mean 'rollout'?)"), std::string::npos) << all;
+  EXPECT_NE(all.find("unknown key 'inference.vocab_sise' (did you mean 'inference.vocab_size'?)"), std::string::npos) << all;
+  EXPECT_NE(all.find("'workflow.temperature' must be a number"), std::string::npos) << all;
+  EXPECT_EQ(rc.effective["gateway"]["plugin"], "none");
+}
+
+TEST_F(ResolveConfig, FillsDefaultsAndHandsPluginsTheirSectionWithoutThePluginKey) {
+  Json raw = config::yaml_to_json("workflow: {plugin: token_match}\n", "t.yaml");
+  auto rc = areal::resolve_config(raw, "/base");
+  ASSERT_TRUE(rc.errors.empty()) << joined(rc.errors);
+  EXPECT_EQ(rc.effective["rollout"]["concurrency"], 4);
+  EXPECT_EQ(rc.effective["inference"]["plugin"], "mock_inference");  // the default backend
+  EXPECT_EQ(rc.effective["gateway"]["port"], 8080);
+  Json section = Json::parse(rc.section_json("workflow"));
+  EXPECT_FALSE(section.contains("plugin"));
+  EXPECT_EQ(section["temperature"], 1.0);
+  EXPECT_EQ(rc.path("data.jsonl"), "/base/data.jsonl");
+  EXPECT_EQ(rc.path("/abs.jsonl"), "/abs.jsonl");
+}
+
+TEST_F(ResolveConfig, WrongKindAndUnknownPluginAreErrorsWithHints) {
+  Json raw = config::yaml_to_json("workflow: {plugin: sft}\ninference: {plugin: mock_inferenc}\n", "t.yaml");
+  auto rc = areal::resolve_config(raw, ".");
+  const std::string all = joined(rc.errors);
+  EXPECT_NE(all.find("is a algorithm plugin, but a workflow plugin is needed here"), std::string::npos) << all;
+  EXPECT_NE(all.find("no plugin named 'mock_inferenc' (did you mean 'mock_inference'?)"), std::string::npos) << all;
+}
