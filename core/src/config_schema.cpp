@@ -137,8 +137,9 @@ void describe(const Json& schema, const std::string& prefix, std::string& out) {
     const std::string key = join(prefix, k);
     std::string type = sub.value("type", "any");
     if (sub.contains("enum")) type += " " + sub["enum"].dump();
-    std::string def = sub.contains("default") ? "`" + sub["default"].dump() + "`" : "required";
-    if (sub.contains("default") && sub["default"].is_object() && sub.contains("keys")) def = "";
+    const bool section = sub.value("type", "") == "object" && sub.contains("keys");
+    std::string def = sub.contains("default") ? "`" + sub["default"].dump() + "`" : (section ? "" : "required");
+    if (section) type = "section";
     std::string doc = sub.value("doc", "");
     out += "| `" + key + "` | " + type + " | " + def + " | " + doc + " |\n";
     describe(sub, key, out);
