@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "areal/sdk.hpp"
+#include "areal/sdk_json.hpp"
 
 namespace sdk = areal::sdk;
 using nlohmann::json;
@@ -25,25 +26,14 @@ class TwoTurnCount {
   static constexpr const char* kSampleData = R"({"input_ids": [1, 2, 3], "lucky": 5})";
 
   explicit TwoTurnCount(const sdk::CreateContext& ctx) {
-    json c;
-    try {
-      c = json::parse(ctx.config_json());
-    } catch (const std::exception& e) {
-      throw sdk::invalid_argument(std::string("two_turn_count: bad config: ") + e.what());
-    }
-    if (!c.is_object()) throw sdk::invalid_argument("two_turn_count: config must be an object");
+    const json c = sdk::parse_object(ctx.config_json(), "two_turn_count: config");
     sampling_.max_new_tokens = c.value("tokens_per_turn", 8);
     sampling_.temperature = c.value("temperature", 1.0f);
   }
 
   std::string run_episode(sdk::Episode& episode) {
-    json data;
-    try {
-      data = json::parse(episode.data_json());
-    } catch (const std::exception& e) {
-      throw sdk::invalid_argument(std::string("two_turn_count: data is not JSON: ") + e.what());
-    }
-    if (!data.is_object() || !data.contains("input_ids") || !data["input_ids"].is_array() || data["input_ids"].empty() ||
+    const json data = sdk::parse_object(episode.data_json(), "two_turn_count: data item");
+    if (!data.contains("input_ids") || !data["input_ids"].is_array() || data["input_ids"].empty() ||
         !data.contains("lucky") || !data["lucky"].is_number_integer())
       throw sdk::invalid_argument("two_turn_count: data needs \"input_ids\" (non-empty int array) and \"lucky\" (int)");
     std::vector<int32_t> context = data["input_ids"].get<std::vector<int32_t>>();

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "areal/sdk.hpp"
+#include "areal/sdk_json.hpp"
 #include "gateway_builtin.h"
 #include "http_error.hpp"
 
@@ -123,13 +124,7 @@ class Gateway {
   }})";
 
   explicit Gateway(const sdk::CreateContext& ctx) : state_(std::make_shared<GatewayState>()) {
-    json c;
-    try {
-      c = json::parse(ctx.config_json());
-    } catch (const std::exception& e) {
-      throw sdk::invalid_argument(std::string("gateway: config is not valid JSON: ") + e.what());
-    }
-    if (!c.is_object()) throw sdk::invalid_argument("gateway: config must be a JSON object");
+    const json c = sdk::parse_object(ctx.config_json(), "gateway: config");
     host_ = c.value("host", "127.0.0.1");
     port_ = c.value("port", 8080);
     max_threads_ = c.value("max_threads", 256);

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "areal/sdk.hpp"
+#include "areal/sdk_json.hpp"
 #include "mock_model.hpp"
 
 namespace {
@@ -48,13 +49,7 @@ class MockInference {
   }})";
 
   explicit MockInference(const sdk::CreateContext& ctx) {
-    json c;
-    try {
-      c = json::parse(ctx.config_json());
-    } catch (const std::exception& e) {
-      throw sdk::invalid_argument(std::string("mock_inference: config is not valid JSON: ") + e.what());
-    }
-    if (!c.is_object()) throw sdk::invalid_argument("mock_inference: config must be a JSON object");
+    const json c = sdk::parse_object(ctx.config_json(), "mock_inference: config");
     model_ = c.value("model", "mock");
     vocab_ = c.value("vocab_size", 512);
     eos_ = c.value("eos_token_id", -1);
@@ -142,13 +137,8 @@ class MockInference {
   }
 
   void update_weights(std::string_view spec_text) {
-    json spec;
-    try {
-      spec = json::parse(spec_text);
-    } catch (const std::exception& e) {
-      throw sdk::invalid_argument(std::string("update_weights: spec is not valid JSON: ") + e.what());
-    }
-    const std::string type = spec.is_object() ? spec.value("type", "") : "";
+    const json spec = sdk::parse_object(spec_text, "update_weights: spec");
+    const std::string type = spec.value("type", "");
     if (type != "mock")
       throw sdk::unsupported("mock_inference has no weight files; it accepts only {\"type\":\"mock\",\"weights_seed\":N,\"version\":V}");
     if (!spec.contains("version") || !spec["version"].is_number_integer())

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "areal/sdk.hpp"
+#include "areal/sdk_json.hpp"
 #include "tensor_view.hpp"
 
 namespace {
@@ -23,15 +24,7 @@ class Sft {
   static constexpr const char* kDescription = "Supervised fine-tuning: mean token NLL over the loss mask.";
   static constexpr const char* kConfigSchema = R"({"type": "object", "keys": {}})";
 
-  explicit Sft(const sdk::CreateContext& ctx) {
-    nlohmann::json c;
-    try {
-      c = nlohmann::json::parse(ctx.config_json());
-    } catch (const std::exception& e) {
-      throw sdk::invalid_argument(std::string("sft: config is not valid JSON: ") + e.what());
-    }
-    if (!c.is_object()) throw sdk::invalid_argument("sft: config must be a JSON object");
-  }
+  explicit Sft(const sdk::CreateContext& ctx) { sdk::parse_object(ctx.config_json(), "sft: config"); }
 
   void compute_advantages(const areal_tensor_map& batch, const areal_tensor_map& out) {
     size_t t_mask = 0, t_adv = 0;

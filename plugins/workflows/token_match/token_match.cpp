@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "areal/sdk.hpp"
+#include "areal/sdk_json.hpp"
 
 namespace {
 
@@ -40,13 +41,7 @@ class TokenMatch {
   static constexpr const char* kSampleData = R"({"input_ids": [1, 2, 3], "target_ids": [4, 5]})";
 
   explicit TokenMatch(const sdk::CreateContext& ctx) {
-    json c;
-    try {
-      c = json::parse(ctx.config_json());
-    } catch (const std::exception& e) {
-      throw sdk::invalid_argument(std::string("token_match: config is not valid JSON: ") + e.what());
-    }
-    if (!c.is_object()) throw sdk::invalid_argument("token_match: config must be a JSON object");
+    const json c = sdk::parse_object(ctx.config_json(), "token_match: config");
     sampling_.temperature = c.value("temperature", 1.0f);
     sampling_.top_p = c.value("top_p", 1.0f);
     sampling_.top_k = c.value("top_k", 0);
@@ -54,13 +49,7 @@ class TokenMatch {
   }
 
   std::string run_episode(sdk::Episode& episode) {
-    json data;
-    try {
-      data = json::parse(episode.data_json());
-    } catch (const std::exception& e) {
-      throw sdk::invalid_argument(std::string("token_match: data is not valid JSON: ") + e.what());
-    }
-    if (!data.is_object()) throw sdk::invalid_argument("token_match: data item must be a JSON object");
+    const json data = sdk::parse_object(episode.data_json(), "token_match: data item");
     const auto input = int_array(data, "input_ids");
     const auto target = int_array(data, "target_ids");
     sdk::Sampling s = sampling_;

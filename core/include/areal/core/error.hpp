@@ -8,17 +8,14 @@
 #include <string_view>
 
 #include "areal/abi.h"
+#include "areal/sdk.hpp"
 
 namespace areal {
 
-class Error : public std::runtime_error {
- public:
-  Error(int32_t code, const std::string& message) : std::runtime_error(message), code_(code) {}
-  int32_t code() const noexcept { return code_; }
-
- private:
-  int32_t code_;
-};
+// The same exception type plugins throw through the SDK: an error with an
+// areal_code. (Exceptions never cross the ABI; sharing the type only keeps
+// one definition of "an error with a code".)
+using Error = sdk::Error;
 
 // The short upper-case name of a code ("INVALID_ARGUMENT").
 const char* code_name(int32_t code);
