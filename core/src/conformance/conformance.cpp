@@ -2,6 +2,7 @@
 #include <regex>
 
 #include "areal/core/config_schema.hpp"
+#include "areal/core/elf_exports.hpp"
 #include "areal/core/plugin_instance.hpp"
 #include "checker.hpp"
 
@@ -85,6 +86,18 @@ ConformanceReport run_conformance(const std::shared_ptr<LoadedPlugin>& plugin, c
     }
     config::check_schema(schema, plugin->name());
     expect(schema.value("type", "") == "object", "the schema's top level must be an object");
+  });
+  c.run("loader: the library exports only areal_plugin_init", [&] {
+    if (plugin->builtin()) throw CheckSkipped("built into areal-host, no library file");
+    std::string extra;
+    size_t count = 0;
+    for (const auto& name : exported_symbols(plugin->path()))
+      if (name != AREAL_PLUGIN_INIT_SYMBOL) {
+        if (count++ < 5) extra += (extra.empty() ? "" : ", ") + name;
+      }
+    expect(count == 0, std::to_string(count) + " other exported symbol(s), e.g. " + extra +
+                           ": build with areal_add_plugin (hidden visibility + version script) so plugins "
+                           "cannot interpose each other's symbols");
   });
   c.run("lifecycle: destroy(NULL) is a no-op", [&] { plugin->destroy_fn()(nullptr); });
   c.run("lifecycle: create rejects malformed JSON config with a status", [&] {
