@@ -6,11 +6,14 @@
 
 namespace areal::host {
 
-bool is_switch(const std::string& flag) { return flag == "json" || flag == "help" || flag == "version"; }
+bool is_switch(const std::string& flag) {
+  return flag == "json" || flag == "help" || flag == "version" || flag == "decode" || flag == "no-special-tokens" ||
+         flag == "no-parse-special" || flag == "skip-special-tokens";
+}
 
 namespace {
 
-const char* const kCommands[] = {"run", "check-config", "plugins", "conformance", "config-reference"};
+const char* const kCommands[] = {"run", "check-config", "plugins", "conformance", "config-reference", "tokenize"};
 
 bool is_command(const std::string& w) {
   for (const char* c : kCommands)
@@ -71,6 +74,9 @@ Usage:
                                                         run the conformance suite on a plugin
                                                         (a name, or a path to a .so)
   areal-host config-reference                           print every config key with its default
+  areal-host tokenize --tokenizer DIR [--decode] [--no-special-tokens]
+                      [--no-parse-special] [--skip-special-tokens]
+                                                        text on stdin -> {"ids": [...]} (or back)
   areal-host --version | --help
 
 Plugins are found by name in $AREAL_PLUGIN_PATH, plugins.search_paths and

@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
     if (cl.command == "plugins") return list_plugins(cl);
     if (cl.command == "conformance") return conformance(cl);
     if (cl.command == "config-reference") return config_reference(cl);
+    if (cl.command == "tokenize") return tokenize(cl);
     std::cerr << (cl.command.empty() ? std::string("areal-host: no command given") : "areal-host: unknown command '" + cl.command + "'")
               << "\n\n" << usage();
     return 2;

@@ -11,5 +11,6 @@ int check_config(const CommandLine& cl);
 int list_plugins(const CommandLine& cl);
 int conformance(const CommandLine& cl);
 int config_reference(const CommandLine& cl);
+int tokenize(const CommandLine& cl);
 
 }  // namespace areal::host

@@ -1,0 +1,55 @@
+// `areal-host tokenize --tokenizer DIR`: text on stdin -> {"ids": [...]}.
+// `--decode`: {"ids": [...]} (or a bare array) on stdin -> {"text": "..."}.
+#include <iostream>
+#include <iterator>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "areal/core/error.hpp"
+#include "areal/core/tokenizer/tokenizer.hpp"
+#include "commands.hpp"
+
+namespace areal::host {
+
+int tokenize(const CommandLine& cl) {
+  static const std::set<std::string> kFlags = {"tokenizer", "decode", "no-special-tokens", "no-parse-special", "skip-special-tokens"};
+  for (const auto& [flag, _] : cl.flags)
+    if (!kFlags.count(flag)) {
+      std::cerr << "areal-host tokenize: unknown flag --" << flag
+                << " (flags: --tokenizer DIR, --decode, --no-special-tokens, --no-parse-special, --skip-special-tokens)\n";
+      return 2;
+    }
+  if (!cl.flags.count("tokenizer")) {
+    std::cerr << "areal-host tokenize: --tokenizer DIR is required (a folder with tokenizer.json)\n";
+    return 2;
+  }
+  std::shared_ptr<const tokenizer::Tokenizer> tok;
+  try {
+    tok = tokenizer::Tokenizer::from_dir(cl.flags.at("tokenizer"));
+  } catch (const std::exception& e) {
+    std::cerr << "areal-host tokenize: " << e.what() << "\n";
+    return 2;
+  }
+  const std::string input((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
+  try {
+    if (cl.flags.count("decode")) {
+      nlohmann::json j = nlohmann::json::parse(input);
+      const nlohmann::json& ids = j.is_object() ? j.at("ids") : j;
+      const std::string text = tok->decode(ids.get<std::vector<int32_t>>(), cl.flags.count("skip-special-tokens") > 0);
+      std::cout << nlohmann::json{{"text", text}}.dump() << "\n";
+      return 0;
+    }
+    const auto ids = tok->encode(input, !cl.flags.count("no-special-tokens"), !cl.flags.count("no-parse-special"));
+    std::cout << nlohmann::json{{"ids", ids}}.dump() << "\n";
+    return 0;
+  } catch (const nlohmann::json::exception& e) {
+    std::cerr << "areal-host tokenize --decode: stdin must be {\"ids\": [...]} or [...]: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "areal-host tokenize: " << e.what() << "\n";
+    return 2;
+  }
+}
+
+}  // namespace areal::host

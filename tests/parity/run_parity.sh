@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Produces the references with Hugging Face's implementations (npm, offline
+# once installed) and checks areal against them.
+#   run_parity.sh PARITY_BINARY OUT_DIR
+set -euo pipefail
+bin=$1 out=$2
+here=$(cd "$(dirname "$0")" && pwd)
+if [ ! -d "$here/node_modules/tokenizers" ]; then
+  echo "tests/parity/node_modules is missing: run scripts/setup.sh (it runs npm ci here)" >&2
+  exit 1
+fi
+mkdir -p "$out"
+node "$here/reference.js" "$out/tokenizer_reference.jsonl" --random 500 --seed 20261121
+"$bin" "$out/tokenizer_reference.jsonl"
