@@ -33,8 +33,9 @@ class Tokenizer {
   // Encodes text. add_special_tokens applies the post-processor (e.g. Llama
   // 3's BOS); parse_special = false treats special tokens in the text as
   // plain text (HF's split_special_tokens). Input that is not valid UTF-8 is
-  // encoded byte for byte (byte-level vocabularies only), so any byte string
-  // round-trips through decode_bytes.
+  // encoded byte for byte (byte-level vocabularies only), so with no
+  // normalizer (Llama 3, DeepSeek V3) any byte string round-trips through
+  // decode_bytes; a normalizer (Qwen's NFC) changes text exactly as in HF.
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens = true, bool parse_special = true) const;
 
   // Decodes like HF's decode(ids, skip_special_tokens): invalid UTF-8 in the
