@@ -57,6 +57,7 @@ AddedVocabulary::AddedVocabulary(const nlohmann::json& added) {
                  t.value("normalized", !t.value("special", false))};
     if (a.content.empty()) throw Error(AREAL_CODE_INVALID_ARGUMENT, "tokenizer.json: an added token has empty content");
     const size_t index = tokens_.size();
+    first_byte_[static_cast<unsigned char>(a.content[0])] = true;
     by_id_[a.id] = index;
     by_content_[a.content] = index;
     uint32_t node = 0;
@@ -94,6 +95,10 @@ void AddedVocabulary::split(std::string_view text, bool normalized_phase, bool p
   size_t emitted = 0;  // text before this is already in `out`
   size_t pos = 0;
   while (pos < text.size()) {
+    if (!first_byte_[static_cast<unsigned char>(text[pos])]) {
+      ++pos;
+      continue;
+    }
     // Leftmost-longest: the longest eligible token starting at `pos`.
     int32_t best = -1;
     size_t best_len = 0;

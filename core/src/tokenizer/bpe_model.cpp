@@ -241,9 +241,11 @@ void BpeModel::encode(std::string_view piece, std::vector<int32_t>& out) const {
     return;
   }
   Shard& shard = cache_[std::hash<std::string_view>{}(piece) % kShards];
+  thread_local std::string key;  // reused: lookups allocate nothing
+  key.assign(piece.data(), piece.size());
   {
     std::lock_guard<std::mutex> lock(shard.mutex);
-    auto it = shard.map.find(std::string(piece));
+    auto it = shard.map.find(key);
     if (it != shard.map.end()) {
       out.insert(out.end(), it->second.begin(), it->second.end());
       return;
@@ -254,7 +256,7 @@ void BpeModel::encode(std::string_view piece, std::vector<int32_t>& out) const {
   if (piece.size() > 256) return;  // long pieces are rarely repeated: keep the cache for words
   std::lock_guard<std::mutex> lock(shard.mutex);
   if (shard.map.size() >= kShardCapacity) shard.map.clear();
-  shard.map.emplace(std::string(piece), std::vector<int32_t>(out.begin() + static_cast<std::ptrdiff_t>(before), out.end()));
+  shard.map.emplace(key, std::vector<int32_t>(out.begin() + static_cast<std::ptrdiff_t>(before), out.end()));
 }
 
 }  // namespace areal::tokenizer

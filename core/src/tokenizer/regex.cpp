@@ -4,6 +4,7 @@
 #include <unicode/uscript.h>
 
 #include <algorithm>
+#include <deque>
 #include <functional>
 
 #include "areal/core/error.hpp"
@@ -443,7 +444,12 @@ class Parser {
 // Program
 // ---------------------------------------------------------------------------
 
-enum class Op : uint8_t { kChar, kCharI, kClass, kRepClass, kSplit, kJmp, kMatch, kLook, kLineStart, kLineEnd, kTextStart, kTextEnd, kWordB, kNotWordB };
+inline char32_t fold(char32_t c) {
+  if (c < 128) return (c >= 'A' && c <= 'Z') ? c + 32 : c;
+  return unicode::fold_case(c);
+}
+
+enum class Op : uint8_t { kChar, kCharI, kClass, kRepClass, kSplit, kAlt, kJmp, kMatch, kLook, kLineStart, kLineEnd, kTextStart, kTextEnd, kWordB, kNotWordB };
 
 struct Inst {
   Op op;
@@ -455,11 +461,76 @@ struct Inst {
 
 }  // namespace
 
+// What can start a match: literal characters and classes. `nullable` means
+// the pattern can match empty (or starts with an assertion), so no filter.
+struct FirstSet {
+  bool nullable = false;
+  std::vector<std::pair<char32_t, bool>> chars;  // (folded char if icase, icase)
+  std::vector<int> classes;
+};
+
+void first_set(const Node& n, FirstSet& f, bool& nullable) {
+  switch (n.kind) {
+    case Node::kChar: f.chars.push_back({n.ch, n.icase}); nullable = false; return;
+    case Node::kClass: f.classes.push_back(n.class_index); nullable = false; return;
+    case Node::kConcat:
+      for (const auto& k : n.kids) {
+        bool kid_nullable = true;
+        first_set(*k, f, kid_nullable);
+        if (!kid_nullable) {
+          nullable = false;
+          return;
+        }
+      }
+      nullable = true;
+      return;
+    case Node::kAlt: {
+      bool any = false;
+      for (const auto& k : n.kids) {
+        bool kid_nullable = true;
+        first_set(*k, f, kid_nullable);
+        any = any || kid_nullable;
+      }
+      nullable = any;
+      return;
+    }
+    case Node::kGroup: first_set(*n.kids[0], f, nullable); return;
+    case Node::kRepeat: {
+      bool kid_nullable = true;
+      first_set(*n.kids[0], f, kid_nullable);
+      nullable = n.min == 0 || kid_nullable;
+      return;
+    }
+    default:  // assertions and empty: give up on filtering
+      f.nullable = true;
+      nullable = true;
+      return;
+  }
+}
+
 struct Regex::Program {
   std::string pattern;
   std::vector<CharClass> classes;
   std::vector<Inst> code;
   int32_t start = 0;
+  FirstSet first;
+  // kAlt: each alternative's entry pc and what its first character can be,
+  // so only branches that can match the next character are tried.
+  std::vector<std::vector<std::pair<int32_t, FirstSet>>> alts;
+
+  bool admits(const FirstSet& f, const std::vector<char32_t>& t, size_t pos) const {
+    if (f.nullable) return true;
+    return pos < t.size() && admits_char(f, t[pos]);
+  }
+  bool admits_char(const FirstSet& f, char32_t c) const {
+    if (f.nullable) return true;
+    for (const auto& [ch, icase] : f.chars)
+      if ((icase ? fold(c) : c) == ch) return true;
+    for (int k : f.classes)
+      if (classes[k].contains(c)) return true;
+    return false;
+  }
+  bool may_start(char32_t c) const { return admits_char(first, c); }
 
   int32_t emit(Inst i) {
     code.push_back(i);
@@ -477,16 +548,22 @@ struct Regex::Program {
         break;
       case Node::kGroup: compile(*n.kids[0]); break;
       case Node::kAlt: {
+        const int32_t dispatch = emit({Op::kAlt});
+        code[dispatch].x = static_cast<int32_t>(alts.size());
+        alts.emplace_back();
+        std::vector<std::pair<int32_t, FirstSet>> table;
         std::vector<int32_t> jumps;
-        for (size_t k = 0; k + 1 < n.kids.size(); ++k) {
-          const int32_t split = emit({Op::kSplit});
-          code[split].x = split + 1;
+        for (size_t k = 0; k < n.kids.size(); ++k) {
+          FirstSet f;
+          bool nullable = true;
+          first_set(*n.kids[k], f, nullable);
+          if (nullable) f.nullable = true;
+          table.emplace_back(static_cast<int32_t>(code.size()), std::move(f));
           compile(*n.kids[k]);
           jumps.push_back(emit({Op::kJmp}));
-          code[split].y = static_cast<int32_t>(code.size());
         }
-        compile(*n.kids.back());
         for (int32_t j : jumps) code[j].x = static_cast<int32_t>(code.size());
+        alts[code[dispatch].x] = std::move(table);
         break;
       }
       case Node::kRepeat: {
@@ -541,12 +618,22 @@ struct Regex::Program {
   // depends on where the match began.
   // memo may be null (lookahead bodies: tiny, and their states must not mix
   // with the main program's).
+  struct Frame {
+    int32_t pc;
+    uint32_t pos;
+  };
   int64_t run(const std::vector<char32_t>& t, int32_t pc0, size_t pos0, std::vector<uint64_t>* memo) const {
-    struct Frame {
-      int32_t pc;
-      uint32_t pos;
-    };
-    std::vector<Frame> stack;
+    // One reusable stack per nesting depth (lookahead bodies run nested).
+    thread_local std::deque<std::vector<Frame>> stacks;  // deque: growing keeps outer references valid
+    thread_local size_t depth = 0;
+    if (stacks.size() <= depth) stacks.resize(depth + 1);
+    std::vector<Frame>& stack = stacks[depth];
+    struct Depth {
+      size_t& d;
+      explicit Depth(size_t& x) : d(x) { ++d; }
+      ~Depth() { --d; }
+    } nest(depth);
+    stack.clear();
     stack.push_back({pc0, static_cast<uint32_t>(pos0)});
     const size_t width = t.size() + 1;
     auto seen = [&](int32_t pc, size_t pos) {
@@ -563,9 +650,14 @@ struct Regex::Program {
       stack.pop_back();
       int32_t pc = f.pc;
       size_t pos = f.pos;
+      // Straight-line code is deterministic: a state needs the memo only
+      // where execution can arrive twice (a popped frame, a branch point).
+      if (seen(pc, pos)) continue;
+      bool fresh = true;  // this state was just memo-checked as a frame start
       while (true) {
-        if (seen(pc, pos)) break;
         const Inst& in = code[pc];
+        const bool check_memo = !fresh;
+        fresh = false;
         bool ok = true;
         switch (in.op) {
           case Op::kChar:
@@ -573,7 +665,7 @@ struct Regex::Program {
             ++pos, ++pc;
             break;
           case Op::kCharI:
-            ok = pos < t.size() && unicode::fold_case(t[pos]) == in.ch;
+            ok = pos < t.size() && fold(t[pos]) == in.ch;
             ++pos, ++pc;
             break;
           case Op::kClass: ok = false; break;
@@ -605,9 +697,33 @@ struct Regex::Program {
             break;
           }
           case Op::kSplit:
+            if (check_memo && seen(pc, pos)) {
+              ok = false;
+              break;
+            }
             stack.push_back({in.y, static_cast<uint32_t>(pos)});
             pc = in.x;
             break;
+          case Op::kAlt: {
+            if (check_memo && seen(pc, pos)) {
+              ok = false;
+              break;
+            }
+            const auto& table = alts[in.x];
+            int32_t first_pc = -1;
+            // Push viable later branches in reverse so the earliest pops first.
+            for (size_t k = table.size(); k-- > 0;) {
+              if (!admits(table[k].second, t, pos)) continue;
+              if (first_pc >= 0) stack.push_back({first_pc, static_cast<uint32_t>(pos)});
+              first_pc = table[k].first;
+            }
+            if (first_pc < 0) {
+              ok = false;
+              break;
+            }
+            pc = first_pc;
+            break;
+          }
           case Op::kJmp: pc = in.x; break;
           case Op::kMatch: return static_cast<int64_t>(pos);
           case Op::kLook: {
@@ -642,6 +758,9 @@ Regex::Regex(std::string_view pattern) : program_(std::make_unique<Program>()) {
   auto ast = parser.parse();
   program_->compile(*ast);
   program_->emit({Op::kMatch});
+  bool nullable = true;
+  first_set(*ast, program_->first, nullable);
+  if (nullable) program_->first.nullable = true;
 }
 
 Regex::~Regex() = default;
@@ -658,10 +777,15 @@ int64_t Regex::match_at(const std::vector<char32_t>& text, size_t pos) const {
 
 void Regex::find_all(const std::vector<char32_t>& text, std::vector<std::pair<uint32_t, uint32_t>>& out) const {
   out.clear();
-  std::vector<uint64_t> memo((program_->code.size() * (text.size() + 1) + 63) / 64, 0);
+  thread_local std::vector<uint64_t> memo;
+  memo.assign((program_->code.size() * (text.size() + 1) + 63) / 64, 0);
   const size_t width = text.size() + 1;
   size_t pos = 0;
   while (pos < text.size()) {
+    if (!program_->may_start(text[pos])) {
+      ++pos;
+      continue;
+    }
     const int64_t end = program_->run(text, 0, pos, &memo);
     if (end > static_cast<int64_t>(pos)) {
       out.emplace_back(static_cast<uint32_t>(pos), static_cast<uint32_t>(end));

@@ -45,6 +45,7 @@ class AddedVocabulary {
     int32_t token = -1;  // index into tokens_
   };
   std::vector<TrieNode> trie_;
+  bool first_byte_[256] = {};  // bytes that start some added token
   std::vector<AddedToken> tokens_;
   std::unordered_map<int32_t, size_t> by_id_;
   std::unordered_map<std::string, size_t> by_content_;
