@@ -74,9 +74,10 @@ Usage:
                                                         run the conformance suite on a plugin
                                                         (a name, or a path to a .so)
   areal-host config-reference                           print every config key with its default
-  areal-host tokenize --tokenizer DIR [--decode] [--no-special-tokens]
+  areal-host tokenize --tokenizer DIR [--chat FILE.json | --decode] [--no-special-tokens]
                       [--no-parse-special] [--skip-special-tokens]
-                                                        text on stdin -> {"ids": [...]} (or back)
+                                                        text on stdin -> {"ids": [...]} (or back);
+                                                        --chat: OpenAI request -> {"ids", "prompt"}
   areal-host --version | --help
 
 Plugins are found by name in $AREAL_PLUGIN_PATH, plugins.search_paths and

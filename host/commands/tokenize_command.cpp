@@ -1,5 +1,7 @@
 // `areal-host tokenize --tokenizer DIR`: text on stdin -> {"ids": [...]}.
 // `--decode`: {"ids": [...]} (or a bare array) on stdin -> {"text": "..."}.
+// `--chat FILE.json`: an OpenAI-style request -> {"ids": [...], "prompt": "..."}.
+#include <fstream>
 #include <iostream>
 #include <iterator>
 #include <set>
@@ -7,17 +9,19 @@
 #include <nlohmann/json.hpp>
 
 #include "areal/core/error.hpp"
+#include "areal/core/template/chat_template.hpp"
 #include "areal/core/tokenizer/tokenizer.hpp"
 #include "commands.hpp"
 
 namespace areal::host {
 
 int tokenize(const CommandLine& cl) {
-  static const std::set<std::string> kFlags = {"tokenizer", "decode", "no-special-tokens", "no-parse-special", "skip-special-tokens"};
+  static const std::set<std::string> kFlags = {"tokenizer", "decode", "chat", "no-special-tokens", "no-parse-special",
+                                               "skip-special-tokens"};
   for (const auto& [flag, _] : cl.flags)
     if (!kFlags.count(flag)) {
       std::cerr << "areal-host tokenize: unknown flag --" << flag
-                << " (flags: --tokenizer DIR, --decode, --no-special-tokens, --no-parse-special, --skip-special-tokens)\n";
+                << " (flags: --tokenizer DIR, --chat FILE.json, --decode, --no-special-tokens, --no-parse-special, --skip-special-tokens)\n";
       return 2;
     }
   if (!cl.flags.count("tokenizer")) {
@@ -27,6 +31,28 @@ int tokenize(const CommandLine& cl) {
   std::shared_ptr<const tokenizer::Tokenizer> tok;
   try {
     tok = tokenizer::Tokenizer::from_dir(cl.flags.at("tokenizer"));
+  } catch (const std::exception& e) {
+    std::cerr << "areal-host tokenize: " << e.what() << "\n";
+    return 2;
+  }
+  try {
+    if (cl.flags.count("chat")) {
+      // An OpenAI-style request: {"messages": [...], "tools": [...], "add_generation_prompt": true,
+      // "chat_template_kwargs": {...}} -> the rendered prompt and its ids (no extra special tokens,
+      // as transformers' apply_chat_template(tokenize=True)).
+      std::ifstream in(cl.flags.at("chat"));
+      if (!in) throw Error(AREAL_CODE_NOT_FOUND, "cannot read " + cl.flags.at("chat"));
+      const auto req = nlohmann::ordered_json::parse(in);
+      const auto chat = jinja::ChatTemplate::from_tokenizer_config(tok->config());
+      const std::string prompt = chat.render(req.at("messages"), req.value("tools", nlohmann::ordered_json()),
+                                             req.value("add_generation_prompt", true),
+                                             req.value("chat_template_kwargs", nlohmann::ordered_json::object()));
+      std::cout << nlohmann::ordered_json{{"ids", tok->encode(prompt, false)}, {"prompt", prompt}}.dump() << "\n";
+      return 0;
+    }
+  } catch (const nlohmann::json::exception& e) {
+    std::cerr << "areal-host tokenize --chat: the file must hold {\"messages\": [...]}: " << e.what() << "\n";
+    return 2;
   } catch (const std::exception& e) {
     std::cerr << "areal-host tokenize: " << e.what() << "\n";
     return 2;

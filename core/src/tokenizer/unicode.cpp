@@ -207,6 +207,7 @@ bool is_word(char32_t c) {
 }
 char32_t fold_case(char32_t c) { return static_cast<char32_t>(u_foldCase(static_cast<UChar32>(c), U_FOLD_CASE_DEFAULT)); }
 char32_t to_lower(char32_t c) { return static_cast<char32_t>(u_tolower(static_cast<UChar32>(c))); }
+char32_t to_upper(char32_t c) { return static_cast<char32_t>(u_toupper(static_cast<UChar32>(c))); }
 
 std::string normalize_nfc(std::string_view t) { return normalize(t, &icu::Normalizer2::getNFCInstance, "NFC"); }
 std::string normalize_nfd(std::string_view t) { return normalize(t, &icu::Normalizer2::getNFDInstance, "NFD"); }

@@ -41,6 +41,7 @@ bool is_word(char32_t c);         // \w: letter, mark, number, connector punctua
 bool is_digit(char32_t c);        // \d: Nd
 char32_t fold_case(char32_t c);   // simple case folding, for (?i)
 char32_t to_lower(char32_t c);
+char32_t to_upper(char32_t c);
 
 // Normalization forms; throws areal::Error on ICU failure.
 std::string normalize_nfc(std::string_view text);
