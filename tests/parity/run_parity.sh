@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Produces the references with Hugging Face's implementations (npm, offline
 # once installed) and checks areal against them.
-#   run_parity.sh PARITY_BINARY OUT_DIR
+#   run_parity.sh TOKENIZER_PARITY_BINARY OUT_DIR [TEMPLATE_PARITY_BINARY]
 set -euo pipefail
 bin=$1 out=$2
 here=$(cd "$(dirname "$0")" && pwd)
@@ -12,3 +12,7 @@ fi
 mkdir -p "$out"
 node "$here/reference.js" "$out/tokenizer_reference.jsonl" --random 500 --seed 20261121
 "$bin" "$out/tokenizer_reference.jsonl"
+if [ $# -ge 3 ]; then
+  node "$here/reference_templates.js" "$out/template_reference.jsonl"
+  "$3" "$out/template_reference.jsonl"
+fi
