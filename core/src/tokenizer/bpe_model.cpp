@@ -24,13 +24,7 @@ const std::array<char32_t, 256>& byte_to_char() {
   return table;
 }
 
-namespace {
-
-uint64_t pair_key(int32_t a, int32_t b) { return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b); }
-
-// Byte-level vocabulary string -> raw bytes; false if a character is not
-// in the byte map (such tokens are never produced from raw bytes).
-bool to_raw_bytes(const std::string& token, std::string& raw) {
+bool byte_level_to_raw(const std::string& token, std::string& raw) {
   static const std::unordered_map<char32_t, unsigned char> inverse = [] {
     std::unordered_map<char32_t, unsigned char> m;
     for (int b = 0; b < 256; ++b) m[byte_to_char()[b]] = static_cast<unsigned char>(b);
@@ -47,6 +41,10 @@ bool to_raw_bytes(const std::string& token, std::string& raw) {
   }
   return true;
 }
+
+namespace {
+
+uint64_t pair_key(int32_t a, int32_t b) { return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b); }
 
 }  // namespace
 
@@ -86,7 +84,7 @@ BpeModel::BpeModel(const nlohmann::json& spec, bool byte_level) : byte_level_(by
       byte_ids_[b] = id_of(ch);
     }
     for (const auto& [tok, id] : vocab_)
-      if (to_raw_bytes(tok, raw)) raw_vocab_[raw] = id;
+      if (byte_level_to_raw(tok, raw)) raw_vocab_[raw] = id;
   }
 
   const auto& merges = spec.contains("merges") ? spec["merges"] : nlohmann::json::array();

@@ -10,21 +10,8 @@
 namespace areal::tokenizer {
 
 std::string byte_level_token_bytes(const std::string& token) {
-  static const std::unordered_map<char32_t, unsigned char> inverse = [] {
-    std::unordered_map<char32_t, unsigned char> m;
-    for (int b = 0; b < 256; ++b) m[byte_to_char()[b]] = static_cast<unsigned char>(b);
-    return m;
-  }();
-  std::vector<char32_t> cps;
-  std::vector<uint32_t> offs;
-  unicode::decode_utf8(token, cps, offs);
-  std::string out;
-  for (char32_t c : cps) {
-    auto it = inverse.find(c);
-    if (it == inverse.end()) return token;
-    out.push_back(static_cast<char>(it->second));
-  }
-  return out;
+  std::string raw;
+  return byte_level_to_raw(token, raw) ? raw : token;
 }
 
 namespace {

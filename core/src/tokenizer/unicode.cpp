@@ -9,56 +9,51 @@
 namespace areal::unicode {
 namespace {
 
+// The sequence length a lead byte announces and the allowed range of its
+// first continuation byte (Unicode Table 3-7); length 0 for a byte that
+// cannot start a sequence.
+struct Lead {
+  size_t len;
+  unsigned char lo, hi;
+};
+Lead lead(unsigned char c) {
+  if (c < 0x80) return {1, 0x80, 0xBF};
+  if (c >= 0xC2 && c <= 0xDF) return {2, 0x80, 0xBF};
+  if (c == 0xE0) return {3, 0xA0, 0xBF};
+  if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) return {3, 0x80, 0xBF};
+  if (c == 0xED) return {3, 0x80, 0x9F};
+  if (c == 0xF0) return {4, 0x90, 0xBF};
+  if (c >= 0xF1 && c <= 0xF3) return {4, 0x80, 0xBF};
+  if (c == 0xF4) return {4, 0x80, 0x8F};
+  return {0, 0, 0};
+}
+
+// How many bytes from s[i] continue the sequence validly (at most the
+// announced length).
+size_t valid_prefix(std::string_view s, size_t i, const Lead& l) {
+  size_t k = 1;
+  for (; k < l.len && i + k < s.size(); ++k) {
+    const unsigned char x = static_cast<unsigned char>(s[i + k]);
+    if (x < (k == 1 ? l.lo : 0x80) || x > (k == 1 ? l.hi : 0xBF)) break;
+  }
+  return k;
+}
+
 // Length of a valid UTF-8 sequence starting at s[i], or 0 if invalid there;
 // `incomplete` is set when the input ends inside an otherwise valid sequence.
 size_t valid_sequence(std::string_view s, size_t i, bool* incomplete = nullptr) {
-  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  const unsigned char c = b(i);
-  if (c < 0x80) return 1;
-  size_t len;
-  unsigned char lo = 0x80, hi = 0xBF;
-  if (c >= 0xC2 && c <= 0xDF) len = 2;
-  else if (c == 0xE0) len = 3, lo = 0xA0;
-  else if (c >= 0xE1 && c <= 0xEC) len = 3;
-  else if (c == 0xED) len = 3, hi = 0x9F;
-  else if (c >= 0xEE && c <= 0xEF) len = 3;
-  else if (c == 0xF0) len = 4, lo = 0x90;
-  else if (c >= 0xF1 && c <= 0xF3) len = 4;
-  else if (c == 0xF4) len = 4, hi = 0x8F;
-  else return 0;
-  for (size_t k = 1; k < len; ++k) {
-    if (i + k >= s.size()) {
-      if (incomplete) *incomplete = true;
-      return 0;
-    }
-    const unsigned char x = b(i + k);
-    const unsigned char l = k == 1 ? lo : 0x80, h = k == 1 ? hi : 0xBF;
-    if (x < l || x > h) return 0;
-  }
-  return len;
+  const Lead l = lead(static_cast<unsigned char>(s[i]));
+  if (l.len == 0) return 0;
+  const size_t k = valid_prefix(s, i, l);
+  if (k == l.len) return l.len;
+  if (incomplete && i + k >= s.size()) *incomplete = true;
+  return 0;
 }
 
 // Length of the maximal invalid subpart at s[i] (what one U+FFFD replaces).
 size_t invalid_run(std::string_view s, size_t i) {
-  const unsigned char c = static_cast<unsigned char>(s[i]);
-  size_t len = 0;
-  unsigned char lo = 0x80, hi = 0xBF;
-  if (c >= 0xC2 && c <= 0xDF) len = 2;
-  else if (c == 0xE0) len = 3, lo = 0xA0;
-  else if (c >= 0xE1 && c <= 0xEC) len = 3;
-  else if (c == 0xED) len = 3, hi = 0x9F;
-  else if (c >= 0xEE && c <= 0xEF) len = 3;
-  else if (c == 0xF0) len = 4, lo = 0x90;
-  else if (c >= 0xF1 && c <= 0xF3) len = 4;
-  else if (c == 0xF4) len = 4, hi = 0x8F;
-  else return 1;
-  size_t k = 1;
-  for (; k < len && i + k < s.size(); ++k) {
-    const unsigned char x = static_cast<unsigned char>(s[i + k]);
-    const unsigned char l = k == 1 ? lo : 0x80, h = k == 1 ? hi : 0xBF;
-    if (x < l || x > h) break;
-  }
-  return k;
+  const Lead l = lead(static_cast<unsigned char>(s[i]));
+  return l.len <= 1 ? 1 : valid_prefix(s, i, l);
 }
 
 char32_t decode_at(std::string_view s, size_t i, size_t len) {

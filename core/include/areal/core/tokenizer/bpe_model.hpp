@@ -22,6 +22,10 @@ namespace areal::tokenizer {
 // GPT-2's reversible byte <-> printable character map.
 const std::array<char32_t, 256>& byte_to_char();
 
+// A byte-level vocabulary string -> the raw bytes it stands for; false if a
+// character is outside the byte map (such tokens never come from raw bytes).
+bool byte_level_to_raw(const std::string& token, std::string& raw);
+
 class BpeModel {
  public:
   // Throws areal::Error for a malformed or unsupported model.
