@@ -1,0 +1,215 @@
+#include "areal/core/proxy/interaction_cache.hpp"
+
+#include <algorithm>
+
+#include "areal/core/error.hpp"
+
+namespace areal::proxy {
+namespace {
+
+// Python dict equality is order-insensitive; compare through std::map JSON.
+bool same(const Json& a, const Json& b) { return nlohmann::json::parse(a.dump()) == nlohmann::json::parse(b.dump()); }
+
+// True if `prefix` (an array) equals the first prefix.size() items of `all`.
+bool is_prefix(const Json& prefix, const Json& all) {
+  if (!prefix.is_array() || !all.is_array() || prefix.size() > all.size()) return false;
+  for (size_t i = 0; i < prefix.size(); ++i)
+    if (!same(prefix[i], all[i])) return false;
+  return true;
+}
+
+// The conversation a completed call leaves behind: its messages + reply.
+Json history_of(const Interaction& it) {
+  Json h = it.messages;
+  if (it.output) {
+    if (it.output->is_array())
+      for (const auto& m : *it.output) h.push_back(m);
+    else
+      h.push_back(*it.output);
+  }
+  return h;
+}
+
+}  // namespace
+
+ExportStyle export_style_from(const std::string& name) {
+  if (name == "individual") return ExportStyle::kIndividual;
+  if (name == "concat") return ExportStyle::kConcat;
+  throw Error(AREAL_CODE_INVALID_ARGUMENT, "style must be 'individual' or 'concat', got '" + name + "'");
+}
+
+Json InteractionCache::normalize(const Json& v) {
+  if (v.is_object()) {
+    Json out = Json::object();
+    for (const auto& [k, x] : v.items())
+      if (!x.is_null()) out[k] = normalize(x);
+    return out;
+  }
+  if (v.is_array()) {
+    Json out = Json::array();
+    for (const auto& x : v) out.push_back(normalize(x));
+    return out;
+  }
+  return v;
+}
+
+int InteractionCache::find_parent_locked(const Json& messages) const {
+  int best = -1;
+  size_t best_len = 0;
+  for (size_t i = 0; i < items_.size(); ++i) {
+    const Interaction& c = items_[i];
+    if (!c.complete()) continue;  // in flight: its reply is not known yet
+    const Json h = history_of(c);
+    if (h.size() > best_len && h.size() <= messages.size() && is_prefix(h, messages)) {
+      best = static_cast<int>(i);
+      best_len = h.size();
+    }
+  }
+  return best;
+}
+
+int InteractionCache::find_parent(const Json& messages) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return find_parent_locked(normalize(messages));
+}
+
+size_t InteractionCache::insert(const std::string& id, Json messages) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& it : items_)
+    if (it.id == id) throw Error(AREAL_CODE_ALREADY_EXISTS, "interaction '" + id + "' already exists");
+  Interaction it;
+  it.id = id;
+  it.messages = normalize(messages);
+  it.parent = find_parent_locked(it.messages);
+  items_.push_back(std::move(it));
+  return items_.size() - 1;
+}
+
+void InteractionCache::complete(size_t index, Json output, std::vector<int32_t> prompt_ids, std::vector<int32_t> output_ids,
+                                std::vector<float> logprobs, std::vector<int64_t> versions, std::string finish_reason,
+                                bool concat) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (index >= items_.size()) throw Error(AREAL_CODE_INTERNAL, "complete: no interaction " + std::to_string(index));
+  if (logprobs.size() != output_ids.size() || versions.size() != output_ids.size())
+    throw Error(AREAL_CODE_INTERNAL, "complete: output ids, logprobs and versions differ in length");
+  Interaction& it = items_[index];
+  it.output = normalize(output);
+  it.prompt_ids = std::move(prompt_ids);
+  it.output_ids = std::move(output_ids);
+  it.output_logprobs = std::move(logprobs);
+  it.output_versions = std::move(versions);
+  it.finish_reason = std::move(finish_reason);
+  // A concat link holds only if the prompt literally extends the parent's
+  // prompt + sampled ids; otherwise the parent keeps its own export row.
+  it.concat = false;
+  if (concat && it.parent >= 0) {
+    const Interaction& p = items_[static_cast<size_t>(it.parent)];
+    const size_t n = p.prompt_ids.size() + p.output_ids.size();
+    it.concat = p.complete() && it.prompt_ids.size() >= n &&
+                std::equal(p.prompt_ids.begin(), p.prompt_ids.end(), it.prompt_ids.begin()) &&
+                std::equal(p.output_ids.begin(), p.output_ids.end(), it.prompt_ids.begin() + static_cast<std::ptrdiff_t>(p.prompt_ids.size()));
+  }
+}
+
+void InteractionCache::set_reward(const std::string& id, double reward) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (items_.empty()) throw Error(AREAL_CODE_FAILED_PRECONDITION, "No interactions in session");
+  if (id.empty()) {
+    items_.back().reward = reward;
+    return;
+  }
+  for (auto& it : items_)
+    if (it.id == id) {
+      it.reward = reward;
+      return;
+    }
+  throw Error(AREAL_CODE_NOT_FOUND, "Interaction " + id + " not found");
+}
+
+void InteractionCache::apply_discount(double gamma) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  // Children arrive after parents, so one reverse pass sees every child
+  // first; each parent takes the return of its latest child.
+  std::vector<double> ret(items_.size(), 0.0);
+  std::vector<bool> has_child(items_.size(), false);
+  std::vector<double> child_return(items_.size(), 0.0);
+  for (size_t k = items_.size(); k-- > 0;) {
+    const Interaction& it = items_[k];
+    ret[k] = it.reward.value_or(0.0) + (has_child[k] ? gamma * child_return[k] : 0.0);
+    if (it.parent >= 0 && !has_child[it.parent]) {  // the latest child of that parent
+      has_child[it.parent] = true;
+      child_return[it.parent] = ret[k];
+    }
+  }
+  for (size_t k = 0; k < items_.size(); ++k) items_[k].discounted_reward = ret[k];
+}
+
+TrajectoryRow InteractionCache::row_of(size_t index, bool with_chain) const {
+  const Interaction& it = items_[index];
+  TrajectoryRow row;
+  row.interaction_id = it.id;
+  row.reward = it.discounted_reward;
+  if (with_chain && it.concat) {  // checked at complete(): prompt_ids extend the parent's chain
+    TrajectoryRow prefix = row_of(static_cast<size_t>(it.parent), true);
+    {
+      row.input_ids = std::move(prefix.input_ids);
+      row.loss_mask = std::move(prefix.loss_mask);
+      row.logprobs = std::move(prefix.logprobs);
+      row.versions = std::move(prefix.versions);
+      row.turns = prefix.turns + 1;
+      const size_t extra = it.prompt_ids.size() - row.input_ids.size();
+      row.input_ids.insert(row.input_ids.end(), it.prompt_ids.begin() + static_cast<std::ptrdiff_t>(row.input_ids.size()), it.prompt_ids.end());
+      row.loss_mask.insert(row.loss_mask.end(), extra, 0);
+      row.logprobs.insert(row.logprobs.end(), extra, 0.0f);
+      row.versions.insert(row.versions.end(), extra, -1);
+    }
+  }
+  if (row.input_ids.empty()) {  // a root, or a chain that does not extend: the prompt is context only
+    row.input_ids = it.prompt_ids;
+    row.loss_mask.assign(it.prompt_ids.size(), 0);
+    row.logprobs.assign(it.prompt_ids.size(), 0.0f);
+    row.versions.assign(it.prompt_ids.size(), -1);
+  }
+  row.input_ids.insert(row.input_ids.end(), it.output_ids.begin(), it.output_ids.end());
+  row.loss_mask.insert(row.loss_mask.end(), it.output_ids.size(), 1);
+  row.logprobs.insert(row.logprobs.end(), it.output_logprobs.begin(), it.output_logprobs.end());
+  row.versions.insert(row.versions.end(), it.output_versions.begin(), it.output_versions.end());
+  return row;
+}
+
+std::vector<TrajectoryRow> InteractionCache::export_rows(ExportStyle style, size_t* skipped) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<bool> is_parent(items_.size(), false);
+  for (const auto& it : items_)
+    if (it.complete() && it.concat && it.parent >= 0) is_parent[it.parent] = true;
+  std::vector<TrajectoryRow> rows;
+  size_t incomplete = 0;
+  for (size_t k = 0; k < items_.size(); ++k) {
+    if (!items_[k].complete()) {
+      ++incomplete;
+      continue;
+    }
+    if (style == ExportStyle::kConcat && is_parent[k]) continue;  // included in its children's rows
+    rows.push_back(row_of(k, style == ExportStyle::kConcat));
+  }
+  if (skipped) *skipped = incomplete;
+  return rows;
+}
+
+size_t InteractionCache::size() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return items_.size();
+}
+
+std::string InteractionCache::last_id() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return items_.empty() ? std::string() : items_.back().id;
+}
+
+Interaction InteractionCache::get(size_t index) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (index >= items_.size()) throw Error(AREAL_CODE_NOT_FOUND, "no interaction " + std::to_string(index));
+  return items_[index];
+}
+
+}  // namespace areal::proxy

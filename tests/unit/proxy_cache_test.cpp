@@ -1,0 +1,147 @@
+// Interaction cache: parent matching by message prefix, discounting along
+// conversations, and both export styles.
+#include <gtest/gtest.h>
+
+#include "areal/core/error.hpp"
+#include "areal/core/proxy/interaction_cache.hpp"
+
+using areal::proxy::ExportStyle;
+using areal::proxy::InteractionCache;
+using areal::proxy::Json;
+
+namespace {
+
+Json msgs(std::initializer_list<std::pair<const char*, const char*>> list) {
+  Json a = Json::array();
+  for (const auto& [role, content] : list) a.push_back({{"role", role}, {"content", content}});
+  return a;
+}
+
+Json reply(const char* content) { return {{"role", "assistant"}, {"content", content}, {"tool_calls", nullptr}}; }
+
+// Completes call k with `n` output tokens numbered from `first`.
+void finish(InteractionCache& c, size_t k, const Json& out, std::vector<int32_t> prompt, int32_t first, size_t n, bool concat, int64_t version = 3) {
+  std::vector<int32_t> ids;
+  for (size_t i = 0; i < n; ++i) ids.push_back(first + static_cast<int32_t>(i));
+  c.complete(k, out, std::move(prompt), ids, std::vector<float>(n, -0.5f), std::vector<int64_t>(n, version), "stop", concat);
+}
+
+}  // namespace
+
+TEST(InteractionCache, ParentIsTheLongestCompletedPrefixIgnoringNullsAndKeyOrder) {
+  InteractionCache c;
+  const size_t a = c.insert("a", msgs({{"user", "hi"}}));
+  EXPECT_EQ(c.get(a).parent, -1);
+  finish(c, a, reply("hello"), {1, 2}, 10, 2, false);
+  // The client echoes the reply without the null key and with keys reordered.
+  Json next = msgs({{"user", "hi"}});
+  next.push_back({{"content", "hello"}, {"role", "assistant"}});
+  next.push_back({{"role", "user"}, {"content", "more"}});
+  const size_t b = c.insert("b", next);
+  EXPECT_EQ(c.get(b).parent, static_cast<int>(a));
+  // A rewritten reply breaks the link (AReaL's rule: exact echo required).
+  Json edited = msgs({{"user", "hi"}, {"assistant", "HELLO"}, {"user", "more"}});
+  EXPECT_EQ(c.get(c.insert("c", edited)).parent, -1);
+  EXPECT_THROW(c.insert("a", msgs({})), areal::Error);
+}
+
+TEST(InteractionCache, InFlightCallsAreNeverParents) {
+  InteractionCache c;
+  c.insert("a", msgs({{"user", "hi"}}));  // not completed
+  Json next = msgs({{"user", "hi"}, {"assistant", "x"}, {"user", "y"}});
+  EXPECT_EQ(c.get(c.insert("b", next)).parent, -1);
+}
+
+TEST(InteractionCache, DiscountIsReturnToGoAlongTheConversationOnly) {
+  InteractionCache c;
+  Json h = msgs({{"user", "q1"}});
+  const size_t a = c.insert("a", h);
+  finish(c, a, reply("r1"), {1}, 10, 1, true);
+  h.push_back({{"role", "assistant"}, {"content", "r1"}});
+  h.push_back({{"role", "user"}, {"content", "q2"}});
+  const size_t b = c.insert("b", h);
+  finish(c, b, reply("r2"), {1, 10, 5}, 20, 1, true);
+  // A side call (e.g. a title generator) arrives between the turns.
+  const size_t side = c.insert("side", msgs({{"user", "summarize"}}));
+  finish(c, side, reply("s"), {9}, 30, 1, false);
+  h.push_back({{"role", "assistant"}, {"content", "r2"}});
+  h.push_back({{"role", "user"}, {"content", "q3"}});
+  const size_t d = c.insert("d", h);
+  finish(c, d, reply("r3"), {1, 10, 5, 20, 6}, 40, 1, true);
+  c.set_reward("", 1.0);  // the last call
+  c.apply_discount(0.9);
+  EXPECT_DOUBLE_EQ(c.get(d).discounted_reward, 1.0);
+  EXPECT_DOUBLE_EQ(c.get(b).discounted_reward, 0.9);
+  EXPECT_DOUBLE_EQ(c.get(a).discounted_reward, 0.81);
+  EXPECT_DOUBLE_EQ(c.get(side).discounted_reward, 0.0);  // AReaL's arrival-order chain would give it 0.9
+}
+
+TEST(InteractionCache, IndividualExportHasOneRowPerCompletedCall) {
+  InteractionCache c;
+  const size_t a = c.insert("a", msgs({{"user", "hi"}}));
+  finish(c, a, reply("x"), {1, 2, 3}, 10, 2, false, 7);
+  c.insert("inflight", msgs({{"user", "other"}}));
+  c.set_reward("a", 0.5);
+  c.apply_discount(1.0);
+  size_t skipped = 0;
+  auto rows = c.export_rows(ExportStyle::kIndividual, &skipped);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(skipped, 1u);
+  EXPECT_EQ(rows[0].input_ids, (std::vector<int32_t>{1, 2, 3, 10, 11}));
+  EXPECT_EQ(rows[0].loss_mask, (std::vector<int32_t>{0, 0, 0, 1, 1}));
+  EXPECT_EQ(rows[0].versions, (std::vector<int64_t>{-1, -1, -1, 7, 7}));
+  EXPECT_EQ(rows[0].logprobs, (std::vector<float>{0, 0, 0, -0.5f, -0.5f}));
+  EXPECT_DOUBLE_EQ(rows[0].reward, 0.5);
+}
+
+TEST(InteractionCache, ConcatExportIsOneRowWithEveryAssistantTurnTrained) {
+  InteractionCache c;
+  Json h = msgs({{"system", "s"}, {"user", "q1"}});
+  const size_t a = c.insert("a", h);
+  finish(c, a, reply("r1"), {1, 2}, 10, 2, true);
+  h.push_back({{"role", "assistant"}, {"content", "r1"}});
+  h.push_back({{"role", "tool"}, {"content", "42"}});
+  const size_t b = c.insert("b", h);
+  // The child's prompt literally extends the parent's prompt + sampled ids.
+  finish(c, b, reply("r2"), {1, 2, 10, 11, 5, 6}, 20, 3, true);
+  c.set_reward("", 1.0);
+  c.apply_discount(1.0);
+  auto rows = c.export_rows(ExportStyle::kConcat);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].turns, 2u);
+  EXPECT_EQ(rows[0].input_ids, (std::vector<int32_t>{1, 2, 10, 11, 5, 6, 20, 21, 22}));
+  EXPECT_EQ(rows[0].loss_mask, (std::vector<int32_t>{0, 0, 1, 1, 0, 0, 1, 1, 1}));
+  EXPECT_EQ(rows[0].versions, (std::vector<int64_t>{-1, -1, 3, 3, -1, -1, 3, 3, 3}));
+  EXPECT_EQ(rows[0].interaction_id, "b");
+  // Individual style of the same session: two rows.
+  EXPECT_EQ(c.export_rows(ExportStyle::kIndividual).size(), 2u);
+}
+
+TEST(InteractionCache, ConcatChildThatDoesNotExtendItsParentStandsAlone) {
+  InteractionCache c;
+  Json h = msgs({{"user", "q"}});
+  const size_t a = c.insert("a", h);
+  finish(c, a, reply("r"), {1, 2}, 10, 1, true);
+  h.push_back({{"role", "assistant"}, {"content", "r"}});
+  h.push_back({{"role", "user"}, {"content", "q2"}});
+  const size_t b = c.insert("b", h);
+  finish(c, b, reply("r2"), {1, 2, 99, 7}, 20, 1, true);  // 99 where the parent sampled 10
+  EXPECT_FALSE(c.get(b).concat);
+  auto rows = c.export_rows(ExportStyle::kConcat);
+  ASSERT_EQ(rows.size(), 2u);  // the parent's sampled tokens are still trained, in a row of their own
+  EXPECT_EQ(rows[0].loss_mask, (std::vector<int32_t>{0, 0, 1}));
+  EXPECT_EQ(rows[1].loss_mask, (std::vector<int32_t>{0, 0, 0, 0, 1}));
+}
+
+TEST(InteractionCache, RewardErrors) {
+  InteractionCache c;
+  EXPECT_THROW(c.set_reward("", 1.0), areal::Error);
+  c.insert("a", msgs({{"user", "q"}}));
+  try {
+    c.set_reward("zzz", 1.0);
+    FAIL();
+  } catch (const areal::Error& e) {
+    EXPECT_EQ(e.code(), AREAL_CODE_NOT_FOUND);
+    EXPECT_STREQ(e.what(), "Interaction zzz not found");
+  }
+}

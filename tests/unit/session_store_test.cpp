@@ -1,0 +1,92 @@
+// Session store: keys, auth, capacity (HTTP 429), refresh, expiry, export.
+#include <gtest/gtest.h>
+
+#include "areal/core/error.hpp"
+#include "areal/core/proxy/session_store.hpp"
+
+using areal::proxy::ExportStyle;
+using areal::proxy::SessionStore;
+
+namespace {
+
+int32_t code_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const areal::Error& e) {
+    return e.code();
+  }
+  return AREAL_CODE_OK;
+}
+
+}  // namespace
+
+TEST(SessionStore, MintsKeysAndSessionIdsAndAuthorizes) {
+  SessionStore store({"admin-secret", -1, 3600});
+  auto a = store.start("task", "", "").session;
+  auto b = store.start("task", "", "").session;
+  EXPECT_EQ(a->id, "task-0");
+  EXPECT_EQ(b->id, "task-1");
+  EXPECT_EQ(a->group_id, "task");  // default group: the task
+  EXPECT_EQ(a->api_key.rfind("sk-sess-", 0), 0u);
+  EXPECT_EQ(a->api_key.size(), 51u);
+  EXPECT_NE(a->api_key, b->api_key);
+  EXPECT_EQ(store.authorize(a->api_key), a);
+  EXPECT_EQ(code_of([&] { store.authorize("sk-sess-nope"); }), AREAL_CODE_UNAUTHENTICATED);
+  EXPECT_TRUE(store.is_admin("admin-secret"));
+  EXPECT_FALSE(store.is_admin("admin-secreT"));
+  EXPECT_FALSE(store.is_admin("admin-secret-longer"));
+  EXPECT_FALSE(store.is_admin(""));
+  EXPECT_EQ(store.start("t", "", "grp").session->group_id, "grp");
+}
+
+TEST(SessionStore, CapacityGatesStartsWith429) {
+  SessionStore store({"admin-secret", 1, 3600});
+  store.start("t", "", "");
+  EXPECT_EQ(code_of([&] { store.start("t", "", ""); }), AREAL_CODE_RESOURCE_EXHAUSTED);
+  EXPECT_EQ(store.grant_capacity(), 1);
+  EXPECT_NO_THROW(store.start("t", "", ""));
+}
+
+TEST(SessionStore, ClientMistakesAreRejected) {
+  SessionStore store({"admin-secret", -1, 3600});
+  EXPECT_EQ(code_of([&] { store.start("t", "admin-secret", ""); }), AREAL_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(code_of([&] { store.start("t", "short", ""); }), AREAL_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(code_of([&] { store.start("", "", ""); }), AREAL_CODE_INVALID_ARGUMENT);
+  auto s = store.start("t", "", "").session;
+  store.end(s);
+  EXPECT_EQ(code_of([&] { store.end(s); }), AREAL_CODE_FAILED_PRECONDITION);          // 410
+  EXPECT_EQ(code_of([&] { store.authorize(s->api_key); }), AREAL_CODE_FAILED_PRECONDITION);
+  EXPECT_EQ(code_of([&] { store.export_session("nope-0", 1.0, ExportStyle::kIndividual); }), AREAL_CODE_NOT_FOUND);
+  auto active = store.start("t", "", "").session;
+  EXPECT_EQ(code_of([&] { store.export_session(active->id, 1.0, ExportStyle::kIndividual); }), AREAL_CODE_FAILED_PRECONDITION);
+  EXPECT_EQ(code_of([&] { store.export_session(s->id, 1.5, ExportStyle::kIndividual); }), AREAL_CODE_INVALID_ARGUMENT);
+}
+
+TEST(SessionStore, RefreshingAFixedKeyEndsAndKeepsTheOldSession) {
+  SessionStore store({"admin-secret", -1, 3600});
+  auto first = store.start("t", "sk-my-fixed-key", "").session;
+  first->cache.insert("c1", nlohmann::ordered_json::array({{{"role", "user"}, {"content", "hi"}}}));
+  auto refreshed = store.start("t", "sk-my-fixed-key", "");
+  EXPECT_EQ(refreshed.ended_session_id, first->id);
+  EXPECT_TRUE(first->finished());
+  EXPECT_EQ(first->end_reason(), "refreshed");
+  EXPECT_EQ(store.authorize("sk-my-fixed-key"), refreshed.session);  // the key now means the new session
+  auto exported = store.export_session(first->id, 1.0, ExportStyle::kIndividual);
+  EXPECT_EQ(exported.end_reason, "refreshed");
+  EXPECT_EQ(exported.skipped_incomplete, 1u);  // in flight when refreshed: reported, not hidden
+}
+
+TEST(SessionStore, IdleSessionsExpireButStayExportable) {
+  SessionStore store({"admin-secret", -1, 10});
+  auto s = store.start("t", "", "").session;
+  EXPECT_TRUE(store.expire_idle(std::chrono::steady_clock::now() + std::chrono::seconds(5)).empty());
+  auto expired = store.expire_idle(std::chrono::steady_clock::now() + std::chrono::seconds(11));
+  ASSERT_EQ(expired, std::vector<std::string>{s->id});
+  EXPECT_EQ(store.finished_session_ids(), std::vector<std::string>{s->id});
+  auto e = store.export_session(s->id, 0.9, ExportStyle::kConcat);
+  EXPECT_EQ(e.end_reason, "expired");
+  const auto j = e.to_json();
+  EXPECT_EQ(j["style"], "concat");
+  EXPECT_EQ(j["group_id"], "t");
+  EXPECT_EQ(code_of([&] { store.export_session(s->id, 0.9, ExportStyle::kConcat); }), AREAL_CODE_NOT_FOUND);  // exported once
+}
