@@ -2,8 +2,9 @@
 // areal-host but registers through the same C ABI as any plugin .so
 // (AREAL_DEFINE_BUILTIN), so it passes the same conformance suite.
 //
-// Served now: GET /health, GET /v1/models (and /models), GET /metrics.
-// Anything else answers an OpenAI-style JSON error (404 or 405).
+// Served now: GET /health, GET /v1/models (and /models), GET /metrics, and
+// the session endpoints (session_routes.cpp). Anything else answers an
+// OpenAI-style JSON error (404 or 405).
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -22,6 +23,7 @@
 #include "areal/sdk_json.hpp"
 #include "gateway_builtin.h"
 #include "http_error.hpp"
+#include "session_routes.hpp"
 
 namespace {
 
@@ -37,7 +39,15 @@ struct GatewayState {
   const areal_inference_ref* inference = nullptr;  // may be NULL
   std::string model_name = "default";
   std::atomic<uint64_t> requests{0};
+  std::unique_ptr<areal::proxy::SessionStore> sessions;
+  std::unique_ptr<areal::gateway::SessionRoutes> session_routes;
 };
+
+constexpr const char* kDefaultAdminKey = "areal-admin-key";
+
+bool is_loopback(const std::string& host) {
+  return host == "127.0.0.1" || host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
 
 class Handler : public HTTPRequestHandler {
  public:
@@ -53,12 +63,16 @@ class Handler : public HTTPRequestHandler {
       if (path == "/health") return get_only(req, res, [&] { health(res); });
       if (path == "/v1/models" || path == "/models") return get_only(req, res, [&] { models(res); });
       if (path == "/metrics") return get_only(req, res, [&] { metrics(res); });
+      if (state_->session_routes->handle(path, req, res)) return;
       areal::gateway::send_error(res, 404, "Unknown endpoint " + req.getMethod() + " " + path + " (see docs/http-api.md)",
                                  "invalid_request_error", "not_found");
+    } catch (const areal::gateway::HttpError& e) {
+      areal::gateway::send_error(res, e.status, e.what(), areal::gateway::error_type_for(e.status),
+                                 e.code.empty() ? areal::gateway::error_code_for(e.status) : e.code);
     } catch (const sdk::Error& e) {
       const int status = areal::gateway::http_status_for(e.code());
-      areal::gateway::send_error(res, status, e.what(), status >= 500 ? "server_error" : "invalid_request_error",
-                                 status == 502 ? "backend_unavailable" : "error");
+      areal::gateway::send_error(res, status, e.what(), areal::gateway::error_type_for(status),
+                                 areal::gateway::error_code_for(status));
     } catch (const std::exception& e) {
       areal::gateway::send_error(res, 500, std::string("internal error: ") + e.what(), "server_error", "internal_error");
     }
@@ -120,7 +134,14 @@ class Gateway {
     "host": {"type": "string", "default": "127.0.0.1", "doc": "Address to bind; 0.0.0.0 for all interfaces."},
     "port": {"type": "integer", "default": 8080, "minimum": 0, "maximum": 65535, "doc": "TCP port; 0 picks a free one (the log line shows which)."},
     "max_threads": {"type": "integer", "default": 256, "minimum": 1, "maximum": 65536, "doc": "Request threads; each streaming response holds one for its duration."},
-    "max_queued": {"type": "integer", "default": 1024, "minimum": 1, "doc": "Accepted connections waiting for a thread before new ones are refused."}
+    "max_queued": {"type": "integer", "default": 1024, "minimum": 1, "doc": "Accepted connections waiting for a thread before new ones are refused."},
+    "admin_api_key": {"type": "string", "default": "areal-admin-key", "doc": "Key for admin endpoints (start_session, grant_capacity, export). The default is refused on a non-loopback host."},
+    "capacity": {"type": "integer", "default": -1, "minimum": -1, "doc": "Sessions that may start before /grant_capacity adds more (HTTP 429 at 0); -1 = unlimited. The trainer sets this from its staleness budget."},
+    "session_timeout_seconds": {"type": "number", "default": 3600, "minimum": 1, "doc": "Idle sessions are ended (and kept for export) after this long."},
+    "turn_discount": {"type": "number", "default": 1.0, "minimum": 0, "maximum": 1, "doc": "Default reward discount along a conversation for /export_trajectories."},
+    "export_style": {"type": "string", "enum": ["individual", "concat"], "default": "individual", "doc": "Default export style: a row per call, or a row per conversation."},
+    "trajectories_jsonl": {"type": "string", "default": "", "doc": "Append every exported session to this JSONL file (empty: off)."},
+    "max_request_bytes": {"type": "integer", "default": 33554432, "minimum": 1024, "doc": "Larger request bodies are refused with 413."}
   }})";
 
   explicit Gateway(const sdk::CreateContext& ctx) : state_(std::make_shared<GatewayState>()) {
@@ -130,6 +151,19 @@ class Gateway {
     max_threads_ = c.value("max_threads", 256);
     max_queued_ = c.value("max_queued", 1024);
     if (port_ < 0 || port_ > 65535) throw sdk::invalid_argument("gateway: port must be in [0, 65535]");
+    const std::string admin_key = c.value("admin_api_key", std::string(kDefaultAdminKey));
+    if (admin_key.empty()) throw sdk::invalid_argument("gateway: admin_api_key must not be empty");
+    if (admin_key == kDefaultAdminKey && !is_loopback(host_))
+      throw sdk::invalid_argument("gateway: the default admin_api_key is refused on a non-loopback host (" + host_ +
+                                  "); set gateway.admin_api_key to a secret");
+    state_->sessions = std::make_unique<areal::proxy::SessionStore>(
+        areal::proxy::SessionStoreConfig{admin_key, c.value("capacity", int64_t{-1}), c.value("session_timeout_seconds", 3600.0)});
+    areal::gateway::SessionSettings settings;
+    settings.turn_discount = c.value("turn_discount", 1.0);
+    settings.export_style = c.value("export_style", std::string("individual"));
+    settings.trajectories_jsonl = c.value("trajectories_jsonl", std::string());
+    settings.max_request_bytes = c.value("max_request_bytes", size_t{32u << 20});
+    state_->session_routes = std::make_unique<areal::gateway::SessionRoutes>(*state_->sessions, settings);
     if (ctx.has_inference()) {
       state_->inference = ctx.services()->inference;
       try {

@@ -26,6 +26,35 @@ int http_status_for(int32_t c) {
   }
 }
 
+std::string error_type_for(int status) {
+  if (status == 401) return "authentication_error";
+  if (status == 403) return "permission_error";
+  if (status == 404) return "not_found_error";
+  if (status == 429) return "rate_limit_error";
+  if (status >= 500) return "server_error";
+  return "invalid_request_error";
+}
+
+std::string error_code_for(int status) {
+  switch (status) {
+    case 400: return "invalid_request";
+    case 401: return "invalid_api_key";
+    case 403: return "forbidden";
+    case 404: return "not_found";
+    case 405: return "method_not_allowed";
+    case 409: return "conflict";
+    case 410: return "session_ended";
+    case 413: return "request_too_large";
+    case 415: return "unsupported_media_type";
+    case 422: return "unprocessable_entity";
+    case 429: return "no_capacity";
+    case 502: return "backend_unavailable";
+    case 503: return "unavailable";
+    case 504: return "timeout";
+    default: return "internal_error";
+  }
+}
+
 void send_json(Poco::Net::HTTPServerResponse& response, int status, const std::string& body) {
   response.setStatus(static_cast<Poco::Net::HTTPResponse::HTTPStatus>(status));
   response.setContentType("application/json");

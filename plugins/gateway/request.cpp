@@ -1,0 +1,53 @@
+#include "request.hpp"
+
+#include <algorithm>
+#include <istream>
+
+#include "http_error.hpp"
+
+namespace areal::gateway {
+
+nlohmann::ordered_json read_json_object(Poco::Net::HTTPServerRequest& request, size_t max_bytes) {
+  if (request.getContentLength() != Poco::Net::HTTPMessage::UNKNOWN_CONTENT_LENGTH &&
+      request.getContentLength() > static_cast<std::streamsize>(max_bytes))
+    throw HttpError(413, "Request body of " + std::to_string(request.getContentLength()) + " bytes exceeds the limit of " +
+                             std::to_string(max_bytes) + " bytes (gateway.max_request_bytes)");
+  std::string body;
+  std::istream& in = request.stream();
+  char buf[65536];
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+    body.append(buf, static_cast<size_t>(in.gcount()));
+    if (body.size() > max_bytes)
+      throw HttpError(413, "Request body exceeds the limit of " + std::to_string(max_bytes) + " bytes (gateway.max_request_bytes)");
+  }
+  if (body.find_first_not_of(" \t\r\n") == std::string::npos) return nlohmann::ordered_json::object();
+  const std::string type = request.getContentType();
+  if (!type.empty() && type.find("json") == std::string::npos)
+    throw HttpError(415, "Content-Type must be application/json, got '" + type + "'");
+  nlohmann::ordered_json j;
+  try {
+    j = nlohmann::ordered_json::parse(body);
+  } catch (const nlohmann::json::exception& e) {
+    throw HttpError(400, std::string("Request body is not valid JSON: ") + e.what());
+  }
+  if (!j.is_object()) throw HttpError(400, "Request body must be a JSON object");
+  return j;
+}
+
+std::string bearer_token(const Poco::Net::HTTPServerRequest& request) {
+  const std::string auth = request.get("Authorization", "");
+  if (auth.size() > 7) {
+    std::string scheme = auth.substr(0, 7);
+    std::transform(scheme.begin(), scheme.end(), scheme.begin(), [](unsigned char c) { return std::tolower(c); });
+    if (scheme == "bearer ") {
+      std::string token = auth.substr(7);
+      const auto b = token.find_first_not_of(" \t"), e = token.find_last_not_of(" \t");
+      if (b != std::string::npos) return token.substr(b, e - b + 1);
+    }
+  }
+  const std::string key = request.get("x-api-key", "");
+  if (!key.empty()) return key;
+  throw HttpError(401, "Missing or malformed Authorization header. Expected 'Bearer <token>' or 'x-api-key: <token>'.");
+}
+
+}  // namespace areal::gateway

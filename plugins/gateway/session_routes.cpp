@@ -1,0 +1,118 @@
+#include "session_routes.hpp"
+
+#include <cmath>
+#include <fstream>
+
+#include "areal/core/error.hpp"
+#include "http_error.hpp"
+#include "request.hpp"
+
+namespace areal::gateway {
+namespace {
+
+std::string optional_string(const nlohmann::ordered_json& body, const char* key) {
+  if (!body.contains(key) || body[key].is_null()) return "";
+  if (!body[key].is_string()) throw HttpError(400, std::string("'") + key + "' must be a string");
+  return body[key].get<std::string>();
+}
+
+}  // namespace
+
+SessionRoutes::SessionRoutes(proxy::SessionStore& store, SessionSettings settings) : store_(store), settings_(std::move(settings)) {}
+
+void SessionRoutes::require_admin(const Poco::Net::HTTPServerRequest& req) const {
+  if (!store_.is_admin(bearer_token(req))) throw HttpError(403, "Invalid admin API key.");
+}
+
+std::shared_ptr<proxy::Session> SessionRoutes::session_of(const Poco::Net::HTTPServerRequest& req) const {
+  const std::string token = bearer_token(req);
+  try {
+    auto s = store_.authorize(token);
+    s->touch();
+    return s;
+  } catch (const Error& e) {
+    if (e.code() == AREAL_CODE_FAILED_PRECONDITION) throw HttpError(410, e.what());
+    if (store_.is_admin(token)) throw HttpError(401, "The admin key cannot act as a session; start a session and use its api_key.");
+    throw HttpError(401, e.what());
+  }
+}
+
+void SessionRoutes::append_jsonl(const nlohmann::ordered_json& exported) {
+  if (settings_.trajectories_jsonl.empty()) return;
+  std::lock_guard<std::mutex> lock(jsonl_mutex_);
+  std::ofstream out(settings_.trajectories_jsonl, std::ios::app);
+  if (!out) throw Error(AREAL_CODE_UNAVAILABLE, "cannot append to " + settings_.trajectories_jsonl);
+  out << exported.dump() << "\n";
+}
+
+bool SessionRoutes::handle(const std::string& path, Poco::Net::HTTPServerRequest& req, Poco::Net::HTTPServerResponse& res) {
+  using J = nlohmann::ordered_json;
+  const bool known = path == "/rl/start_session" || path == "/rl/end_session" || path == "/rl/set_reward" ||
+                     path == "/grant_capacity" || path == "/export_trajectories";
+  if (!known) return false;
+  if (req.getMethod() != "POST") {
+    res.set("Allow", "POST");
+    throw HttpError(405, "Method " + req.getMethod() + " is not allowed on " + path);
+  }
+  try {
+    if (path == "/rl/start_session") {
+      require_admin(req);
+      const J body = read_json_object(req, settings_.max_request_bytes);
+      if (!body.contains("task_id") || !body["task_id"].is_string())
+        throw HttpError(400, "'task_id' (a string) is required");
+      store_.expire_idle();
+      auto started = store_.start(body["task_id"].get<std::string>(), optional_string(body, "api_key"), optional_string(body, "group_id"));
+      J out = {{"session_id", started.session->id}, {"api_key", started.session->api_key}, {"group_id", started.session->group_id}};
+      if (!started.ended_session_id.empty()) out["ended_session_id"] = started.ended_session_id;
+      send_json(res, 200, out.dump());
+      return true;
+    }
+    if (path == "/grant_capacity") {
+      require_admin(req);
+      read_json_object(req, settings_.max_request_bytes);
+      send_json(res, 200, J{{"capacity", store_.grant_capacity(1)}}.dump());
+      return true;
+    }
+    if (path == "/export_trajectories") {
+      require_admin(req);
+      const J body = read_json_object(req, settings_.max_request_bytes);
+      if (!body.contains("session_id") || !body["session_id"].is_string())
+        throw HttpError(400, "'session_id' (a string) is required");
+      double discount = settings_.turn_discount;
+      if (body.contains("discount") && !body["discount"].is_null()) {
+        if (!body["discount"].is_number()) throw HttpError(400, "'discount' must be a number in [0, 1]");
+        discount = body["discount"].get<double>();
+      }
+      if (body.contains("style") && !body["style"].is_null() && !body["style"].is_string()) throw HttpError(400, "'style' must be a string");
+      const std::string style = body.contains("style") && !body["style"].is_null() ? body["style"].get<std::string>() : settings_.export_style;
+      const proxy::ExportStyle export_style = proxy::export_style_from(style);  // 400 before any state change
+      store_.expire_idle();
+      const auto exported = store_.export_session(body["session_id"].get<std::string>(), discount, export_style);
+      const J out = exported.to_json();
+      append_jsonl(out);
+      send_json(res, 200, out.dump());
+      return true;
+    }
+    // Session-key endpoints.
+    auto session = session_of(req);
+    const J body = read_json_object(req, settings_.max_request_bytes);
+    if (path == "/rl/end_session") {
+      const size_t n = store_.end(session);
+      send_json(res, 200, J{{"message", "success"}, {"session_id", session->id}, {"interaction_count", n}}.dump());
+      return true;
+    }
+    // /rl/set_reward
+    if (!body.contains("reward") || !body["reward"].is_number() || !std::isfinite(body["reward"].get<double>()))
+      throw HttpError(400, "'reward' must be a finite number");
+    session->cache.set_reward(optional_string(body, "interaction_id"), body["reward"].get<double>());
+    send_json(res, 200, J{{"message", "success"}}.dump());
+    return true;
+  } catch (const Error& e) {
+    // Session-state conflicts are "gone" for the session endpoints (AReaL: 410).
+    if (e.code() == AREAL_CODE_FAILED_PRECONDITION && path == "/rl/end_session") throw HttpError(410, e.what());
+    if (e.code() == AREAL_CODE_FAILED_PRECONDITION && path == "/rl/set_reward") throw HttpError(400, e.what());
+    throw;
+  }
+}
+
+}  // namespace areal::gateway

@@ -1,0 +1,176 @@
+// The gateway's session endpoints over real HTTP on loopback: AReaL's
+// contract for the happy paths and every error status.
+#include <filesystem>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include <Poco/Net/HTTPClientSession.h>
+#include <Poco/Net/HTTPRequest.h>
+#include <Poco/Net/HTTPResponse.h>
+#include <Poco/URI.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "areal/core/error.hpp"
+#include "areal/core/plugin_instance.hpp"
+#include "areal/core/string_writer.hpp"
+#include "gateway_builtin.h"
+
+using nlohmann::ordered_json;
+
+namespace {
+
+struct Reply {
+  int status;
+  ordered_json body;
+};
+
+class Gateway : public ::testing::Test {
+ protected:
+  void start(const std::string& extra = "") {
+    areal::register_builtin("gateway", &areal_builtin_gateway_init);
+    plugin_ = areal::load_builtin("gateway");
+    jsonl_ = (std::filesystem::temp_directory_path() / ("areal-gw-" + std::to_string(::getpid()) + ".jsonl")).string();
+    std::filesystem::remove(jsonl_);
+    const std::string cfg = R"({"host": "127.0.0.1", "port": 0, "admin_api_key": "test-admin", "max_threads": 8, "max_queued": 16,
+      "capacity": 2, "session_timeout_seconds": 3600, "turn_discount": 1.0, "export_style": "individual",
+      "max_request_bytes": 4096, "trajectories_jsonl": ")" + jsonl_ + "\"" + extra + "}";
+    services_ = areal::make_services(name_);
+    inst_ = std::make_unique<areal::PluginInstance>(plugin_, cfg, &services_);
+    areal::StringCollector url;
+    areal::throw_if_status(plugin_->gateway()->start(inst_->self(), url.writer()), "start");
+    url_ = url.text;
+  }
+  void TearDown() override {
+    inst_.reset();
+    std::filesystem::remove(jsonl_);
+  }
+
+  Reply call(const std::string& method, const std::string& path, const std::string& body, const std::string& token,
+             const std::string& content_type = "application/json", bool x_api_key = false) {
+    Poco::URI uri(url_);
+    Poco::Net::HTTPClientSession s(uri.getHost(), uri.getPort());
+    Poco::Net::HTTPRequest req(method, path, Poco::Net::HTTPMessage::HTTP_1_1);
+    if (!token.empty()) {
+      if (x_api_key) req.set("x-api-key", token);
+      else req.set("Authorization", "Bearer " + token);
+    }
+    if (!body.empty()) {
+      req.setContentType(content_type);
+      req.setContentLength(static_cast<std::streamsize>(body.size()));
+    }
+    s.sendRequest(req) << body;
+    Poco::Net::HTTPResponse res;
+    std::stringstream ss;
+    ss << s.receiveResponse(res).rdbuf();
+    Reply r{static_cast<int>(res.getStatus()), nullptr};
+    if (!ss.str().empty()) r.body = ordered_json::parse(ss.str());
+    return r;
+  }
+  Reply post(const std::string& path, const ordered_json& body, const std::string& token) {
+    return call("POST", path, body.is_null() ? "{}" : body.dump(), token);  // `{}` in C++ is JSON null
+  }
+
+  std::string name_ = "gateway";
+  std::shared_ptr<areal::LoadedPlugin> plugin_;
+  areal_services services_{};
+  std::unique_ptr<areal::PluginInstance> inst_;
+  std::string url_, jsonl_;
+};
+
+void expect_error(const Reply& r, int status, const std::string& message_part) {
+  EXPECT_EQ(r.status, status) << r.body.dump();
+  ASSERT_TRUE(r.body.contains("error")) << r.body.dump();
+  EXPECT_NE(r.body["error"]["message"].get<std::string>().find(message_part), std::string::npos) << r.body.dump();
+  EXPECT_TRUE(r.body["error"].contains("type") && r.body["error"].contains("code"));
+}
+
+}  // namespace
+
+TEST_F(Gateway, SessionLifecycleAndExport) {
+  start();
+  auto s = post("/rl/start_session", {{"task_id", "math-7"}}, "test-admin");
+  ASSERT_EQ(s.status, 200) << s.body.dump();
+  EXPECT_EQ(s.body["session_id"], "math-7-0");
+  EXPECT_EQ(s.body["group_id"], "math-7");
+  const std::string key = s.body["api_key"];
+  expect_error(post("/rl/set_reward", {{"reward", 1.0}}, key), 400, "No interactions in session");
+  auto ended = call("POST", "/rl/end_session", "{}", key, "application/json", /*x_api_key=*/true);
+  EXPECT_EQ(ended.status, 200);
+  EXPECT_EQ(ended.body["interaction_count"], 0);
+  expect_error(post("/rl/end_session", {}, key), 410, "already ended");
+  auto exported = post("/export_trajectories", {{"session_id", "math-7-0"}}, "test-admin");
+  ASSERT_EQ(exported.status, 200) << exported.body.dump();
+  EXPECT_EQ(exported.body["rows"].size(), 0u);
+  EXPECT_EQ(exported.body["end_reason"], "ended");
+  std::ifstream jsonl(jsonl_);
+  std::string line;
+  ASSERT_TRUE(std::getline(jsonl, line));
+  EXPECT_EQ(ordered_json::parse(line)["session_id"], "math-7-0");
+  expect_error(post("/export_trajectories", {{"session_id", "math-7-0"}}, "test-admin"), 404, "not found");
+}
+
+TEST_F(Gateway, AuthErrors) {
+  start();
+  expect_error(post("/rl/start_session", {{"task_id", "t"}}, ""), 401, "Missing or malformed Authorization header");
+  expect_error(post("/rl/start_session", {{"task_id", "t"}}, "wrong"), 403, "Invalid admin API key.");
+  expect_error(post("/rl/set_reward", {{"reward", 1}}, "sk-sess-unknown"), 401, "Invalid or expired session API key.");
+  expect_error(post("/rl/set_reward", {{"reward", 1}}, "test-admin"), 401, "admin key cannot act as a session");
+  expect_error(post("/grant_capacity", {}, "nope"), 403, "Invalid admin API key.");
+}
+
+TEST_F(Gateway, RequestErrors) {
+  start();
+  expect_error(call("POST", "/rl/start_session", "{not json", "test-admin"), 400, "not valid JSON");
+  expect_error(call("POST", "/rl/start_session", "[1]", "test-admin"), 400, "must be a JSON object");
+  expect_error(call("POST", "/rl/start_session", "{\"task_id\": 1}", "test-admin"), 400, "'task_id' (a string) is required");
+  expect_error(call("POST", "/rl/start_session", "task_id=x", "test-admin", "application/x-www-form-urlencoded"), 415, "Content-Type");
+  expect_error(call("POST", "/rl/start_session", std::string(5000, ' ') + "{}", "test-admin"), 413, "exceeds the limit");
+  expect_error(call("GET", "/rl/start_session", "", "test-admin"), 405, "not allowed");
+  expect_error(post("/rl/start_session", {{"task_id", "t"}, {"api_key", "test-admin"}}, "test-admin"), 400, "admin API key");
+  auto s = post("/rl/start_session", {{"task_id", "t"}}, "test-admin");
+  expect_error(post("/rl/set_reward", {{"reward", "high"}}, s.body["api_key"]), 400, "finite number");
+  expect_error(post("/export_trajectories", {{"session_id", s.body["session_id"]}}, "test-admin"), 409, "still active");
+  expect_error(post("/export_trajectories", {{"session_id", s.body["session_id"]}, {"style", "tree"}}, "test-admin"), 400,
+               "style must be 'individual' or 'concat'");
+}
+
+TEST_F(Gateway, CapacityAnswers429UntilGranted) {
+  start();
+  EXPECT_EQ(post("/rl/start_session", {{"task_id", "t"}}, "test-admin").status, 200);
+  EXPECT_EQ(post("/rl/start_session", {{"task_id", "t"}}, "test-admin").status, 200);
+  expect_error(post("/rl/start_session", {{"task_id", "t"}}, "test-admin"), 429, "No available capacity");
+  EXPECT_EQ(post("/grant_capacity", {}, "test-admin").body["capacity"], 1);
+  EXPECT_EQ(post("/rl/start_session", {{"task_id", "t"}}, "test-admin").status, 200);
+}
+
+TEST_F(Gateway, FixedKeyRefreshEndsTheOldSessionAndKeepsItForExport) {
+  start();
+  ASSERT_EQ(post("/grant_capacity", {}, "test-admin").status, 200);
+  auto first = post("/rl/start_session", {{"task_id", "chat"}, {"api_key", "sk-user-fixed-key"}}, "test-admin");
+  ASSERT_EQ(first.status, 200);
+  auto second = post("/rl/start_session", {{"task_id", "chat"}, {"api_key", "sk-user-fixed-key"}}, "test-admin");
+  ASSERT_EQ(second.status, 200) << second.body.dump();
+  EXPECT_EQ(second.body["ended_session_id"], first.body["session_id"]);
+  EXPECT_EQ(second.body["api_key"], "sk-user-fixed-key");
+  auto old = post("/export_trajectories", {{"session_id", first.body["session_id"]}}, "test-admin");
+  EXPECT_EQ(old.status, 200);
+  EXPECT_EQ(old.body["end_reason"], "refreshed");
+}
+
+TEST(GatewayConfig, DefaultAdminKeyIsRefusedOnANonLoopbackHost) {
+  areal::register_builtin("gateway", &areal_builtin_gateway_init);
+  auto plugin = areal::load_builtin("gateway");
+  std::string name = "gateway";
+  auto services = areal::make_services(name);
+  try {
+    areal::PluginInstance inst(plugin, R"({"host": "0.0.0.0", "port": 0, "admin_api_key": "areal-admin-key", "max_threads": 4,
+      "max_queued": 4, "capacity": -1, "session_timeout_seconds": 10, "turn_discount": 1, "export_style": "individual",
+      "trajectories_jsonl": "", "max_request_bytes": 4096})", &services);
+    FAIL() << "accepted the default admin key on 0.0.0.0";
+  } catch (const areal::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("default admin_api_key is refused on a non-loopback host"), std::string::npos) << e.what();
+  }
+}
