@@ -13,7 +13,7 @@ bool is_switch(const std::string& flag) {
 
 namespace {
 
-const char* const kCommands[] = {"run", "check-config", "plugins", "conformance", "config-reference", "tokenize"};
+const char* const kCommands[] = {"run", "check-config", "plugins", "conformance", "config-reference", "tokenize", "serve"};
 
 bool is_command(const std::string& w) {
   for (const char* c : kCommands)
@@ -67,6 +67,8 @@ std::string usage() {
 
 Usage:
   areal-host --config FILE.yaml [dotted.key=value ...]   run the job the config describes
+  areal-host serve [--config FILE.yaml] [--port N] [--admin-key K] [--tokenizer DIR] [key=value ...]
+                                                        serve the gateway and its inference backend, no training
   areal-host check-config FILE.yaml [dotted.key=value ...]
                                                         validate a config (loads its plugins)
   areal-host plugins [--json]                           list every plugin found

@@ -12,4 +12,7 @@ namespace areal::host {
 // Never throws for config mistakes: they land in ResolvedConfig::errors.
 ResolvedConfig load_config(const std::string& path, const std::vector<std::string>& overrides);
 
+// The same without a file: defaults plus overrides (relative paths: the CWD).
+ResolvedConfig resolve_config_from_overrides(const std::vector<std::string>& overrides);
+
 }  // namespace areal::host

@@ -12,5 +12,6 @@ int list_plugins(const CommandLine& cl);
 int conformance(const CommandLine& cl);
 int config_reference(const CommandLine& cl);
 int tokenize(const CommandLine& cl);
+int serve(const CommandLine& cl);
 
 }  // namespace areal::host

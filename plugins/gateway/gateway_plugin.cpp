@@ -23,6 +23,7 @@
 #include "areal/sdk_json.hpp"
 #include "gateway_builtin.h"
 #include "http_error.hpp"
+#include "chat_routes.hpp"
 #include "session_routes.hpp"
 
 namespace {
@@ -41,6 +42,7 @@ struct GatewayState {
   std::atomic<uint64_t> requests{0};
   std::unique_ptr<areal::proxy::SessionStore> sessions;
   std::unique_ptr<areal::gateway::SessionRoutes> session_routes;
+  std::unique_ptr<areal::gateway::ChatRoutes> chat_routes;
 };
 
 constexpr const char* kDefaultAdminKey = "areal-admin-key";
@@ -64,6 +66,7 @@ class Handler : public HTTPRequestHandler {
       if (path == "/v1/models" || path == "/models") return get_only(req, res, [&] { models(res); });
       if (path == "/metrics") return get_only(req, res, [&] { metrics(res); });
       if (state_->session_routes->handle(path, req, res)) return;
+      if (state_->chat_routes->handle(path, req, res)) return;
       areal::gateway::send_error(res, 404, "Unknown endpoint " + req.getMethod() + " " + path + " (see docs/http-api.md)",
                                  "invalid_request_error", "not_found");
     } catch (const areal::gateway::HttpError& e) {
@@ -141,7 +144,13 @@ class Gateway {
     "turn_discount": {"type": "number", "default": 1.0, "minimum": 0, "maximum": 1, "doc": "Default reward discount along a conversation for /export_trajectories."},
     "export_style": {"type": "string", "enum": ["individual", "concat"], "default": "individual", "doc": "Default export style: a row per call, or a row per conversation."},
     "trajectories_jsonl": {"type": "string", "default": "", "doc": "Append every exported session to this JSONL file (empty: off)."},
-    "max_request_bytes": {"type": "integer", "default": 33554432, "minimum": 1024, "doc": "Larger request bodies are refused with 413."}
+    "max_request_bytes": {"type": "integer", "default": 33554432, "minimum": 1024, "doc": "Larger request bodies are refused with 413."},
+    "tokenizer": {"type": "string", "default": "", "doc": "Hugging Face tokenizer folder (tokenizer.json + tokenizer_config.json with its chat_template); required for chat completions."},
+    "prompt_mode": {"type": "string", "enum": ["hf", "concat"], "default": "hf", "doc": "hf: re-render the conversation each call; concat: extend the previous call's exact tokens (needed for concat export)."},
+    "default_max_tokens": {"type": "integer", "default": 1024, "minimum": 1, "doc": "Completion budget when a request gives neither max_tokens nor max_completion_tokens."},
+    "reasoning_parser": {"type": "string", "enum": ["qwen3", "none"], "default": "qwen3", "doc": "Splits <think>...</think> into reasoning_content."},
+    "tool_call_parser": {"type": "string", "enum": ["qwen", "hermes", "none"], "default": "qwen", "doc": "Parses <tool_call>{json}</tool_call> blocks into tool_calls."},
+    "model": {"type": "string", "default": "", "doc": "Model name reported to clients; empty: the inference backend's."}
   }})";
 
   explicit Gateway(const sdk::CreateContext& ctx) : state_(std::make_shared<GatewayState>()) {
@@ -164,6 +173,27 @@ class Gateway {
     settings.trajectories_jsonl = c.value("trajectories_jsonl", std::string());
     settings.max_request_bytes = c.value("max_request_bytes", size_t{32u << 20});
     state_->session_routes = std::make_unique<areal::gateway::SessionRoutes>(*state_->sessions, settings);
+    std::shared_ptr<areal::proxy::ChatService> chat;
+    const std::string tokenizer_dir = c.value("tokenizer", std::string());
+    if (!tokenizer_dir.empty()) {
+      if (!ctx.has_inference()) throw sdk::invalid_argument("gateway: 'tokenizer' is set but no inference backend is configured");
+      auto tok = areal::tokenizer::Tokenizer::from_dir(tokenizer_dir);
+      auto tmpl = std::make_shared<areal::jinja::ChatTemplate>(areal::jinja::ChatTemplate::from_tokenizer_config(tok->config()));
+      areal::proxy::ChatServiceConfig cc;
+      cc.prompt_mode = c.value("prompt_mode", std::string("hf"));
+      cc.default_max_tokens = c.value("default_max_tokens", int64_t{1024});
+      cc.parsers.reasoning_parser = c.value("reasoning_parser", std::string("qwen3"));
+      cc.parsers.tool_call_parser = c.value("tool_call_parser", std::string("qwen"));
+      const json info = json::parse(ctx.inference().info());
+      cc.max_context = info.value("max_context", int64_t{32768});
+      cc.model_name = c.value("model", std::string()).empty() ? info.value("model", std::string("default")) : c.value("model", std::string());
+      if (info.contains("vocab_size") && info["vocab_size"].get<size_t>() < tok->vocab_size())
+        throw sdk::invalid_argument("gateway: the tokenizer has " + std::to_string(tok->vocab_size()) + " tokens but the inference backend's vocabulary has " +
+                                    std::to_string(info["vocab_size"].get<size_t>()));
+      chat = std::make_shared<areal::proxy::ChatService>(tok, tmpl, ctx.services()->inference, cc);
+      state_->model_name = cc.model_name;
+    }
+    state_->chat_routes = std::make_unique<areal::gateway::ChatRoutes>(chat, *state_->session_routes, *state_->sessions, settings.max_request_bytes);
     if (ctx.has_inference()) {
       state_->inference = ctx.services()->inference;
       try {

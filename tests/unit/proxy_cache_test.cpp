@@ -45,6 +45,21 @@ TEST(InteractionCache, ParentIsTheLongestCompletedPrefixIgnoringNullsAndKeyOrder
   EXPECT_THROW(c.insert("a", msgs({})), areal::Error);
 }
 
+TEST(InteractionCache, EchoedRepliesMayDropReasoningOrEmptyContent) {
+  InteractionCache c;
+  const size_t a = c.insert("a", msgs({{"user", "2+2?"}}));
+  Json out = {{"role", "assistant"}, {"content", ""}, {"reasoning_content", "add"},
+              {"tool_calls", Json::array({{{"id", "call_1"}, {"type", "function"}, {"function", {{"name", "add"}, {"arguments", "{}"}}}}})}};
+  finish(c, a, out, {1}, 10, 1, false);
+  Json next = msgs({{"user", "2+2?"}});
+  Json echoed = out;
+  echoed.erase("reasoning_content");
+  echoed.erase("content");
+  next.push_back(echoed);
+  next.push_back({{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "4"}});
+  EXPECT_EQ(c.get(c.insert("b", next)).parent, static_cast<int>(a));
+}
+
 TEST(InteractionCache, InFlightCallsAreNeverParents) {
   InteractionCache c;
   c.insert("a", msgs({{"user", "hi"}}));  // not completed

@@ -7,8 +7,19 @@
 namespace areal::proxy {
 namespace {
 
-// Python dict equality is order-insensitive; compare through std::map JSON.
-bool same(const Json& a, const Json& b) { return nlohmann::json::parse(a.dump()) == nlohmann::json::parse(b.dump()); }
+// The form two messages are compared in: key order ignored (Python dict
+// equality), and what clients commonly change when echoing an assistant
+// message back ignored too: `reasoning_content` dropped, empty content equal
+// to absent content. (AReaL demands an exact echo; SDKs rarely give one.)
+nlohmann::json comparable(const Json& m) {
+  nlohmann::json j = nlohmann::json::parse(m.dump());
+  if (j.is_object() && j.value("role", "") == "assistant") {
+    j.erase("reasoning_content");
+    if (j.contains("content") && j["content"].is_string() && j["content"].get<std::string>().empty()) j.erase("content");
+  }
+  return j;
+}
+bool same(const Json& a, const Json& b) { return comparable(a) == comparable(b); }
 
 // True if `prefix` (an array) equals the first prefix.size() items of `all`.
 bool is_prefix(const Json& prefix, const Json& all) {

@@ -1,0 +1,253 @@
+#include "areal/core/proxy/chat_service.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+
+#include "areal/core/error.hpp"
+#include "areal/core/generation.hpp"
+
+namespace areal::proxy {
+namespace {
+
+using J = nlohmann::ordered_json;
+
+int32_t config_token_id(const tokenizer::Tokenizer& tok, const char* key) {
+  const auto& c = tok.config();
+  if (!c.is_object() || !c.contains(key) || c[key].is_null()) return -1;
+  const auto& v = c[key];
+  const std::string text = v.is_string() ? v.get<std::string>() : v.value("content", std::string());
+  return text.empty() ? -1 : tok.token_to_id(text);
+}
+
+// Collects one request's tokens, decodes as it goes, and asks the backend to
+// stop when a stop string appears.
+class StreamingSink {
+ public:
+  StreamingSink(std::shared_ptr<const tokenizer::Tokenizer> tok, std::vector<std::string> stops,
+                const std::vector<int32_t>& stop_ids, std::function<void(const std::string&)> on_delta)
+      : decoder_(tok, false), stops_(std::move(stops)), stop_ids_(stop_ids), on_delta_(std::move(on_delta)) {
+    for (const auto& s : stops_) hold_ = std::max(hold_, s.size() - 1);
+    sink_ = {AREAL_OFFSET_OF_END(areal_gen_sink, on_done), this, &StreamingSink::on_tokens, &StreamingSink::on_done};
+  }
+  const areal_gen_sink* sink() const { return &sink_; }
+
+  void wait() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    cv_.wait(lock, [&] { return done_; });
+  }
+
+  std::vector<int32_t> ids;
+  std::vector<float> logprobs;
+  std::vector<int64_t> versions;
+  std::string text;  // decoded so far
+  int32_t finish = 0;
+  std::string error;
+  int32_t error_code = 0;
+  bool stop_string_hit = false;
+  size_t emitted = 0;  // bytes of `text` passed to on_delta
+  std::string delta_error;
+
+ private:
+  static areal_status* on_tokens(void* ctx, const areal_gen_chunk* c) {
+    auto* self = static_cast<StreamingSink*>(ctx);
+    std::lock_guard<std::mutex> lock(self->mutex_);
+    for (size_t i = 0; i < c->count; ++i) {
+      const int32_t id = c->token_ids[i];
+      self->ids.push_back(id);
+      self->logprobs.push_back(c->logprobs[i]);
+      self->versions.push_back(c->versions[i]);
+      if (std::find(self->stop_ids_.begin(), self->stop_ids_.end(), id) != self->stop_ids_.end()) continue;  // not text
+      self->text += self->decoder_.push(id);
+    }
+    for (const auto& s : self->stops_) {
+      const size_t at = self->text.find(s);
+      if (at != std::string::npos) {
+        self->text.resize(at);
+        self->stop_string_hit = true;
+      }
+    }
+    self->flush(self->stop_string_hit ? self->text.size() : (self->text.size() > self->hold_ ? self->text.size() - self->hold_ : 0));
+    if (self->stop_string_hit) return make_status(AREAL_CODE_CANCELLED, "stop string reached");
+    return nullptr;
+  }
+  static void on_done(void* ctx, int32_t reason, const areal_status* error) {
+    auto* self = static_cast<StreamingSink*>(ctx);
+    {
+      std::lock_guard<std::mutex> lock(self->mutex_);
+      if (!self->stop_string_hit) {
+        self->text += self->decoder_.finish();
+        self->flush(self->text.size());
+      }
+      self->finish = reason;
+      if (error != nullptr) {
+        self->error = std::string(status_message(error));
+        self->error_code = status_code(error);
+      }
+      self->done_ = true;
+    }
+    self->cv_.notify_all();
+  }
+  // Passes text up to `upto` to the stream; a failing stream (client gone)
+  // is remembered, and generation still completes and is recorded.
+  void flush(size_t upto) {
+    if (!on_delta_ || upto <= emitted || !delta_error.empty()) return;
+    // Never split a UTF-8 character between two deltas.
+    while (upto > emitted && upto < text.size() && (static_cast<unsigned char>(text[upto]) & 0xC0) == 0x80) --upto;
+    try {
+      on_delta_(text.substr(emitted, upto - emitted));
+    } catch (const std::exception& e) {
+      delta_error = e.what();
+    }
+    emitted = upto;
+  }
+
+  tokenizer::IncrementalDecoder decoder_;
+  std::vector<std::string> stops_;
+  const std::vector<int32_t>& stop_ids_;
+  std::function<void(const std::string&)> on_delta_;
+  size_t hold_ = 0;
+  areal_gen_sink sink_{};
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool done_ = false;
+};
+
+}  // namespace
+
+ChatService::ChatService(std::shared_ptr<const tokenizer::Tokenizer> tok, std::shared_ptr<const jinja::ChatTemplate> chat_template,
+                         const areal_inference_ref* inference, ChatServiceConfig config)
+    : tok_(std::move(tok)), template_(std::move(chat_template)), inference_(inference), config_(std::move(config)) {
+  if (config_.prompt_mode != "hf" && config_.prompt_mode != "concat")
+    throw Error(AREAL_CODE_INVALID_ARGUMENT, "prompt_mode must be hf or concat, got '" + config_.prompt_mode + "'");
+  turn_end_id_ = config_token_id(*tok_, "eos_token");
+  if (turn_end_id_ >= 0) stop_ids_.push_back(turn_end_id_);
+  const int32_t pad = config_token_id(*tok_, "pad_token");
+  if (pad >= 0 && pad != turn_end_id_) stop_ids_.push_back(pad);
+  if (stop_ids_.empty()) throw Error(AREAL_CODE_INVALID_ARGUMENT, "tokenizer_config.json names no eos_token: the proxy cannot tell where a turn ends");
+  parse_output("", config_.parsers, false);  // validates the parser names now, not at the first request
+}
+
+std::vector<int32_t> ChatService::build_prompt(const ChatRequest& req, const std::shared_ptr<Session>& session, bool* concat_linked) const {
+  *concat_linked = false;
+  const std::string rendered = template_->render(req.messages, req.tools, true, req.chat_template_kwargs);
+  std::vector<int32_t> full = tok_->encode(rendered, false);
+  if (config_.prompt_mode != "concat" || !session) return full;
+  const int parent_index = session->cache.find_parent(req.messages);
+  if (parent_index < 0) return full;
+  const Interaction parent = session->cache.get(static_cast<size_t>(parent_index));
+  std::vector<int32_t> prefix = parent.prompt_ids;
+  prefix.insert(prefix.end(), parent.output_ids.begin(), parent.output_ids.end());
+  // The turn delimiter closes the parent's turn even if it stopped on length.
+  if (parent.output_ids.empty() || parent.output_ids.back() != turn_end_id_) prefix.push_back(turn_end_id_);
+  const auto k = std::count(prefix.begin(), prefix.end(), turn_end_id_);
+  int64_t seen = 0;
+  for (size_t i = 0; i < full.size(); ++i) {
+    if (full[i] == turn_end_id_ && ++seen == k) {
+      prefix.insert(prefix.end(), full.begin() + static_cast<std::ptrdiff_t>(i) + 1, full.end());
+      *concat_linked = true;
+      return prefix;
+    }
+  }
+  return full;  // the template does not line up with the stored turns: fall back to a fresh render
+}
+
+Generated ChatService::generate(std::vector<int32_t> prompt, const ChatRequest& req, const std::function<void(const std::string&)>& on_delta) {
+  if (inference_ == nullptr) throw Error(AREAL_CODE_UNAVAILABLE, "no inference backend is configured");
+  const int64_t room = config_.max_context - static_cast<int64_t>(prompt.size());
+  if (room <= 0)
+    throw Error(AREAL_CODE_INVALID_ARGUMENT, "'messages': the prompt is " + std::to_string(prompt.size()) +
+                                                 " tokens, which leaves no room in the context of " + std::to_string(config_.max_context));
+  const int64_t max_new = std::min<int64_t>(req.max_tokens.value_or(config_.default_max_tokens), room);
+  areal_sampling_params s{};
+  s.struct_size = AREAL_OFFSET_OF_END(areal_sampling_params, stop_strings);
+  s.temperature = req.temperature;
+  s.top_p = req.top_p;
+  s.top_k = req.top_k;
+  s.max_new_tokens = static_cast<int32_t>(std::min<int64_t>(max_new, INT32_MAX));
+  s.seed = req.seed.value_or(0);
+  s.has_seed = req.seed.has_value();
+  s.stop_token_ids = stop_ids_.data();
+  s.stop_token_ids_count = stop_ids_.size();
+  areal_gen_request r{};
+  r.struct_size = AREAL_OFFSET_OF_END(areal_gen_request, sampling);
+  r.request_id = next_request_id();
+  r.input_ids = prompt.data();
+  r.input_ids_count = prompt.size();
+  r.sampling = &s;
+  StreamingSink sink(tok_, req.stop, stop_ids_, on_delta);
+  throw_if_status(inference_->vtable->submit(inference_->self, &r, sink.sink()), "inference backend");
+  sink.wait();
+  if (sink.finish == AREAL_FINISH_ERROR)
+    throw Error(AREAL_CODE_UNAVAILABLE, "inference backend failed: " + sink.error);
+  Generated g;
+  g.prompt_ids = std::move(prompt);
+  g.output_ids = std::move(sink.ids);
+  g.logprobs = std::move(sink.logprobs);
+  g.versions = std::move(sink.versions);
+  g.text = std::move(sink.text);
+  const bool stopped = sink.finish == AREAL_FINISH_STOP || sink.stop_string_hit;
+  g.finish_reason = stopped ? "stop" : "length";
+  return g;
+}
+
+ChatService::Completed ChatService::run(const ChatRequest& req, const std::shared_ptr<Session>& session,
+                                        const std::function<void(const std::string&)>& on_delta) {
+  Completed c;
+  c.id = "chatcmpl-" + random_hex(29);
+  bool linked = false;
+  std::vector<int32_t> prompt = build_prompt(req, session, &linked);
+  // Recorded at arrival (AReaL's order); completed below even if the client left.
+  const bool record = session && req.store;
+  size_t index = 0;
+  if (record) index = session->cache.insert(c.id, req.messages);
+  c.gen = generate(std::move(prompt), req, on_delta);
+  c.gen.concat_linked = linked;
+  const bool tools_enabled = !req.tools.is_null() && req.tool_choice != "none";
+  c.parsed = parse_output(c.gen.text, config_.parsers, tools_enabled);
+  c.finish_reason = c.gen.finish_reason;
+  c.message = {{"role", "assistant"}, {"content", c.parsed.content}};
+  if (c.parsed.has_reasoning) c.message["reasoning_content"] = c.parsed.reasoning;
+  if (!c.parsed.tool_calls.empty()) {
+    J calls = J::array();
+    for (const auto& t : c.parsed.tool_calls)
+      calls.push_back({{"id", t.id}, {"type", "function"}, {"function", {{"name", t.name}, {"arguments", t.arguments}}}});
+    c.message["tool_calls"] = calls;
+    if (c.finish_reason == "stop") c.finish_reason = "tool_calls";
+  }
+  if (record)
+    session->cache.complete(index, c.message, c.gen.prompt_ids, c.gen.output_ids, c.gen.logprobs, c.gen.versions, c.finish_reason,
+                            config_.prompt_mode == "concat" && linked);
+  return c;
+}
+
+J ChatService::usage(const Completed& c) const {
+  return {{"prompt_tokens", c.gen.prompt_ids.size()},
+          {"completion_tokens", c.gen.output_ids.size()},
+          {"total_tokens", c.gen.prompt_ids.size() + c.gen.output_ids.size()}};
+}
+
+J ChatService::logprobs_json(const Completed& c) const {
+  J content = J::array();
+  for (size_t i = 0; i < c.gen.output_ids.size(); ++i) {
+    const std::string bytes = tok_->byte_level_decoding() ? tok_->token_bytes(c.gen.output_ids[i]) : tok_->decode({c.gen.output_ids[i]});
+    J byte_list = J::array();
+    for (unsigned char b : bytes) byte_list.push_back(b);
+    content.push_back({{"token", tok_->decode({c.gen.output_ids[i]})}, {"logprob", c.gen.logprobs[i]}, {"bytes", byte_list}, {"top_logprobs", J::array()}});
+  }
+  return {{"content", content}};
+}
+
+J ChatService::complete(const ChatRequest& req, const std::shared_ptr<Session>& session) {
+  Completed c = run(req, session, nullptr);
+  J choice = {{"index", 0}, {"message", c.message}, {"logprobs", req.logprobs ? logprobs_json(c) : J(nullptr)}, {"finish_reason", c.finish_reason}};
+  return {{"id", c.id},
+          {"object", "chat.completion"},
+          {"created", std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count()},
+          {"model", req.model.empty() ? config_.model_name : req.model},
+          {"choices", J::array({choice})},
+          {"usage", usage(c)}};
+}
+
+}  // namespace areal::proxy

@@ -1,0 +1,73 @@
+// `areal-host serve`: the gateway and its inference backend, no training.
+// How a newcomer tries the API by hand; runs until SIGINT or SIGTERM.
+//   areal-host serve [--config FILE.yaml] [--port N] [--admin-key K] [--tokenizer DIR] [key=value ...]
+#include <pthread.h>
+#include <signal.h>
+
+#include <iostream>
+
+#include "../config_loading.hpp"
+#include "areal/core/error.hpp"
+#include "areal/core/host_api.hpp"
+#include "areal/core/logging.hpp"
+#include "areal/core/plugin_instance.hpp"
+#include "areal/core/string_writer.hpp"
+#include "commands.hpp"
+
+namespace areal::host {
+
+int serve(const CommandLine& cl) {
+  // Block the stop signals before any plugin starts a thread, then wait for them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  std::vector<std::string> overrides;
+  if (cl.flags.count("port")) overrides.push_back("gateway.port=" + cl.flags.at("port"));
+  if (cl.flags.count("admin-key")) overrides.push_back("gateway.admin_api_key='" + cl.flags.at("admin-key") + "'");
+  if (cl.flags.count("tokenizer")) overrides.push_back("gateway.tokenizer='" + cl.flags.at("tokenizer") + "'");
+  if (cl.flags.count("host")) overrides.push_back("gateway.host='" + cl.flags.at("host") + "'");
+  if (cl.flags.count("model"))
+    throw Error(AREAL_CODE_UNSUPPORTED, "--model DIR needs the local inference engine (issue #4); configure inference.plugin instead");
+  overrides.insert(overrides.end(), cl.overrides.begin(), cl.overrides.end());
+  const std::string path = cl.flags.count("config") ? cl.flags.at("config") : "";
+  ResolvedConfig rc = path.empty() ? resolve_config_from_overrides(overrides) : load_config(path, overrides);
+  if (!rc.errors.empty()) {
+    for (const auto& e : rc.errors) std::cerr << (path.empty() ? "serve" : path) << ": " << e << "\n";
+    return 2;
+  }
+  if (!rc.plugins.count("gateway")) {
+    std::cerr << "areal-host serve: gateway.plugin is none: there is nothing to serve\n";
+    return 2;
+  }
+  logging::set_level(rc.effective["log"]["level"].get<std::string>());
+  set_effective_config(rc.effective);
+  auto log = logging::get("host");
+  try {
+    std::string inference_name = "inference", gateway_name = "gateway";
+    areal_services inf_services = make_services(inference_name);
+    auto inference_plugin = rc.plugins.at("inference");
+    PluginInstance inference(inference_plugin, rc.section_json("inference"), &inf_services);
+    areal_inference_ref ref{AREAL_OFFSET_OF_END(areal_inference_ref, self), inference_plugin->inference(), inference.self()};
+    areal_services gw_services = make_services(gateway_name);
+    gw_services.inference = &ref;
+    auto gateway_plugin = rc.plugins.at("gateway");
+    PluginInstance gateway(gateway_plugin, rc.section_json("gateway"), &gw_services);
+    StringCollector url;
+    throw_if_status(gateway_plugin->gateway()->start(gateway.self(), url.writer()), "gateway start");
+    log->info("areal-host {} serving {} {} (no training)", AREAL_VERSION, inference_plugin->name(), inference_plugin->version());
+    logging::get("gateway")->info("gateway listening at {}", url.text);
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    log->info("signal {} received: stopping", sig);
+    gateway_plugin->gateway()->stop(gateway.self());
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "areal-host serve: " << e.what() << "\n";
+    return 2;
+  }
+}
+
+}  // namespace areal::host
