@@ -33,11 +33,14 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   "${sudo_cmd[@]}" apt-get update -qq
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends nodejs npm
 fi
-# Pinned by tests/parity/package-lock.json; skipped when already installed.
-if [ ! -f tests/parity/node_modules/.package-lock.json ] ||
-   ! cmp -s tests/parity/package-lock.json tests/parity/node_modules/.areal-lock-copy; then
-  (cd tests/parity && npm ci --no-audit --no-fund --loglevel=error && cp package-lock.json node_modules/.areal-lock-copy)
-fi
+# npm projects pinned by their package-lock.json: the parity references
+# (HF's tokenizer and Jinja) and the real client SDKs of the e2e tests.
+# Skipped when the installed copy matches the lock file.
+for dir in tests/parity tests/e2e/clients; do
+  if [ ! -f "$dir/node_modules/.package-lock.json" ] || ! cmp -s "$dir/package-lock.json" "$dir/node_modules/.areal-lock-copy"; then
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error && cp package-lock.json node_modules/.areal-lock-copy)
+  fi
+done
 
 build_dir=${BUILD_DIR:-build}
 jobs=${JOBS:-$(nproc)}

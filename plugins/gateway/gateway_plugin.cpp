@@ -59,6 +59,8 @@ class Handler : public HTTPRequestHandler {
     state_->requests++;
     std::string path = req.getURI();
     if (auto q = path.find('?'); q != std::string::npos) path.resize(q);
+    // Agents get the OpenAI base URL (".../v1"); their SDK resolves /rl/* under it.
+    if (path.rfind("/v1/rl/", 0) == 0) path.erase(0, 3);
     const std::string endpoint = path;
     sdk::host().metric_add(sdk::str("areal_gateway_requests_total"), 1.0);
     try {

