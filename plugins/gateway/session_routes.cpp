@@ -48,16 +48,19 @@ void SessionRoutes::append_jsonl(const nlohmann::ordered_json& exported) {
 bool SessionRoutes::handle(const std::string& path, Poco::Net::HTTPServerRequest& req, Poco::Net::HTTPServerResponse& res) {
   using J = nlohmann::ordered_json;
   const bool known = path == "/rl/start_session" || path == "/rl/end_session" || path == "/rl/set_reward" ||
-                     path == "/grant_capacity" || path == "/export_trajectories";
+                     path == "/grant_capacity" || path == "/export_trajectories" || path == "/rl/v1/start_session" ||
+                     path == "/rl/v1/set_reward" || path == "/rl/v1/finalize";
   if (!known) return false;
-  if (req.getMethod() != "POST") {
+  const bool get_allowed = path == "/rl/v1/start_session";  // the seed-000 design starts sessions with GET
+  if (req.getMethod() != "POST" && !(get_allowed && req.getMethod() == "GET")) {
     res.set("Allow", "POST");
     throw HttpError(405, "Method " + req.getMethod() + " is not allowed on " + path);
   }
   try {
-    if (path == "/rl/start_session") {
+    if (path == "/rl/start_session" || path == "/rl/v1/start_session") {
       require_admin(req);
-      const J body = read_json_object(req, settings_.max_request_bytes);
+      J body = read_json_object(req, settings_.max_request_bytes);
+      if (path == "/rl/v1/start_session" && !body.contains("task_id")) body["task_id"] = "session";  // seed-000: no task id
       if (!body.contains("task_id") || !body["task_id"].is_string())
         throw HttpError(400, "'task_id' (a string) is required");
       store_.expire_idle();
@@ -96,21 +99,29 @@ bool SessionRoutes::handle(const std::string& path, Poco::Net::HTTPServerRequest
     // Session-key endpoints.
     auto session = session_of(req);
     const J body = read_json_object(req, settings_.max_request_bytes);
-    if (path == "/rl/end_session") {
+    if (path == "/rl/end_session" || path == "/rl/v1/finalize") {
+      // seed-000's finalize: the terminal reward goes to the last completion, then the session ends.
+      if (path == "/rl/v1/finalize" && body.contains("final_reward") && !body["final_reward"].is_null()) {
+        if (!body["final_reward"].is_number() || !std::isfinite(body["final_reward"].get<double>()))
+          throw HttpError(400, "'final_reward' must be a finite number");
+        session->cache.set_reward("", body["final_reward"].get<double>());
+      }
       const size_t n = store_.end(session);
       send_json(res, 200, J{{"message", "success"}, {"session_id", session->id}, {"interaction_count", n}}.dump());
       return true;
     }
-    // /rl/set_reward
+    // /rl/set_reward (interaction_id) and seed-000's /rl/v1/set_reward (completion_id)
     if (!body.contains("reward") || !body["reward"].is_number() || !std::isfinite(body["reward"].get<double>()))
       throw HttpError(400, "'reward' must be a finite number");
-    session->cache.set_reward(optional_string(body, "interaction_id"), body["reward"].get<double>());
+    const std::string id = path == "/rl/v1/set_reward" ? optional_string(body, "completion_id") : optional_string(body, "interaction_id");
+    session->cache.set_reward(id, body["reward"].get<double>());
     send_json(res, 200, J{{"message", "success"}}.dump());
     return true;
   } catch (const Error& e) {
     // Session-state conflicts are "gone" for the session endpoints (AReaL: 410).
-    if (e.code() == AREAL_CODE_FAILED_PRECONDITION && path == "/rl/end_session") throw HttpError(410, e.what());
-    if (e.code() == AREAL_CODE_FAILED_PRECONDITION && path == "/rl/set_reward") throw HttpError(400, e.what());
+    if (e.code() == AREAL_CODE_FAILED_PRECONDITION && (path == "/rl/end_session")) throw HttpError(410, e.what());
+    if (e.code() == AREAL_CODE_FAILED_PRECONDITION && (path == "/rl/set_reward" || path == "/rl/v1/set_reward" || path == "/rl/v1/finalize"))
+      throw HttpError(400, e.what());
     throw;
   }
 }

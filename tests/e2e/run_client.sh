@@ -20,4 +20,7 @@ done
 [ -n "$url" ] || { echo "gateway did not start"; cat "$log"; exit 1; }
 echo "gateway at $url"
 cd "$src/tests/e2e/clients"
-node "$src/tests/e2e/clients/$script" "$url" e2e-admin-key "$tok"
+case "$script" in
+  *.py) /usr/bin/python3 "$src/tests/e2e/$script" "$url" e2e-admin-key ;;
+  *) node "$src/tests/e2e/clients/$script" "$url" e2e-admin-key "$tok" ;;
+esac
