@@ -18,7 +18,7 @@ class ChatRoutes {
   // `chat` may be null: the gateway then has no tokenizer and answers 503.
   ChatRoutes(std::shared_ptr<proxy::ChatService> chat, SessionRoutes& sessions, proxy::SessionStore& store, size_t max_request_bytes);
 
-  bool handle(const std::string& path, Poco::Net::HTTPServerRequest& req, Poco::Net::HTTPServerResponse& res);
+  bool handle(const std::string& path, Poco::Net::HTTPServerRequest& req, const std::string& body, Poco::Net::HTTPServerResponse& res);
 
  private:
   void stream(const proxy::ChatRequest& r, const std::shared_ptr<proxy::Session>& session, Poco::Net::HTTPServerResponse& res);

@@ -23,6 +23,8 @@
 #include "areal/sdk_json.hpp"
 #include "gateway_builtin.h"
 #include "http_error.hpp"
+#include "request.hpp"
+#include "anthropic_routes.hpp"
 #include "chat_routes.hpp"
 #include "session_routes.hpp"
 
@@ -37,12 +39,14 @@ using Poco::Net::HTTPServerResponse;
 constexpr const char* kGatewayVersion = "0.1.0";
 
 struct GatewayState {
+  size_t max_request_bytes = 32u << 20;
   const areal_inference_ref* inference = nullptr;  // may be NULL
   std::string model_name = "default";
   std::atomic<uint64_t> requests{0};
   std::unique_ptr<areal::proxy::SessionStore> sessions;
   std::unique_ptr<areal::gateway::SessionRoutes> session_routes;
   std::unique_ptr<areal::gateway::ChatRoutes> chat_routes;
+  std::unique_ptr<areal::gateway::AnthropicRoutes> anthropic_routes;
 };
 
 constexpr const char* kDefaultAdminKey = "areal-admin-key";
@@ -61,25 +65,33 @@ class Handler : public HTTPRequestHandler {
     if (auto q = path.find('?'); q != std::string::npos) path.resize(q);
     // Agents get the OpenAI base URL (".../v1"); their SDK resolves /rl/* under it.
     if (path.rfind("/v1/rl/", 0) == 0) path.erase(0, 3);
-    const std::string endpoint = path;
+    const bool anthropic = path == "/v1/messages";  // errors in Anthropic's body shape
     sdk::host().metric_add(sdk::str("areal_gateway_requests_total"), 1.0);
     try {
       if (path == "/health") return get_only(req, res, [&] { health(res); });
       if (path == "/v1/models" || path == "/models") return get_only(req, res, [&] { models(res); });
       if (path == "/metrics") return get_only(req, res, [&] { metrics(res); });
-      if (state_->session_routes->handle(path, req, res)) return;
-      if (state_->chat_routes->handle(path, req, res)) return;
+      // Read every body before answering (see read_body).
+      const std::string body = areal::gateway::read_body(req, state_->max_request_bytes);
+      if (state_->session_routes->handle(path, req, body, res)) return;
+      if (state_->chat_routes->handle(path, req, body, res)) return;
+      if (state_->anthropic_routes->handle(path, req, body, res)) return;
       areal::gateway::send_error(res, 404, "Unknown endpoint " + req.getMethod() + " " + path + " (see docs/http-api.md)",
                                  "invalid_request_error", "not_found");
     } catch (const areal::gateway::HttpError& e) {
+      if (e.status == 413) res.setKeepAlive(false);  // the oversized body was not read: do not reuse the connection
+      if (anthropic) return areal::gateway::send_json(res, e.status, areal::gateway::AnthropicRoutes::error_body(e.status, e.what()));
       areal::gateway::send_error(res, e.status, e.what(), areal::gateway::error_type_for(e.status),
                                  e.code.empty() ? areal::gateway::error_code_for(e.status) : e.code);
     } catch (const sdk::Error& e) {
       const int status = areal::gateway::http_status_for(e.code());
+      if (anthropic) return areal::gateway::send_json(res, status, areal::gateway::AnthropicRoutes::error_body(status, e.what()));
       areal::gateway::send_error(res, status, e.what(), areal::gateway::error_type_for(status),
                                  areal::gateway::error_code_for(status));
     } catch (const std::exception& e) {
-      areal::gateway::send_error(res, 500, std::string("internal error: ") + e.what(), "server_error", "internal_error");
+      const std::string message = std::string("internal error: ") + e.what();
+      if (anthropic) return areal::gateway::send_json(res, 500, areal::gateway::AnthropicRoutes::error_body(500, message));
+      areal::gateway::send_error(res, 500, message, "server_error", "internal_error");
     }
   }
 
@@ -174,6 +186,7 @@ class Gateway {
     settings.export_style = c.value("export_style", std::string("individual"));
     settings.trajectories_jsonl = c.value("trajectories_jsonl", std::string());
     settings.max_request_bytes = c.value("max_request_bytes", size_t{32u << 20});
+    state_->max_request_bytes = settings.max_request_bytes;
     state_->session_routes = std::make_unique<areal::gateway::SessionRoutes>(*state_->sessions, settings);
     std::shared_ptr<areal::proxy::ChatService> chat;
     const std::string tokenizer_dir = c.value("tokenizer", std::string());
@@ -196,6 +209,8 @@ class Gateway {
       state_->model_name = cc.model_name;
     }
     state_->chat_routes = std::make_unique<areal::gateway::ChatRoutes>(chat, *state_->session_routes, *state_->sessions, settings.max_request_bytes);
+    state_->anthropic_routes =
+        std::make_unique<areal::gateway::AnthropicRoutes>(chat, *state_->session_routes, *state_->sessions, settings.max_request_bytes);
     if (ctx.has_inference()) {
       state_->inference = ctx.services()->inference;
       try {

@@ -7,7 +7,7 @@
 
 namespace areal::gateway {
 
-nlohmann::ordered_json read_json_object(Poco::Net::HTTPServerRequest& request, size_t max_bytes) {
+std::string read_body(Poco::Net::HTTPServerRequest& request, size_t max_bytes) {
   if (request.getContentLength() != Poco::Net::HTTPMessage::UNKNOWN_CONTENT_LENGTH &&
       request.getContentLength() > static_cast<std::streamsize>(max_bytes))
     throw HttpError(413, "Request body of " + std::to_string(request.getContentLength()) + " bytes exceeds the limit of " +
@@ -20,8 +20,11 @@ nlohmann::ordered_json read_json_object(Poco::Net::HTTPServerRequest& request, s
     if (body.size() > max_bytes)
       throw HttpError(413, "Request body exceeds the limit of " + std::to_string(max_bytes) + " bytes (gateway.max_request_bytes)");
   }
+  return body;
+}
+
+nlohmann::ordered_json parse_json_object(const std::string& body, const std::string& type) {
   if (body.find_first_not_of(" \t\r\n") == std::string::npos) return nlohmann::ordered_json::object();
-  const std::string type = request.getContentType();
   if (!type.empty() && type.find("json") == std::string::npos)
     throw HttpError(415, "Content-Type must be application/json, got '" + type + "'");
   nlohmann::ordered_json j;

@@ -8,9 +8,14 @@
 
 namespace areal::gateway {
 
-// Reads the body (HttpError 413 beyond max_bytes) and parses a JSON object
-// (400 otherwise). An empty body is an empty object.
-nlohmann::ordered_json read_json_object(Poco::Net::HTTPServerRequest& request, size_t max_bytes);
+// Reads the whole body (HttpError 413 beyond max_bytes). The gateway reads
+// every body before answering, so an early error never leaves unread bytes
+// in a keep-alive connection for the next request to trip over.
+std::string read_body(Poco::Net::HTTPServerRequest& request, size_t max_bytes);
+
+// Parses a body as a JSON object (400; 415 for a non-JSON content type). An
+// empty body is an empty object.
+nlohmann::ordered_json parse_json_object(const std::string& body, const std::string& content_type);
 
 // `Authorization: Bearer <token>` (case-insensitive scheme) or `x-api-key`;
 // HttpError 401 with AReaL's message when neither is present.

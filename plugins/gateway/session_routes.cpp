@@ -45,7 +45,8 @@ void SessionRoutes::append_jsonl(const nlohmann::ordered_json& exported) {
   out << exported.dump() << "\n";
 }
 
-bool SessionRoutes::handle(const std::string& path, Poco::Net::HTTPServerRequest& req, Poco::Net::HTTPServerResponse& res) {
+bool SessionRoutes::handle(const std::string& path, Poco::Net::HTTPServerRequest& req, const std::string& raw_body,
+                           Poco::Net::HTTPServerResponse& res) {
   using J = nlohmann::ordered_json;
   const bool known = path == "/rl/start_session" || path == "/rl/end_session" || path == "/rl/set_reward" ||
                      path == "/grant_capacity" || path == "/export_trajectories" || path == "/rl/v1/start_session" ||
@@ -59,7 +60,7 @@ bool SessionRoutes::handle(const std::string& path, Poco::Net::HTTPServerRequest
   try {
     if (path == "/rl/start_session" || path == "/rl/v1/start_session") {
       require_admin(req);
-      J body = read_json_object(req, settings_.max_request_bytes);
+      J body = parse_json_object(raw_body, req.getContentType());
       if (path == "/rl/v1/start_session" && !body.contains("task_id")) body["task_id"] = "session";  // seed-000: no task id
       if (!body.contains("task_id") || !body["task_id"].is_string())
         throw HttpError(400, "'task_id' (a string) is required");
@@ -72,13 +73,13 @@ bool SessionRoutes::handle(const std::string& path, Poco::Net::HTTPServerRequest
     }
     if (path == "/grant_capacity") {
       require_admin(req);
-      read_json_object(req, settings_.max_request_bytes);
+      parse_json_object(raw_body, req.getContentType());
       send_json(res, 200, J{{"capacity", store_.grant_capacity(1)}}.dump());
       return true;
     }
     if (path == "/export_trajectories") {
       require_admin(req);
-      const J body = read_json_object(req, settings_.max_request_bytes);
+      const J body = parse_json_object(raw_body, req.getContentType());
       if (!body.contains("session_id") || !body["session_id"].is_string())
         throw HttpError(400, "'session_id' (a string) is required");
       double discount = settings_.turn_discount;
@@ -98,7 +99,7 @@ bool SessionRoutes::handle(const std::string& path, Poco::Net::HTTPServerRequest
     }
     // Session-key endpoints.
     auto session = session_of(req);
-    const J body = read_json_object(req, settings_.max_request_bytes);
+    const J body = parse_json_object(raw_body, req.getContentType());
     if (path == "/rl/end_session" || path == "/rl/v1/finalize") {
       // seed-000's finalize: the terminal reward goes to the last completion, then the session ends.
       if (path == "/rl/v1/finalize" && body.contains("final_reward") && !body["final_reward"].is_null()) {

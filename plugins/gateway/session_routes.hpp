@@ -25,7 +25,7 @@ class SessionRoutes {
   SessionRoutes(proxy::SessionStore& store, SessionSettings settings);
 
   // Handles the request if its path is a session endpoint; false otherwise.
-  bool handle(const std::string& path, Poco::Net::HTTPServerRequest& req, Poco::Net::HTTPServerResponse& res);
+  bool handle(const std::string& path, Poco::Net::HTTPServerRequest& req, const std::string& body, Poco::Net::HTTPServerResponse& res);
 
   // The session a bearer token belongs to: 401 unknown, 410 ended.
   std::shared_ptr<proxy::Session> session_of(const Poco::Net::HTTPServerRequest& req) const;

@@ -160,6 +160,29 @@ TEST_F(Gateway, FixedKeyRefreshEndsTheOldSessionAndKeepsItForExport) {
   EXPECT_EQ(old.body["end_reason"], "refreshed");
 }
 
+TEST_F(Gateway, EarlyRejectionsDoNotPoisonKeepAliveConnections) {
+  start();
+  // Two requests on one connection; the first is refused (401) before its
+  // body matters (wrong admin key). The second must still parse cleanly.
+  Poco::URI uri(url_);
+  Poco::Net::HTTPClientSession s(uri.getHost(), uri.getPort());
+  s.setKeepAlive(true);
+  for (const auto& [token, want] : std::vector<std::pair<std::string, int>>{{"sk-sess-unknown", 403}, {"test-admin", 200}}) {
+    Poco::Net::HTTPRequest req("POST", "/rl/start_session", Poco::Net::HTTPMessage::HTTP_1_1);
+    req.setKeepAlive(true);
+    req.set("Authorization", "Bearer " + token);
+    const std::string body = std::string(R"({"task_id": "keepalive", "padding": ")") + std::string(3000, 'x') + R"("})";
+    req.setContentType("application/json");
+    req.setContentLength(static_cast<std::streamsize>(body.size()));
+    s.sendRequest(req) << body;
+    Poco::Net::HTTPResponse res;
+    std::stringstream ss;
+    ss << s.receiveResponse(res).rdbuf();
+    EXPECT_EQ(static_cast<int>(res.getStatus()), want) << ss.str();
+    EXPECT_FALSE(ss.str().empty());
+  }
+}
+
 TEST(GatewayConfig, DefaultAdminKeyIsRefusedOnANonLoopbackHost) {
   areal::register_builtin("gateway", &areal_builtin_gateway_init);
   auto plugin = areal::load_builtin("gateway");

@@ -205,7 +205,7 @@ ChatService::Completed ChatService::run(const ChatRequest& req, const std::share
   c.gen = generate(std::move(prompt), req, on_delta);
   c.gen.concat_linked = linked;
   const bool tools_enabled = !req.tools.is_null() && req.tool_choice != "none";
-  c.parsed = parse_output(c.gen.text, config_.parsers, tools_enabled);
+  c.parsed = parse_output(c.gen.text, config_.parsers, tools_enabled, req.tool_call_id_prefix);
   c.finish_reason = c.gen.finish_reason;
   c.message = {{"role", "assistant"}, {"content", c.parsed.content}};
   if (c.parsed.has_reasoning) c.message["reasoning_content"] = c.parsed.reasoning;

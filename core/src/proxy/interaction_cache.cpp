@@ -16,6 +16,15 @@ nlohmann::json comparable(const Json& m) {
   if (j.is_object() && j.value("role", "") == "assistant") {
     j.erase("reasoning_content");
     if (j.contains("content") && j["content"].is_string() && j["content"].get<std::string>().empty()) j.erase("content");
+    // Tool-call arguments are JSON text; SDKs re-serialize them with other spacing.
+    if (j.contains("tool_calls") && j["tool_calls"].is_array())
+      for (auto& call : j["tool_calls"])
+        if (call.contains("function") && call["function"].contains("arguments") && call["function"]["arguments"].is_string()) {
+          try {
+            call["function"]["arguments"] = nlohmann::json::parse(call["function"]["arguments"].get<std::string>());
+          } catch (const nlohmann::json::exception&) {
+          }
+        }
   }
   return j;
 }

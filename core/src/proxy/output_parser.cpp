@@ -31,7 +31,8 @@ std::string random_hex(size_t n) {
   return out;
 }
 
-ParsedOutput parse_output(const std::string& text, const OutputParserConfig& config, bool tools_enabled) {
+ParsedOutput parse_output(const std::string& text, const OutputParserConfig& config, bool tools_enabled,
+                          const std::string& tool_call_id_prefix) {
   if (config.reasoning_parser != "qwen3" && config.reasoning_parser != "none")
     throw Error(AREAL_CODE_INVALID_ARGUMENT, "unknown reasoning_parser '" + config.reasoning_parser + "' (qwen3, none)");
   if (config.tool_call_parser != "qwen" && config.tool_call_parser != "hermes" && config.tool_call_parser != "none")
@@ -70,7 +71,7 @@ ParsedOutput parse_output(const std::string& text, const OutputParserConfig& con
         const auto j = nlohmann::ordered_json::parse(body);
         if (j.is_object() && j.contains("name") && j["name"].is_string()) {
           const auto& args = j.contains("arguments") ? j["arguments"] : (j.contains("parameters") ? j["parameters"] : nlohmann::ordered_json::object());
-          out.tool_calls.push_back({"call_" + random_hex(24), j["name"], args.is_string() ? args.get<std::string>() : args.dump()});
+          out.tool_calls.push_back({tool_call_id_prefix + random_hex(24), j["name"], args.is_string() ? args.get<std::string>() : args.dump()});
           parsed = true;
         }
       } catch (const nlohmann::json::exception&) {

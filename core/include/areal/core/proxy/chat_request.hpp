@@ -29,6 +29,7 @@ struct ChatRequest {
   bool stream_usage = false;               // stream_options.include_usage
   nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
   std::string model;
+  std::string tool_call_id_prefix = "call_";  // "toolu_" when serving Anthropic's API
 };
 
 // Parses a request body. Throws areal::Error(INVALID_ARGUMENT) with

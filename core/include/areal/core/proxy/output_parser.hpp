@@ -33,7 +33,8 @@ struct OutputParserConfig {
   std::string tool_call_parser = "qwen";   // "qwen" | "hermes" | "none"
 };
 
-ParsedOutput parse_output(const std::string& text, const OutputParserConfig& config, bool tools_enabled);
+ParsedOutput parse_output(const std::string& text, const OutputParserConfig& config, bool tools_enabled,
+                          const std::string& tool_call_id_prefix = "call_");
 
 std::string random_hex(size_t n);
 

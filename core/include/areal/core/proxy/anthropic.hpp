@@ -1,0 +1,27 @@
+// Anthropic Messages API <-> the proxy's chat request and result.
+//
+// Request: system (string or text blocks), messages with text, thinking,
+// tool_use and tool_result blocks, tools (input_schema), tool_choice,
+// stop_sequences, thinking {type: enabled|disabled} -> enable_thinking.
+// Images and documents are a clear 400. Result: content blocks (thinking,
+// text, tool_use with ids "toolu_..."), stop_reason, usage.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "areal/core/proxy/chat_service.hpp"
+
+namespace areal::proxy {
+
+// Throws areal::Error(INVALID_ARGUMENT) naming the field.
+ChatRequest anthropic_to_chat_request(const nlohmann::ordered_json& body);
+
+// Anthropic's stop_reason for a finished call.
+std::string anthropic_stop_reason(const ChatService::Completed& c, const ChatRequest& req);
+
+// The content blocks of a finished call.
+nlohmann::ordered_json anthropic_content(const ChatService::Completed& c);
+
+nlohmann::ordered_json anthropic_message(const ChatService::Completed& c, const ChatRequest& req, const std::string& model);
+
+}  // namespace areal::proxy

@@ -1,0 +1,132 @@
+#include "anthropic_routes.hpp"
+
+#include "areal/core/error.hpp"
+#include "areal/core/proxy/anthropic.hpp"
+#include "http_error.hpp"
+#include "request.hpp"
+#include "stream_split.hpp"
+
+namespace areal::gateway {
+namespace {
+
+using J = nlohmann::ordered_json;
+
+std::string anthropic_error_type(int status) {
+  switch (status) {
+    case 400:
+    case 405:
+    case 409:
+    case 410:
+    case 415:
+    case 422: return "invalid_request_error";
+    case 401: return "authentication_error";
+    case 403: return "permission_error";
+    case 404: return "not_found_error";
+    case 413: return "request_too_large";
+    case 429: return "rate_limit_error";
+    case 503: return "overloaded_error";
+    default: return "api_error";
+  }
+}
+
+}  // namespace
+
+std::string AnthropicRoutes::error_body(int status, const std::string& message) {
+  return J{{"type", "error"}, {"error", {{"type", anthropic_error_type(status)}, {"message", message}}}}.dump();
+}
+
+AnthropicRoutes::AnthropicRoutes(std::shared_ptr<proxy::ChatService> chat, SessionRoutes& sessions, proxy::SessionStore& store,
+                                 size_t max_request_bytes)
+    : chat_(std::move(chat)), sessions_(sessions), store_(store), max_request_bytes_(max_request_bytes) {}
+
+bool AnthropicRoutes::handle(const std::string& path, Poco::Net::HTTPServerRequest& req, const std::string& raw_body,
+                             Poco::Net::HTTPServerResponse& res) {
+  if (path != "/v1/messages") return false;
+  if (req.getMethod() != "POST") {
+    res.set("Allow", "POST");
+    throw HttpError(405, "Method " + req.getMethod() + " is not allowed on " + path);
+  }
+  std::shared_ptr<proxy::Session> session;
+  if (!store_.is_admin(bearer_token(req))) session = sessions_.session_of(req);
+  const J body = parse_json_object(raw_body, req.getContentType());
+  if (!chat_) throw HttpError(503, "This gateway has no tokenizer configured (gateway.tokenizer): it cannot serve messages");
+  const proxy::ChatRequest r = proxy::anthropic_to_chat_request(body);
+  if (r.stream) {
+    stream(r, session, res);
+    return true;
+  }
+  const auto done = chat_->run(r, session, nullptr);
+  send_json(res, 200, proxy::anthropic_message(done, r, r.model.empty() ? chat_->config().model_name : r.model).dump());
+  return true;
+}
+
+void AnthropicRoutes::stream(const proxy::ChatRequest& r, const std::shared_ptr<proxy::Session>& session, Poco::Net::HTTPServerResponse& res) {
+  res.setStatus(Poco::Net::HTTPResponse::HTTP_OK);
+  res.setContentType("text/event-stream");
+  res.set("Cache-Control", "no-cache");
+  res.set("X-Accel-Buffering", "no");
+  res.setChunkedTransferEncoding(true);
+  std::ostream& os = res.send();
+  auto send = [&](const std::string& event, const J& data) {
+    os << "event: " << event << "\ndata: " << data.dump() << "\n\n";
+    os.flush();
+    if (!os) throw std::runtime_error("client disconnected");
+  };
+  const std::string model = r.model.empty() ? chat_->config().model_name : r.model;
+  const std::string id = "msg_" + proxy::random_hex(29);
+  // Content blocks open lazily: thinking first (if any), then text.
+  int index = -1;
+  std::string open;  // type of the open block
+  auto open_block = [&](const std::string& type) {
+    if (open == type) return;
+    if (!open.empty()) send("content_block_stop", {{"type", "content_block_stop"}, {"index", index}});
+    ++index;
+    open = type;
+    const J block = type == "thinking" ? J{{"type", "thinking"}, {"thinking", ""}, {"signature", ""}} : J{{"type", "text"}, {"text", ""}};
+    send("content_block_start", {{"type", "content_block_start"}, {"index", index}, {"content_block", block}});
+  };
+  const bool tools = !r.tools.is_null() && r.tool_choice != "none" && chat_->config().parsers.tool_call_parser != "none";
+  StreamSplitter splitter(chat_->config().parsers.reasoning_parser == "qwen3", tools);
+  auto emit = [&](const std::string& raw_delta, bool final) {
+    std::string reasoning, content;
+    splitter.push(raw_delta, final, reasoning, content);
+    if (!reasoning.empty()) {
+      open_block("thinking");
+      send("content_block_delta", {{"type", "content_block_delta"}, {"index", index}, {"delta", {{"type", "thinking_delta"}, {"thinking", reasoning}}}});
+    }
+    if (!content.empty()) {
+      open_block("text");
+      send("content_block_delta", {{"type", "content_block_delta"}, {"index", index}, {"delta", {{"type", "text_delta"}, {"text", content}}}});
+    }
+  };
+  try {
+    send("message_start", {{"type", "message_start"},
+                           {"message", {{"id", id}, {"type", "message"}, {"role", "assistant"}, {"model", model}, {"content", J::array()},
+                                        {"stop_reason", nullptr}, {"stop_sequence", nullptr}, {"usage", {{"input_tokens", 0}, {"output_tokens", 0}}}}}});
+    auto done = chat_->run(r, session, [&](const std::string& delta) { emit(delta, false); });
+    emit("", true);
+    if (open == "thinking") send("content_block_delta", {{"type", "content_block_delta"}, {"index", index}, {"delta", {{"type", "signature_delta"}, {"signature", ""}}}});
+    if (index < 0 && done.parsed.tool_calls.empty()) open_block("text");  // an empty reply is one empty text block
+    if (!open.empty()) send("content_block_stop", {{"type", "content_block_stop"}, {"index", index}});
+    for (const auto& block : proxy::anthropic_content(done)) {
+      if (block["type"] != "tool_use") continue;
+      ++index;
+      send("content_block_start", {{"type", "content_block_start"}, {"index", index},
+                                   {"content_block", {{"type", "tool_use"}, {"id", block["id"]}, {"name", block["name"]}, {"input", J::object()}}}});
+      send("content_block_delta", {{"type", "content_block_delta"}, {"index", index}, {"delta", {{"type", "input_json_delta"}, {"partial_json", block["input"].dump()}}}});
+      send("content_block_stop", {{"type", "content_block_stop"}, {"index", index}});
+    }
+    send("message_delta", {{"type", "message_delta"},
+                           {"delta", {{"stop_reason", proxy::anthropic_stop_reason(done, r)}, {"stop_sequence", nullptr}}},
+                           {"usage", {{"input_tokens", done.gen.prompt_ids.size()}, {"output_tokens", done.gen.output_ids.size()}}}});
+    send("message_stop", {{"type", "message_stop"}});
+  } catch (const Error& e) {
+    const int status = http_status_for(e.code());
+    os << "event: error\ndata: " << error_body(status, e.what()) << "\n\n";
+    os.flush();
+  } catch (const std::exception&) {
+    // The client went away; the call is still recorded.
+  }
+}
+
+}  // namespace areal::gateway
