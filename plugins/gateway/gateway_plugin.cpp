@@ -26,6 +26,7 @@
 #include "request.hpp"
 #include "anthropic_routes.hpp"
 #include "chat_routes.hpp"
+#include "responses_routes.hpp"
 #include "session_routes.hpp"
 
 namespace {
@@ -47,6 +48,7 @@ struct GatewayState {
   std::unique_ptr<areal::gateway::SessionRoutes> session_routes;
   std::unique_ptr<areal::gateway::ChatRoutes> chat_routes;
   std::unique_ptr<areal::gateway::AnthropicRoutes> anthropic_routes;
+  std::unique_ptr<areal::gateway::ResponsesRoutes> responses_routes;
 };
 
 constexpr const char* kDefaultAdminKey = "areal-admin-key";
@@ -76,6 +78,7 @@ class Handler : public HTTPRequestHandler {
       if (state_->session_routes->handle(path, req, body, res)) return;
       if (state_->chat_routes->handle(path, req, body, res)) return;
       if (state_->anthropic_routes->handle(path, req, body, res)) return;
+      if (state_->responses_routes->handle(path, req, body, res)) return;
       areal::gateway::send_error(res, 404, "Unknown endpoint " + req.getMethod() + " " + path + " (see docs/http-api.md)",
                                  "invalid_request_error", "not_found");
     } catch (const areal::gateway::HttpError& e) {
@@ -211,6 +214,7 @@ class Gateway {
     state_->chat_routes = std::make_unique<areal::gateway::ChatRoutes>(chat, *state_->session_routes, *state_->sessions, settings.max_request_bytes);
     state_->anthropic_routes =
         std::make_unique<areal::gateway::AnthropicRoutes>(chat, *state_->session_routes, *state_->sessions, settings.max_request_bytes);
+    state_->responses_routes = std::make_unique<areal::gateway::ResponsesRoutes>(chat, *state_->session_routes, *state_->sessions);
     if (ctx.has_inference()) {
       state_->inference = ctx.services()->inference;
       try {

@@ -69,6 +69,7 @@ class ChatService {
   nlohmann::ordered_json usage(const Completed& c) const;
   nlohmann::ordered_json logprobs_json(const Completed& c) const;
   const ChatServiceConfig& config() const { return config_; }
+  const tokenizer::Tokenizer& tokenizer() const { return *tok_; }
 
  private:
   std::vector<int32_t> build_prompt(const ChatRequest& req, const std::shared_ptr<Session>& session, bool* concat_linked) const;

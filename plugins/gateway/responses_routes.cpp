@@ -1,0 +1,169 @@
+#include "responses_routes.hpp"
+
+#include <chrono>
+
+#include "areal/core/error.hpp"
+#include "areal/core/proxy/responses.hpp"
+#include "http_error.hpp"
+#include "request.hpp"
+#include "stream_split.hpp"
+
+namespace areal::gateway {
+namespace {
+
+using J = nlohmann::ordered_json;
+
+int64_t now_s() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+ResponsesRoutes::ResponsesRoutes(std::shared_ptr<proxy::ChatService> chat, SessionRoutes& sessions, proxy::SessionStore& store)
+    : chat_(std::move(chat)), sessions_(sessions), store_(store) {}
+
+J ResponsesRoutes::usage(const proxy::ChatService::Completed& c) const {
+  const size_t in = c.gen.prompt_ids.size(), out = c.gen.output_ids.size();
+  return {{"input_tokens", in},
+          {"input_tokens_details", {{"cached_tokens", 0}}},
+          {"output_tokens", out},
+          {"output_tokens_details", {{"reasoning_tokens", proxy::reasoning_tokens(c, chat_->tokenizer())}}},
+          {"total_tokens", in + out}};
+}
+
+bool ResponsesRoutes::handle(const std::string& path, Poco::Net::HTTPServerRequest& req, const std::string& raw_body,
+                             Poco::Net::HTTPServerResponse& res) {
+  if (path != "/responses" && path != "/v1/responses") return false;
+  if (req.getMethod() != "POST") {
+    res.set("Allow", "POST");
+    throw HttpError(405, "Method " + req.getMethod() + " is not allowed on " + path);
+  }
+  std::shared_ptr<proxy::Session> session;
+  if (!store_.is_admin(bearer_token(req))) session = sessions_.session_of(req);
+  const J body = parse_json_object(raw_body, req.getContentType());
+  if (!chat_) throw HttpError(503, "This gateway has no tokenizer configured (gateway.tokenizer): it cannot serve responses");
+  proxy::ChatRequest r = proxy::responses_to_chat_request(body);
+  if (r.stream) {
+    stream(r, body, session, res);
+    return true;
+  }
+  const auto done = chat_->run(r, session, nullptr);
+  J obj = proxy::responses_object(done, r, body, r.model.empty() ? chat_->config().model_name : r.model, now_s());
+  obj["usage"] = usage(done);
+  send_json(res, 200, obj.dump());
+  return true;
+}
+
+void ResponsesRoutes::stream(const proxy::ChatRequest& r, const J& body, const std::shared_ptr<proxy::Session>& session,
+                             Poco::Net::HTTPServerResponse& res) {
+  res.setStatus(Poco::Net::HTTPResponse::HTTP_OK);
+  res.setContentType("text/event-stream");
+  res.set("Cache-Control", "no-cache");
+  res.set("X-Accel-Buffering", "no");
+  res.setChunkedTransferEncoding(true);
+  std::ostream& os = res.send();
+  int64_t seq = 0;
+  auto send = [&](J event) {
+    event["sequence_number"] = seq++;
+    os << "event: " << event["type"].get<std::string>() << "\ndata: " << event.dump() << "\n\n";
+    os.flush();
+    if (!os) throw std::runtime_error("client disconnected");
+  };
+  const std::string model = r.model.empty() ? chat_->config().model_name : r.model;
+  const int64_t created = now_s();
+  // Item ids are fixed up front so streamed and final forms agree; the call
+  // id the service assigns is unknown until it finishes, so streamed items
+  // use their own and the final response repeats them.
+  const std::string sfx = proxy::random_hex(29);
+  const std::string resp_id = "resp_" + sfx, rs_id = "rs_" + sfx, msg_id = "msg_" + sfx;
+  J skeleton = {{"id", resp_id}, {"object", "response"}, {"created_at", created}, {"status", "in_progress"}, {"model", model},
+                {"output", J::array()}, {"usage", nullptr}, {"error", nullptr}};
+  int output_index = -1;
+  std::string open;  // "reasoning" | "message"
+  std::string reasoning_text, message_text;
+  auto close_open = [&]() {
+    if (open == "reasoning") {
+      send({{"type", "response.reasoning_summary_text.done"}, {"item_id", rs_id}, {"output_index", output_index}, {"summary_index", 0}, {"text", reasoning_text}});
+      send({{"type", "response.reasoning_summary_part.done"}, {"item_id", rs_id}, {"output_index", output_index}, {"summary_index", 0},
+            {"part", {{"type", "summary_text"}, {"text", reasoning_text}}}});
+      send({{"type", "response.output_item.done"}, {"output_index", output_index},
+            {"item", {{"type", "reasoning"}, {"id", rs_id}, {"summary", J::array({{{"type", "summary_text"}, {"text", reasoning_text}}})}}}});
+    } else if (open == "message") {
+      const J part = {{"type", "output_text"}, {"text", message_text}, {"annotations", J::array()}};
+      send({{"type", "response.output_text.done"}, {"item_id", msg_id}, {"output_index", output_index}, {"content_index", 0}, {"text", message_text}});
+      send({{"type", "response.content_part.done"}, {"item_id", msg_id}, {"output_index", output_index}, {"content_index", 0}, {"part", part}});
+      send({{"type", "response.output_item.done"}, {"output_index", output_index},
+            {"item", {{"type", "message"}, {"id", msg_id}, {"status", "completed"}, {"role", "assistant"}, {"content", J::array({part})}}}});
+    }
+    open.clear();
+  };
+  auto open_item = [&](const std::string& kind) {
+    if (open == kind) return;
+    close_open();
+    ++output_index;
+    open = kind;
+    if (kind == "reasoning") {
+      send({{"type", "response.output_item.added"}, {"output_index", output_index}, {"item", {{"type", "reasoning"}, {"id", rs_id}, {"summary", J::array()}}}});
+      send({{"type", "response.reasoning_summary_part.added"}, {"item_id", rs_id}, {"output_index", output_index}, {"summary_index", 0},
+            {"part", {{"type", "summary_text"}, {"text", ""}}}});
+    } else {
+      send({{"type", "response.output_item.added"}, {"output_index", output_index},
+            {"item", {{"type", "message"}, {"id", msg_id}, {"status", "in_progress"}, {"role", "assistant"}, {"content", J::array()}}}});
+      send({{"type", "response.content_part.added"}, {"item_id", msg_id}, {"output_index", output_index}, {"content_index", 0},
+            {"part", {{"type", "output_text"}, {"text", ""}, {"annotations", J::array()}}}});
+    }
+  };
+  const bool tools = !r.tools.is_null() && r.tool_choice != "none" && chat_->config().parsers.tool_call_parser != "none";
+  StreamSplitter splitter(chat_->config().parsers.reasoning_parser == "qwen3", tools);
+  auto emit = [&](const std::string& raw_delta, bool final) {
+    std::string reasoning, content;
+    splitter.push(raw_delta, final, reasoning, content);
+    if (!reasoning.empty()) {
+      open_item("reasoning");
+      reasoning_text += reasoning;
+      send({{"type", "response.reasoning_summary_text.delta"}, {"item_id", rs_id}, {"output_index", output_index}, {"summary_index", 0}, {"delta", reasoning}});
+    }
+    if (!content.empty()) {
+      open_item("message");
+      message_text += content;
+      send({{"type", "response.output_text.delta"}, {"item_id", msg_id}, {"output_index", output_index}, {"content_index", 0}, {"delta", content}});
+    }
+  };
+  try {
+    send({{"type", "response.created"}, {"response", skeleton}});
+    send({{"type", "response.in_progress"}, {"response", skeleton}});
+    auto done = chat_->run(r, session, [&](const std::string& delta) { emit(delta, false); });
+    emit("", true);
+    if (output_index < 0 && done.parsed.tool_calls.empty()) open_item("message");  // an empty reply is one empty message
+    close_open();
+    // The final object, with the streamed ids.
+    J output = J::array();
+    for (J item : proxy::responses_output(done)) {
+      if (item["type"] == "reasoning") item["id"] = rs_id;
+      if (item["type"] == "message") item["id"] = msg_id;
+      if (item["type"] == "function_call") {
+        ++output_index;
+        J added = item;
+        added["arguments"] = "";
+        added["status"] = "in_progress";
+        send({{"type", "response.output_item.added"}, {"output_index", output_index}, {"item", added}});
+        send({{"type", "response.function_call_arguments.delta"}, {"item_id", item["id"]}, {"output_index", output_index}, {"delta", item["arguments"]}});
+        send({{"type", "response.function_call_arguments.done"}, {"item_id", item["id"]}, {"output_index", output_index}, {"arguments", item["arguments"]}});
+        send({{"type", "response.output_item.done"}, {"output_index", output_index}, {"item", item}});
+      }
+      output.push_back(item);
+    }
+    J final = proxy::responses_object(done, r, body, model, created);
+    final["id"] = resp_id;
+    final["output"] = output;
+    final["usage"] = usage(done);
+    send({{"type", final["status"] == "completed" ? "response.completed" : "response.incomplete"}, {"response", final}});
+  } catch (const Error& e) {
+    const int status = http_status_for(e.code());
+    send({{"type", "error"}, {"code", error_code_for(status)}, {"message", e.what()}, {"param", nullptr}});
+  } catch (const std::exception&) {
+    // The client went away; the call is still recorded.
+  }
+}
+
+}  // namespace areal::gateway
