@@ -5,7 +5,11 @@
 // Served now: GET /health, GET /v1/models (and /models), GET /metrics, and
 // the session endpoints (session_routes.cpp). Anything else answers an
 // OpenAI-style JSON error (404 or 405).
+#include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <thread>
 #include <memory>
 #include <mutex>
 
@@ -215,6 +219,17 @@ class Gateway {
     state_->anthropic_routes =
         std::make_unique<areal::gateway::AnthropicRoutes>(chat, *state_->session_routes, *state_->sessions, settings.max_request_bytes);
     state_->responses_routes = std::make_unique<areal::gateway::ResponsesRoutes>(chat, *state_->session_routes, *state_->sessions);
+    // Idle sessions end on a timer too, not only when someone starts or exports one.
+    const double timeout = c.value("session_timeout_seconds", 3600.0);
+    const auto period = std::chrono::milliseconds(static_cast<int64_t>(std::clamp(timeout * 1000.0 / 4.0, 50.0, 30000.0)));
+    sweeper_ = std::thread([this, period, timeout] {
+      std::unique_lock<std::mutex> lock(sweep_mutex_);
+      while (!sweep_cv_.wait_for(lock, period, [&] { return !sweeping_; })) {
+        for (const auto& id : state_->sessions->expire_idle())
+          sdk::log(AREAL_LOG_INFO, "gateway", "session " + id + " expired after " + std::to_string(static_cast<int64_t>(timeout)) +
+                                                  " s idle; kept for export");
+      }
+    });
     if (ctx.has_inference()) {
       state_->inference = ctx.services()->inference;
       try {
@@ -226,7 +241,15 @@ class Gateway {
     }
   }
 
-  ~Gateway() { stop(); }
+  ~Gateway() {
+    stop();
+    {
+      std::lock_guard<std::mutex> lock(sweep_mutex_);
+      sweeping_ = false;
+    }
+    sweep_cv_.notify_all();
+    if (sweeper_.joinable()) sweeper_.join();
+  }
 
   std::string start() {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -269,6 +292,10 @@ class Gateway {
   std::unique_ptr<Poco::ThreadPool> pool_;
   std::unique_ptr<Poco::Net::HTTPServer> server_;
   std::string url_;
+  std::mutex sweep_mutex_;
+  std::condition_variable sweep_cv_;
+  bool sweeping_ = true;
+  std::thread sweeper_;
 };
 
 }  // namespace

@@ -160,6 +160,17 @@ TEST_F(Gateway, FixedKeyRefreshEndsTheOldSessionAndKeepsItForExport) {
   EXPECT_EQ(old.body["end_reason"], "refreshed");
 }
 
+TEST_F(Gateway, IdleSessionsExpireOnATimerAndStayExportable) {
+  start(R"(, "session_timeout_seconds": 0.3)");
+  auto s = post("/rl/start_session", {{"task_id", "idle"}}, "test-admin");
+  ASSERT_EQ(s.status, 200);
+  usleep(900 * 1000);  // timeout 0.3 s, sweeps every 75 ms
+  expect_error(post("/rl/set_reward", {{"reward", 1}}, s.body["api_key"]), 410, "expired");
+  auto e = post("/export_trajectories", {{"session_id", "idle-0"}}, "test-admin");
+  EXPECT_EQ(e.status, 200);
+  EXPECT_EQ(e.body["end_reason"], "expired");
+}
+
 TEST_F(Gateway, EarlyRejectionsDoNotPoisonKeepAliveConnections) {
   start();
   // Two requests on one connection; the first is refused (401) before its

@@ -153,7 +153,8 @@ std::vector<int32_t> ChatService::build_prompt(const ChatRequest& req, const std
   return full;  // the template does not line up with the stored turns: fall back to a fresh render
 }
 
-Generated ChatService::generate(std::vector<int32_t> prompt, const ChatRequest& req, const std::function<void(const std::string&)>& on_delta) {
+Generated ChatService::generate(std::vector<int32_t> prompt, const ChatRequest& req, const std::string& affinity_key,
+                                const std::function<void(const std::string&)>& on_delta) {
   if (inference_ == nullptr) throw Error(AREAL_CODE_UNAVAILABLE, "no inference backend is configured");
   const int64_t room = config_.max_context - static_cast<int64_t>(prompt.size());
   if (room <= 0)
@@ -173,6 +174,8 @@ Generated ChatService::generate(std::vector<int32_t> prompt, const ChatRequest& 
   areal_gen_request r{};
   r.struct_size = AREAL_OFFSET_OF_END(areal_gen_request, sampling);
   r.request_id = next_request_id();
+  // A session's calls go to one server of a multi-server backend (its KV cache holds the prefix).
+  r.affinity_key = areal_str{affinity_key.data(), affinity_key.size()};
   r.input_ids = prompt.data();
   r.input_ids_count = prompt.size();
   r.sampling = &s;
@@ -202,7 +205,7 @@ ChatService::Completed ChatService::run(const ChatRequest& req, const std::share
   const bool record = session && req.store;
   size_t index = 0;
   if (record) index = session->cache.insert(c.id, req.messages);
-  c.gen = generate(std::move(prompt), req, on_delta);
+  c.gen = generate(std::move(prompt), req, session ? session->id : std::string(), on_delta);
   c.gen.concat_linked = linked;
   const bool tools_enabled = !req.tools.is_null() && req.tool_choice != "none";
   c.parsed = parse_output(c.gen.text, config_.parsers, tools_enabled, req.tool_call_id_prefix);

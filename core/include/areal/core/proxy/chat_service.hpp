@@ -73,7 +73,8 @@ class ChatService {
 
  private:
   std::vector<int32_t> build_prompt(const ChatRequest& req, const std::shared_ptr<Session>& session, bool* concat_linked) const;
-  Generated generate(std::vector<int32_t> prompt, const ChatRequest& req, const std::function<void(const std::string&)>& on_delta);
+  Generated generate(std::vector<int32_t> prompt, const ChatRequest& req, const std::string& affinity_key,
+                     const std::function<void(const std::string&)>& on_delta);
 
   std::shared_ptr<const tokenizer::Tokenizer> tok_;
   std::shared_ptr<const jinja::ChatTemplate> template_;
