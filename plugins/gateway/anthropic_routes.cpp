@@ -2,6 +2,7 @@
 
 #include "areal/core/error.hpp"
 #include "areal/core/proxy/anthropic.hpp"
+#include "api_call.hpp"
 #include "http_error.hpp"
 #include "request.hpp"
 #include "stream_split.hpp"
@@ -42,14 +43,10 @@ AnthropicRoutes::AnthropicRoutes(std::shared_ptr<proxy::ChatService> chat, Sessi
 bool AnthropicRoutes::handle(const std::string& path, Poco::Net::HTTPServerRequest& req, const std::string& raw_body,
                              Poco::Net::HTTPServerResponse& res) {
   if (path != "/v1/messages") return false;
-  if (req.getMethod() != "POST") {
-    res.set("Allow", "POST");
-    throw HttpError(405, "Method " + req.getMethod() + " is not allowed on " + path);
-  }
-  std::shared_ptr<proxy::Session> session;
-  if (!store_.is_admin(bearer_token(req))) session = sessions_.session_of(req);
+  require_post(path, req, res);
+  const auto session = calling_session(req, sessions_, store_);
   const J body = parse_json_object(raw_body, req.getContentType());
-  if (!chat_) throw HttpError(503, "This gateway has no tokenizer configured (gateway.tokenizer): it cannot serve messages");
+  require_chat(chat_, "messages");
   const proxy::ChatRequest r = proxy::anthropic_to_chat_request(body);
   if (r.stream) {
     stream(r, session, res);
@@ -61,12 +58,7 @@ bool AnthropicRoutes::handle(const std::string& path, Poco::Net::HTTPServerReque
 }
 
 void AnthropicRoutes::stream(const proxy::ChatRequest& r, const std::shared_ptr<proxy::Session>& session, Poco::Net::HTTPServerResponse& res) {
-  res.setStatus(Poco::Net::HTTPResponse::HTTP_OK);
-  res.setContentType("text/event-stream");
-  res.set("Cache-Control", "no-cache");
-  res.set("X-Accel-Buffering", "no");
-  res.setChunkedTransferEncoding(true);
-  std::ostream& os = res.send();
+  std::ostream& os = start_event_stream(res);
   auto send = [&](const std::string& event, const J& data) {
     os << "event: " << event << "\ndata: " << data.dump() << "\n\n";
     os.flush();

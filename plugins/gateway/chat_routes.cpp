@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "areal/core/error.hpp"
+#include "api_call.hpp"
 #include "http_error.hpp"
 #include "request.hpp"
 #include "stream_split.hpp"
@@ -24,16 +25,10 @@ ChatRoutes::ChatRoutes(std::shared_ptr<proxy::ChatService> chat, SessionRoutes& 
 bool ChatRoutes::handle(const std::string& path, Poco::Net::HTTPServerRequest& req, const std::string& raw_body,
                         Poco::Net::HTTPServerResponse& res) {
   if (path != "/chat/completions" && path != "/v1/chat/completions") return false;
-  if (req.getMethod() != "POST") {
-    res.set("Allow", "POST");
-    throw HttpError(405, "Method " + req.getMethod() + " is not allowed on " + path);
-  }
-  // The admin key may call the model without a session (nothing is recorded);
-  // a session key records the call in its session.
-  std::shared_ptr<proxy::Session> session;
-  if (!store_.is_admin(bearer_token(req))) session = sessions_.session_of(req);
+  require_post(path, req, res);
+  const auto session = calling_session(req, sessions_, store_);
   const J body = parse_json_object(raw_body, req.getContentType());
-  if (!chat_) throw HttpError(503, "This gateway has no tokenizer configured (gateway.tokenizer): it cannot serve chat completions");
+  require_chat(chat_, "chat completions");
   const proxy::ChatRequest r = proxy::parse_chat_request(body);
   if (r.stream) {
     stream(r, session, res);
@@ -44,12 +39,7 @@ bool ChatRoutes::handle(const std::string& path, Poco::Net::HTTPServerRequest& r
 }
 
 void ChatRoutes::stream(const proxy::ChatRequest& r, const std::shared_ptr<proxy::Session>& session, Poco::Net::HTTPServerResponse& res) {
-  res.setStatus(Poco::Net::HTTPResponse::HTTP_OK);
-  res.setContentType("text/event-stream");
-  res.set("Cache-Control", "no-cache");
-  res.set("X-Accel-Buffering", "no");
-  res.setChunkedTransferEncoding(true);
-  std::ostream& os = res.send();
+  std::ostream& os = start_event_stream(res);
   const std::string id = "chatcmpl-" + proxy::random_hex(29);
   const std::string model = r.model.empty() ? chat_->config().model_name : r.model;
   const int64_t created = now_s();

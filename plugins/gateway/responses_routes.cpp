@@ -4,6 +4,7 @@
 
 #include "areal/core/error.hpp"
 #include "areal/core/proxy/responses.hpp"
+#include "api_call.hpp"
 #include "http_error.hpp"
 #include "request.hpp"
 #include "stream_split.hpp"
@@ -34,14 +35,10 @@ J ResponsesRoutes::usage(const proxy::ChatService::Completed& c) const {
 bool ResponsesRoutes::handle(const std::string& path, Poco::Net::HTTPServerRequest& req, const std::string& raw_body,
                              Poco::Net::HTTPServerResponse& res) {
   if (path != "/responses" && path != "/v1/responses") return false;
-  if (req.getMethod() != "POST") {
-    res.set("Allow", "POST");
-    throw HttpError(405, "Method " + req.getMethod() + " is not allowed on " + path);
-  }
-  std::shared_ptr<proxy::Session> session;
-  if (!store_.is_admin(bearer_token(req))) session = sessions_.session_of(req);
+  require_post(path, req, res);
+  const auto session = calling_session(req, sessions_, store_);
   const J body = parse_json_object(raw_body, req.getContentType());
-  if (!chat_) throw HttpError(503, "This gateway has no tokenizer configured (gateway.tokenizer): it cannot serve responses");
+  require_chat(chat_, "responses");
   proxy::ChatRequest r = proxy::responses_to_chat_request(body);
   if (r.stream) {
     stream(r, body, session, res);
@@ -56,12 +53,7 @@ bool ResponsesRoutes::handle(const std::string& path, Poco::Net::HTTPServerReque
 
 void ResponsesRoutes::stream(const proxy::ChatRequest& r, const J& body, const std::shared_ptr<proxy::Session>& session,
                              Poco::Net::HTTPServerResponse& res) {
-  res.setStatus(Poco::Net::HTTPResponse::HTTP_OK);
-  res.setContentType("text/event-stream");
-  res.set("Cache-Control", "no-cache");
-  res.set("X-Accel-Buffering", "no");
-  res.setChunkedTransferEncoding(true);
-  std::ostream& os = res.send();
+  std::ostream& os = start_event_stream(res);
   int64_t seq = 0;
   auto send = [&](J event) {
     event["sequence_number"] = seq++;

@@ -4,17 +4,13 @@
 // three model turns; the export must hold them as one conversation row.
 //   node agents_client.mjs BASE_URL ADMIN_KEY TOKENIZER_DIR
 import assert from 'node:assert/strict';
+import { adminClient, endSession, assertTrainedSpansEqual } from './common.mjs';
 import OpenAI from 'openai';
 import { Agent, run, tool, setDefaultOpenAIClient, setTracingDisabled } from '@openai/agents';
 import { z } from 'zod';
 
 const [base, adminKey] = process.argv.slice(2);
-async function admin(path, body) {
-  const r = await fetch(base + path, { method: 'POST', headers: { Authorization: `Bearer ${adminKey}`, 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
-  const text = await r.text();
-  assert.equal(r.status, 200, `${path}: ${text}`);
-  return JSON.parse(text);
-}
+const admin = adminClient(base, adminKey);
 
 setTracingDisabled(true);  // nothing may leave the machine
 const session = await admin('/rl/start_session', { task_id: 'agent' });
@@ -36,7 +32,7 @@ assert.deepEqual(calls, ['Paris', 'Tokyo'], 'the agent executed both tool calls 
 assert.equal(result.finalOutput, 'Paris is sunny and Tokyo is rainy.');
 console.log('agent ok:', result.finalOutput);
 
-await fetch(`${base}/rl/end_session`, { method: 'POST', headers: { Authorization: `Bearer ${session.api_key}`, 'Content-Type': 'application/json' }, body: '{}' });
+await endSession(base, session.api_key);
 const exported = await admin('/export_trajectories', { session_id: session.session_id, style: 'concat' });
 assert.equal(exported.rows.length, 1, `rows: ${exported.rows.map((r) => r.turns)}`);
 assert.equal(exported.rows[0].turns, 3);

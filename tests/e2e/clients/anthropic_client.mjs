@@ -4,21 +4,12 @@
 // Hugging Face's tokenizer.
 //   node anthropic_client.mjs BASE_URL ADMIN_KEY TOKENIZER_DIR
 import assert from 'node:assert/strict';
-import { createRequire } from 'node:module';
+import { adminClient, endSession, assertTrainedSpansEqual } from './common.mjs';
 import Anthropic from '@anthropic-ai/sdk';
 
 const [base, adminKey, tokenizerDir] = process.argv.slice(2);
-const require = createRequire(import.meta.url);
-const { Tokenizer } = require('../../parity/node_modules/tokenizers');
 
-async function admin(path, body) {
-  const r = await fetch(base + path, {
-    method: 'POST', headers: { Authorization: `Bearer ${adminKey}`, 'Content-Type': 'application/json' }, body: JSON.stringify(body),
-  });
-  const text = await r.text();
-  assert.equal(r.status, 200, `${path}: ${r.status} ${text}`);
-  return JSON.parse(text);
-}
+const admin = adminClient(base, adminKey);
 
 const session = await admin('/rl/start_session', { task_id: 'anthropic' });
 const client = new Anthropic({ baseURL: base, apiKey: session.api_key, maxRetries: 0 });
@@ -62,20 +53,9 @@ await assert.rejects(stranger.messages.create({ model: 'mock', max_tokens: 4, me
   (e) => e.status === 401 && e.error?.error?.type === 'authentication_error');
 console.log('errors ok');
 
-await fetch(`${base}/rl/end_session`, { method: 'POST', headers: { 'x-api-key': session.api_key, 'Content-Type': 'application/json' }, body: '{}' });
+await endSession(base, session.api_key);
 const exported = await admin('/export_trajectories', { session_id: session.session_id, style: 'concat' });
 const conversation = exported.rows.find((r) => r.turns === 3);
 assert.ok(conversation, `the tool conversation is one row (rows: ${exported.rows.map((r) => r.turns)})`);
-const tok = Tokenizer.fromFile(`${tokenizerDir}/tokenizer.json`);
-const stopIds = new Set([tok.tokenToId('<|im_end|>'), tok.tokenToId('<|endoftext|>')]);
-const spans = [];
-let span = [];
-for (let i = 0; i <= conversation.input_ids.length; i++) {
-  if (i < conversation.input_ids.length && conversation.loss_mask[i] === 1) span.push(conversation.input_ids[i]);
-  else if (span.length) { spans.push(span); span = []; }
-}
-for (let t = 0; t < 3; t++) {
-  const ids = spans[t].filter((id, k) => !(k === spans[t].length - 1 && stopIds.has(id)));
-  assert.equal(await tok.decode(ids, false), seen[t], `turn ${t}`);
-}
+await assertTrainedSpansEqual(conversation, seen, tokenizerDir);
 console.log('anthropic sdk e2e: 5 passed, 0 failed');

@@ -3,18 +3,14 @@
 // The mock backend is scripted to call the tool, then answer.
 //   node langchain_client.mjs BASE_URL ADMIN_KEY TOKENIZER_DIR
 import assert from 'node:assert/strict';
+import { adminClient, endSession, assertTrainedSpansEqual } from './common.mjs';
 import { ChatOpenAI } from '@langchain/openai';
 import { HumanMessage, ToolMessage } from '@langchain/core/messages';
 import { tool } from '@langchain/core/tools';
 import { z } from 'zod';
 
 const [base, adminKey] = process.argv.slice(2);
-async function admin(path, body) {
-  const r = await fetch(base + path, { method: 'POST', headers: { Authorization: `Bearer ${adminKey}`, 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
-  const text = await r.text();
-  assert.equal(r.status, 200, `${path}: ${text}`);
-  return JSON.parse(text);
-}
+const admin = adminClient(base, adminKey);
 
 const session = await admin('/rl/start_session', { task_id: 'langchain' });
 const llm = new ChatOpenAI({ model: 'mock', apiKey: session.api_key, configuration: { baseURL: `${base}/v1` }, maxRetries: 0, temperature: 0.7 });
@@ -37,7 +33,7 @@ for await (const chunk of await llm.stream([new HumanMessage('Stream something.'
 assert.equal(streamed, 'Streaming works.');
 console.log('stream ok');
 
-await fetch(`${base}/rl/end_session`, { method: 'POST', headers: { Authorization: `Bearer ${session.api_key}`, 'Content-Type': 'application/json' }, body: '{}' });
+await endSession(base, session.api_key);
 const exported = await admin('/export_trajectories', { session_id: session.session_id, style: 'concat' });
 assert.ok(exported.rows.some((r) => r.turns === 2), `the tool round-trip is one row (turns: ${exported.rows.map((r) => r.turns)})`);
 console.log('langchain e2e: 3 passed, 0 failed');

@@ -4,23 +4,12 @@
 // areal's own decoder.
 //   node openai_client.mjs BASE_URL ADMIN_KEY TOKENIZER_DIR
 import assert from 'node:assert/strict';
-import { createRequire } from 'node:module';
+import { adminClient, endSession, assertTrainedSpansEqual } from './common.mjs';
 import OpenAI from 'openai';
 
 const [base, adminKey, tokenizerDir] = process.argv.slice(2);
-const require = createRequire(import.meta.url);
-const { Tokenizer } = require('../../parity/node_modules/tokenizers');
 
-async function admin(path, body) {
-  const r = await fetch(base + path, {
-    method: 'POST',
-    headers: { Authorization: `Bearer ${adminKey}`, 'Content-Type': 'application/json' },
-    body: JSON.stringify(body),
-  });
-  const json = await r.json();
-  assert.equal(r.status, 200, JSON.stringify(json));
-  return json;
-}
+const admin = adminClient(base, adminKey);
 
 const session = await admin('/rl/start_session', { task_id: 'sdk-test' });
 const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: session.api_key, maxRetries: 0 });
@@ -66,21 +55,6 @@ const exported = await admin('/export_trajectories', { session_id: session.sessi
 assert.equal(exported.rows.length, 3, `rows: ${exported.rows.length}`);
 const conversation = exported.rows.find((r) => r.turns === 3);
 assert.ok(conversation, 'the tool conversation is one row with 3 turns');
-const tok = Tokenizer.fromFile(`${tokenizerDir}/tokenizer.json`);
-const stopIds = new Set([tok.tokenToId('<|im_end|>'), tok.tokenToId('<|endoftext|>')]);
-const spans = [];
-let span = [];
-for (let i = 0; i <= conversation.input_ids.length; i++) {
-  if (i < conversation.input_ids.length && conversation.loss_mask[i] === 1) span.push(conversation.input_ids[i]);
-  else if (span.length) {
-    spans.push(span);
-    span = [];
-  }
-}
-assert.equal(spans.length, 3);
-for (let t = 0; t < 3; t++) {
-  const ids = spans[t].filter((id, k) => !(k === spans[t].length - 1 && stopIds.has(id)));
-  assert.equal(await tok.decode(ids, false), seen[t], `turn ${t}: trained tokens differ from what the client saw`);
-}
+await assertTrainedSpansEqual(conversation, seen, tokenizerDir);
 console.log(`export ok: ${exported.rows.length} rows, conversation row of ${conversation.input_ids.length} tokens`);
 console.log('openai sdk e2e: 4 passed, 0 failed');

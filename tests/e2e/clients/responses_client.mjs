@@ -4,15 +4,11 @@
 // row per call (hf) with the echoed turns linked.
 //   node responses_client.mjs BASE_URL ADMIN_KEY TOKENIZER_DIR
 import assert from 'node:assert/strict';
+import { adminClient, endSession, assertTrainedSpansEqual } from './common.mjs';
 import OpenAI from 'openai';
 
 const [base, adminKey] = process.argv.slice(2);
-async function admin(path, body) {
-  const r = await fetch(base + path, { method: 'POST', headers: { Authorization: `Bearer ${adminKey}`, 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
-  const text = await r.text();
-  assert.equal(r.status, 200, `${path}: ${text}`);
-  return JSON.parse(text);
-}
+const admin = adminClient(base, adminKey);
 
 const session = await admin('/rl/start_session', { task_id: 'responses' });
 const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: session.api_key, maxRetries: 0 });

@@ -1,0 +1,32 @@
+// What every model-calling route (chat completions, responses, messages)
+// does before and around a call: method check, who is calling, and the
+// server-sent-events response.
+#pragma once
+
+#include <memory>
+#include <ostream>
+#include <string>
+
+#include <Poco/Net/HTTPServerRequest.h>
+#include <Poco/Net/HTTPServerResponse.h>
+
+#include "areal/core/proxy/chat_service.hpp"
+#include "session_routes.hpp"
+
+namespace areal::gateway {
+
+// 405 unless POST.
+void require_post(const std::string& path, Poco::Net::HTTPServerRequest& req, Poco::Net::HTTPServerResponse& res);
+
+// The caller's session: null for the admin key (served, not recorded), the
+// key's session otherwise (401 / 410 from SessionRoutes::session_of).
+std::shared_ptr<proxy::Session> calling_session(const Poco::Net::HTTPServerRequest& req, SessionRoutes& sessions,
+                                                const proxy::SessionStore& store);
+
+// 503 when the gateway has no tokenizer (chat is null).
+void require_chat(const std::shared_ptr<proxy::ChatService>& chat, const std::string& what);
+
+// Starts a 200 text/event-stream response and returns its body stream.
+std::ostream& start_event_stream(Poco::Net::HTTPServerResponse& res);
+
+}  // namespace areal::gateway
