@@ -13,7 +13,7 @@ bool is_switch(const std::string& flag) {
 
 namespace {
 
-const char* const kCommands[] = {"run", "check-config", "plugins", "conformance", "config-reference", "tokenize", "serve"};
+const char* const kCommands[] = {"run", "check-config", "plugins", "conformance", "config-reference", "tokenize", "serve", "init-model"};
 
 bool is_command(const std::string& w) {
   for (const char* c : kCommands)
@@ -80,6 +80,9 @@ Usage:
                       [--no-parse-special] [--skip-special-tokens]
                                                         text on stdin -> {"ids": [...]} (or back);
                                                         --chat: OpenAI request -> {"ids", "prompt"}
+  areal-host init-model --family qwen3|qwen2|llama3 --preset tiny|small --tokenizer DIR --out DIR
+                      [--seed N] [--dtype float32|bfloat16|float16] [--shard-mb N]
+                                                        write a random-initialised HF model folder
   areal-host --version | --help
 
 Plugins are found by name in $AREAL_PLUGIN_PATH, plugins.search_paths and

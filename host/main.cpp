@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
     if (cl.command == "config-reference") return config_reference(cl);
     if (cl.command == "tokenize") return tokenize(cl);
     if (cl.command == "serve") return serve(cl);
+    if (cl.command == "init-model") return init_model(cl);
     std::cerr << (cl.command.empty() ? std::string("areal-host: no command given") : "areal-host: unknown command '" + cl.command + "'")
               << "\n\n" << usage();
     return 2;

@@ -13,5 +13,6 @@ int conformance(const CommandLine& cl);
 int config_reference(const CommandLine& cl);
 int tokenize(const CommandLine& cl);
 int serve(const CommandLine& cl);
+int init_model(const CommandLine& cl);
 
 }  // namespace areal::host

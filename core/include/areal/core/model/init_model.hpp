@@ -1,0 +1,26 @@
+// `areal-host init-model`: a randomly initialised model folder in Hugging
+// Face format from a real tokenizer folder — config.json,
+// generation_config.json, safetensors with HF tensor names (sharded with an
+// index when asked), and the tokenizer files. Seeded, so the same options
+// give byte-identical files. Nothing is downloaded.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace areal::model {
+
+struct InitModelOptions {
+  std::string family;         // qwen3 | qwen2 | llama3
+  std::string preset;         // tiny | small
+  std::string tokenizer_dir;  // HF folder with tokenizer.json (+ tokenizer_config.json)
+  std::string out_dir;
+  uint64_t seed = 0;
+  std::string dtype = "float32";  // float32 | bfloat16 | float16
+  int64_t shard_mb = 0;           // > 0: shards of at most this many MiB plus an index
+};
+
+// Returns the number of parameters written. Throws areal::Error.
+int64_t init_model(const InitModelOptions& options);
+
+}  // namespace areal::model

@@ -1,0 +1,116 @@
+#include "areal/core/model/init_model.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "areal/core/error.hpp"
+#include "areal/core/model/model_config.hpp"
+#include "areal/core/tokenizer/tokenizer.hpp"
+
+namespace areal::model {
+namespace {
+
+namespace fs = std::filesystem;
+
+// splitmix64 + Box-Muller: the same numbers on every platform for a seed.
+struct Normal {
+  uint64_t state;
+  uint64_t next() {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+  double uniform() { return ((next() >> 11) + 0.5) * (1.0 / 9007199254740992.0); }  // (0, 1)
+  double sample() { return std::sqrt(-2.0 * std::log(uniform())) * std::cos(6.283185307179586 * uniform()); }
+};
+
+void write_json(const fs::path& p, const nlohmann::json& j) {
+  std::ofstream out(p);
+  if (!out) throw Error(AREAL_CODE_UNAVAILABLE, p.string() + ": cannot write");
+  out << j.dump(2) << "\n";
+}
+
+}  // namespace
+
+int64_t init_model(const InitModelOptions& o) {
+  if (o.out_dir.empty()) throw Error(AREAL_CODE_INVALID_ARGUMENT, "--out DIR is required");
+  DType dtype;
+  if (o.dtype == "float32") dtype = DType::kF32;
+  else if (o.dtype == "bfloat16") dtype = DType::kBF16;
+  else if (o.dtype == "float16") dtype = DType::kF16;
+  else throw Error(AREAL_CODE_INVALID_ARGUMENT, "--dtype must be float32, bfloat16 or float16, got '" + o.dtype + "'");
+  auto tok = tokenizer::Tokenizer::from_dir(o.tokenizer_dir);
+  ModelConfig c = preset(o.family, o.preset, static_cast<int64_t>(tok->vocab_size()));
+  c.torch_dtype = o.dtype;
+  auto special = [&](const char* key) -> int64_t {
+    const auto& cfg = tok->config();
+    if (!cfg.is_object() || !cfg.contains(key) || cfg[key].is_null()) return -1;
+    const auto& v = cfg[key];
+    return tok->token_to_id(v.is_string() ? v.get<std::string>() : v.value("content", std::string()));
+  };
+  c.bos_token_id = special("bos_token");
+  c.eos_token_id = special("eos_token");
+
+  fs::create_directories(o.out_dir);
+  for (const auto& entry : fs::directory_iterator(o.out_dir))
+    if (entry.path().filename().string().rfind("model", 0) == 0 && entry.path().extension() != ".json")
+      fs::remove(entry.path());  // stale shards of an earlier init would confuse loaders
+  fs::remove(fs::path(o.out_dir) / "model.safetensors.index.json");
+
+  Normal rng{o.seed};
+  const int64_t shard_bytes = o.shard_mb > 0 ? o.shard_mb << 20 : INT64_MAX;
+  std::vector<SafetensorsWriter> shards(1);
+  std::vector<std::vector<std::string>> shard_names(1);
+  int64_t params = 0, total_bytes = 0;
+  for (const auto& w : c.weights()) {
+    size_t n = 1;
+    for (int64_t d : w.shape) n *= static_cast<size_t>(d);
+    params += static_cast<int64_t>(n);
+    std::vector<float> values(n);
+    for (float& v : values)
+      v = w.init == WeightSpec::kOnes ? 1.0f : w.init == WeightSpec::kZeros ? 0.0f : static_cast<float>(rng.sample() * c.initializer_range);
+    std::vector<uint8_t> bytes(n * dtype_size(dtype));
+    if (dtype == DType::kF32) {
+      std::memcpy(bytes.data(), values.data(), bytes.size());
+    } else {
+      auto* h = reinterpret_cast<uint16_t*>(bytes.data());
+      for (size_t i = 0; i < n; ++i) h[i] = dtype == DType::kBF16 ? float_to_bf16(values[i]) : float_to_f16(values[i]);
+    }
+    if (shards.back().data_bytes() > 0 && static_cast<int64_t>(shards.back().data_bytes() + bytes.size()) > shard_bytes) {
+      shards.emplace_back();
+      shard_names.emplace_back();
+    }
+    shards.back().add(w.name, dtype, w.shape, bytes.data(), bytes.size());
+    shard_names.back().push_back(w.name);
+    total_bytes += static_cast<int64_t>(bytes.size());
+  }
+  if (shards.size() == 1) {
+    shards[0].save((fs::path(o.out_dir) / "model.safetensors").string());
+  } else {
+    nlohmann::json map = nlohmann::json::object();
+    char name[64];
+    for (size_t k = 0; k < shards.size(); ++k) {
+      std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", k + 1, shards.size());
+      shards[k].save((fs::path(o.out_dir) / name).string());
+      for (const auto& t : shard_names[k]) map[t] = name;
+    }
+    write_json(fs::path(o.out_dir) / "model.safetensors.index.json", {{"metadata", {{"total_size", total_bytes}}}, {"weight_map", map}});
+  }
+  write_json(fs::path(o.out_dir) / "config.json", c.to_hf_json());
+  nlohmann::json gen = {{"do_sample", true}, {"temperature", 1.0}, {"top_p", 1.0}};
+  if (c.bos_token_id >= 0) gen["bos_token_id"] = c.bos_token_id;
+  if (c.eos_token_id >= 0) gen["eos_token_id"] = c.eos_token_id;
+  write_json(fs::path(o.out_dir) / "generation_config.json", gen);
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt", "added_tokens.json"}) {
+    const fs::path src = fs::path(o.tokenizer_dir) / f;
+    if (fs::exists(src) && !fs::equivalent(src.parent_path(), fs::path(o.out_dir)))
+      fs::copy_file(src, fs::path(o.out_dir) / f, fs::copy_options::overwrite_existing);
+  }
+  return params;
+}
+
+}  // namespace areal::model

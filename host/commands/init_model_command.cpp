@@ -1,0 +1,47 @@
+// `areal-host init-model --family qwen3|qwen2|llama3 --preset tiny|small
+//  --tokenizer DIR --out DIR [--seed N] [--dtype float32|bfloat16|float16] [--shard-mb N]`
+#include <iostream>
+#include <set>
+
+#include "areal/core/model/init_model.hpp"
+#include "commands.hpp"
+
+namespace areal::host {
+
+int init_model(const CommandLine& cl) {
+  static const std::set<std::string> kFlags = {"family", "preset", "tokenizer", "out", "seed", "dtype", "shard-mb"};
+  for (const auto& [flag, _] : cl.flags)
+    if (!kFlags.count(flag)) {
+      std::cerr << "areal-host init-model: unknown flag --" << flag << "\n";
+      return 2;
+    }
+  for (const char* required : {"family", "preset", "tokenizer", "out"})
+    if (!cl.flags.count(required)) {
+      std::cerr << "areal-host init-model: --" << required << " is required\n"
+                << "usage: areal-host init-model --family qwen3|qwen2|llama3 --preset tiny|small --tokenizer DIR --out DIR "
+                   "[--seed N] [--dtype float32|bfloat16|float16] [--shard-mb N]\n";
+      return 2;
+    }
+  try {
+    model::InitModelOptions o;
+    o.family = cl.flags.at("family");
+    o.preset = cl.flags.at("preset");
+    o.tokenizer_dir = cl.flags.at("tokenizer");
+    o.out_dir = cl.flags.at("out");
+    if (cl.flags.count("seed")) o.seed = std::stoull(cl.flags.at("seed"));
+    if (cl.flags.count("dtype")) o.dtype = cl.flags.at("dtype");
+    if (cl.flags.count("shard-mb")) o.shard_mb = std::stoll(cl.flags.at("shard-mb"));
+    const int64_t params = model::init_model(o);
+    std::cerr << "init-model: wrote a " << o.preset << " " << o.family << " model (" << params << " parameters, " << o.dtype
+              << ") to " << o.out_dir << "\n";
+    return 0;
+  } catch (const std::invalid_argument&) {
+    std::cerr << "areal-host init-model: --seed and --shard-mb take integers\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "areal-host init-model: " << e.what() << "\n";
+    return 2;
+  }
+}
+
+}  // namespace areal::host
