@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 packages=(
   g++ cmake ninja-build pkg-config ccache binutils python3
   libpoco-dev libboost-dev nlohmann-json3-dev libyaml-cpp-dev libspdlog-dev libdlpack-dev
-  libgtest-dev libgmock-dev libbenchmark-dev libicu-dev python3-aiohttp
+  libgtest-dev libgmock-dev libbenchmark-dev libicu-dev python3-aiohttp libtorch-dev libgloo-dev
 )
 missing=()
 for p in "${packages[@]}"; do

