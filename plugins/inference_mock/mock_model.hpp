@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "areal/core/sampling.hpp"
+
 namespace areal::mock {
 
 inline float logit(int64_t prev, int64_t j, int64_t weights_seed) {
@@ -35,21 +37,7 @@ inline std::vector<double> log_probs(int64_t prev, int32_t vocab_size, int64_t w
   return row;
 }
 
-// splitmix64: a tiny, well-mixed PRNG so seeded sampling is reproducible
-// across platforms (std:: distributions are not).
-struct SplitMix64 {
-  uint64_t state;
-  uint64_t next() {
-    uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return (next() >> 11) * (1.0 / 9007199254740992.0); }  // [0, 1)
-};
-
-// Samples one token from a raw log-prob row with temperature, top-k, top-p.
-// temperature 0 is greedy (ties go to the lowest id).
-int32_t sample(const std::vector<double>& raw_logprobs, float temperature, int32_t top_k, float top_p, SplitMix64& rng);
+using SplitMix64 = areal::sampling::SplitMix64;
+using areal::sampling::sample;
 
 }  // namespace areal::mock

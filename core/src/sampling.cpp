@@ -1,18 +1,30 @@
-#include "mock_model.hpp"
+#include "areal/core/sampling.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
-namespace areal::mock {
+namespace areal::sampling {
+
+uint64_t SplitMix64::next() {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+double SplitMix64::uniform() { return (next() >> 11) * (1.0 / 9007199254740992.0); }
 
 int32_t sample(const std::vector<double>& raw, float temperature, int32_t top_k, float top_p, SplitMix64& rng) {
   const int32_t n = static_cast<int32_t>(raw.size());
   if (temperature <= 0.0f) return static_cast<int32_t>(std::max_element(raw.begin(), raw.end()) - raw.begin());
   std::vector<int32_t> order(n);
   std::iota(order.begin(), order.end(), 0);
-  // Stable: equal probabilities keep id order, so results are reproducible.
-  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return raw[a] > raw[b]; });
   int32_t keep = (top_k > 0 && top_k < n) ? top_k : n;
+  // Only the kept head needs ordering; stable so equal scores keep id order.
+  auto by_score = [&](int32_t a, int32_t b) { return raw[a] > raw[b] || (raw[a] == raw[b] && a < b); };
+  if (keep < n) std::partial_sort(order.begin(), order.begin() + keep, order.end(), by_score);
+  else std::sort(order.begin(), order.end(), by_score);
   std::vector<double> p(keep);
   double max_scaled = raw[order[0]] / temperature, sum = 0;
   for (int32_t i = 0; i < keep; ++i) sum += p[i] = std::exp(raw[order[i]] / temperature - max_scaled);
@@ -28,10 +40,11 @@ int32_t sample(const std::vector<double>& raw, float temperature, int32_t top_k,
       }
     }
     keep = cut;
-    double s = std::accumulate(p.begin(), p.begin() + keep, 0.0);
+    const double s = std::accumulate(p.begin(), p.begin() + keep, 0.0);
     for (int32_t i = 0; i < keep; ++i) p[i] /= s;
   }
-  double u = rng.uniform(), cum = 0;
+  const double u = rng.uniform();
+  double cum = 0;
   for (int32_t i = 0; i < keep; ++i) {
     cum += p[i];
     if (u < cum) return order[i];
@@ -39,4 +52,4 @@ int32_t sample(const std::vector<double>& raw, float temperature, int32_t top_k,
   return order[keep - 1];
 }
 
-}  // namespace areal::mock
+}  // namespace areal::sampling
