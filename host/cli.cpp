@@ -67,8 +67,9 @@ std::string usage() {
 
 Usage:
   areal-host --config FILE.yaml [dotted.key=value ...]   run the job the config describes
-  areal-host serve [--config FILE.yaml] [--port N] [--admin-key K] [--tokenizer DIR] [key=value ...]
+  areal-host serve [--config FILE.yaml] [--model DIR] [--port N] [--admin-key K] [--tokenizer DIR] [key=value ...]
                                                         serve the gateway and its inference backend, no training
+                                                        (--model: a Hugging Face folder on the CPU engine)
   areal-host check-config FILE.yaml [dotted.key=value ...]
                                                         validate a config (loads its plugins)
   areal-host plugins [--json]                           list every plugin found

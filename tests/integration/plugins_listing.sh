@@ -15,7 +15,7 @@ done
 import json, sys
 names = {x['name'] for x in json.load(sys.stdin)}
 core = {'gateway', 'mock_inference', 'token_match', 'sft'}
-assert core <= names <= core | {'fsdp'}, names"
+assert core <= names <= core | {'fsdp', 'local'}, names"
 if printf '%s\n' "$out" | grep -q "^train "; then
   printf '%s\n' "$out" | grep -Eq "^train +fsdp +0\.1\.0 +1\.0 +/.*/libareal-fsdp\.so$"
 fi

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "areal/core/error.hpp"
+#include "areal/core/generation.hpp"
 #include "areal/core/host_tensor.hpp"
 #include "areal/core/model/init_model.hpp"
 #include "areal/core/plugin_catalog.hpp"
@@ -184,4 +185,61 @@ TEST(FsdpPlugin, ResumeFromACheckpointReproducesTheUninterruptedRun) {
   const auto got = logprobs(resumed.self());
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6) << i;
+}
+
+// The exactness promise: what the local backend reports while
+// sampling (batched KV-cache decoding of requests of different lengths) is
+// what the trainer computes for the same tokens, so the importance ratio
+// of an on-policy sample starts at exactly 1 (up to float rounding).
+TEST(LocalInference, GenerationLogprobsEqualTrainingLogprobs) {
+  areal::PluginCatalog catalog({AREAL_TEST_PLUGIN_DIR});
+  auto local = catalog.resolve("local", AREAL_KIND_INFERENCE);
+  auto fsdp = catalog.resolve("fsdp", AREAL_KIND_TRAIN);
+  std::string name = "test";
+  auto services = areal::make_services(name);
+  const std::string model = tiny_model("qwen3");
+  areal::PluginInstance gen(local, nlohmann::json{{"model_path", model}, {"max_batch", 4}}.dump(), &services);
+  areal::PluginInstance train(fsdp, nlohmann::json{{"model_path", model}}.dump(), &services);
+
+  const std::vector<std::vector<int32_t>> prompts = {{11, 12, 13}, {7, 900, 4000, 5, 6, 17, 23}, {42}};
+  std::vector<std::unique_ptr<areal::CollectingSink>> sinks;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    areal_sampling_params s{};
+    s.struct_size = AREAL_OFFSET_OF_END(areal_sampling_params, stop_strings_count);
+    s.temperature = 0.8f;
+    s.top_p = 1.0f;
+    s.max_new_tokens = 10 + 3 * static_cast<int32_t>(i);  // different lengths: requests leave the batch at different steps
+    s.seed = 100 + i;
+    s.has_seed = 1;
+    s.ignore_eos = 1;
+    areal_gen_request r{AREAL_OFFSET_OF_END(areal_gen_request, sampling), areal::next_request_id(), {nullptr, 0},
+                        prompts[i].data(), prompts[i].size(), &s};
+    sinks.push_back(std::make_unique<areal::CollectingSink>());
+    areal::throw_if_status(local->inference()->submit(gen.self(), &r, sinks.back()->sink()), "submit");
+  }
+  std::vector<int32_t> ids, cu{0};
+  std::vector<std::pair<size_t, float>> expected;  // (packed position, logprob reported by generation)
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    ASSERT_TRUE(sinks[i]->wait(std::chrono::seconds(60)));
+    const auto res = sinks[i]->result();
+    ASSERT_EQ(res.finish_reason, AREAL_FINISH_LENGTH) << res.error_message;
+    ASSERT_EQ(res.output_ids.size(), 10 + 3 * i);
+    ids.insert(ids.end(), prompts[i].begin(), prompts[i].end());
+    for (size_t t = 0; t < res.output_ids.size(); ++t) {
+      expected.emplace_back(ids.size(), res.logprobs[t]);
+      ids.push_back(res.output_ids[t]);
+    }
+    cu.push_back(static_cast<int32_t>(ids.size()));
+  }
+  areal::HostTensor<int32_t> ids_t(ids), cu_t(cu);
+  areal::TensorMapBuilder b;
+  b.add("input_ids", ids_t.dl()).add("cu_seqlens", cu_t.dl());
+  DLManagedTensor* out = nullptr;
+  areal::throw_if_status(fsdp->train()->compute_logprobs(train.self(), b.get(), 1.0f, &out), "compute_logprobs");
+  const auto* lp = static_cast<const float*>(out->dl_tensor.data);
+  double worst = 0;
+  for (const auto& [pos, want] : expected) worst = std::max(worst, std::abs(static_cast<double>(lp[pos]) - want));
+  out->deleter(out);
+  EXPECT_LE(worst, 1e-4) << "largest |generation - training| logprob difference over " << expected.size() << " tokens";
+  RecordProperty("max_abs_logprob_diff", std::to_string(worst));
 }

@@ -16,7 +16,7 @@ class Recorder : public ::testing::Test {
   }
   const areal_completion* generate(std::vector<int32_t> input, int n) {
     areal_sampling_params s{};
-    s.struct_size = AREAL_OFFSET_OF_END(areal_sampling_params, stop_strings);
+    s.struct_size = AREAL_OFFSET_OF_END(areal_sampling_params, stop_strings_count);
     s.temperature = 1.0f;
     s.top_p = 1.0f;
     s.max_new_tokens = n;
@@ -69,7 +69,7 @@ TEST_F(Recorder, SeedsAreDerivedFromTheEpisodeSoRunsReproduce) {
   areal::EpisodeRecorder again("ep7", plugin_->inference(), inst_->self(), 7);
   rec_.reset();
   areal_sampling_params s{};
-  s.struct_size = AREAL_OFFSET_OF_END(areal_sampling_params, stop_strings);
+  s.struct_size = AREAL_OFFSET_OF_END(areal_sampling_params, stop_strings_count);
   s.temperature = 1.0f;
   s.top_p = 1.0f;
   s.max_new_tokens = 5;

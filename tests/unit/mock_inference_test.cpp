@@ -35,7 +35,7 @@ class MockInference : public ::testing::Test {
   areal::GenerationResult generate(std::vector<int32_t> input, int max_new, float temperature, uint64_t seed,
                                    std::vector<int32_t> stop = {}) {
     areal_sampling_params s{};
-    s.struct_size = AREAL_OFFSET_OF_END(areal_sampling_params, stop_strings);
+    s.struct_size = AREAL_OFFSET_OF_END(areal_sampling_params, stop_strings_count);
     s.temperature = temperature;
     s.top_p = 1.0f;
     s.max_new_tokens = max_new;
@@ -130,7 +130,7 @@ TEST_F(MockInference, DestroyWithRequestsInFlightCallsEveryOnDone) {
   std::vector<std::unique_ptr<areal::CollectingSink>> sinks;
   std::vector<int32_t> input{1};
   areal_sampling_params s{};
-  s.struct_size = AREAL_OFFSET_OF_END(areal_sampling_params, stop_strings);
+  s.struct_size = AREAL_OFFSET_OF_END(areal_sampling_params, stop_strings_count);
   s.temperature = 1.0f;
   s.top_p = 1.0f;
   s.max_new_tokens = 1000;

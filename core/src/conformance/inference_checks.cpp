@@ -21,7 +21,7 @@ struct Request {
   areal_gen_request req{};
 
   explicit Request(int32_t max_new, float temperature = 1.0f, uint64_t seed = 7) {
-    sampling.struct_size = AREAL_OFFSET_OF_END(areal_sampling_params, stop_strings);
+    sampling.struct_size = AREAL_OFFSET_OF_END(areal_sampling_params, stop_strings_count);
     sampling.temperature = temperature;
     sampling.top_p = 1.0f;
     sampling.max_new_tokens = max_new;

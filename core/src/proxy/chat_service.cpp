@@ -162,7 +162,7 @@ Generated ChatService::generate(std::vector<int32_t> prompt, const ChatRequest& 
                                                  " tokens, which leaves no room in the context of " + std::to_string(config_.max_context));
   const int64_t max_new = std::min<int64_t>(req.max_tokens.value_or(config_.default_max_tokens), room);
   areal_sampling_params s{};
-  s.struct_size = AREAL_OFFSET_OF_END(areal_sampling_params, stop_strings);
+  s.struct_size = AREAL_OFFSET_OF_END(areal_sampling_params, stop_strings_count);
   s.temperature = req.temperature;
   s.top_p = req.top_p;
   s.top_k = req.top_k;

@@ -19,7 +19,7 @@ extern "C" {
  * OWNERSHIP: caller-owned; the arrays are borrowed for the submit call only
  * (copy what you need). */
 typedef struct areal_sampling_params {
-  uint32_t struct_size;     /* AREAL_OFFSET_OF_END(areal_sampling_params, stop_strings) */
+  uint32_t struct_size;     /* AREAL_OFFSET_OF_END(areal_sampling_params, stop_strings_count) */
   float temperature;        /* 0 means greedy */
   float top_p;              /* (0, 1]; 1 disables */
   int32_t top_k;            /* <= 0 disables */

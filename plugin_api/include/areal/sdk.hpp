@@ -213,7 +213,7 @@ class Episode {
   // Generates from token ids through the host (which records the call).
   Completion generate(const std::vector<int32_t>& input_ids, const Sampling& s) const {
     areal_sampling_params p{};
-    p.struct_size = AREAL_OFFSET_OF_END(areal_sampling_params, stop_strings);
+    p.struct_size = AREAL_OFFSET_OF_END(areal_sampling_params, stop_strings_count);
     p.temperature = s.temperature;
     p.top_p = s.top_p;
     p.top_k = s.top_k;

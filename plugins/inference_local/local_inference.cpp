@@ -1,0 +1,363 @@
+// local: the embedded inference backend on libtorch (plugin kind inference).
+//
+// One scheduler thread owns the model. New requests are prefilled one by
+// one (the prompt's keys and values fill a preallocated per-request cache);
+// active requests then decode together: their single tokens go through the
+// linear layers as one batch, attention runs per request over its cache.
+// The model is the same DecoderModel the trainer uses, so the log-probs
+// reported here are the ones training recomputes.
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "areal/core/sampling.hpp"
+#include "areal/core/tokenizer/tokenizer.hpp"
+#include "areal/sdk.hpp"
+#include "areal/sdk_json.hpp"
+#include "decoder_model.hpp"
+
+namespace {
+
+namespace sdk = areal::sdk;
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct Request {
+  uint64_t id;
+  std::vector<int32_t> prompt;
+  areal_sampling_params sampling{};
+  std::vector<int32_t> stop_ids;
+  std::vector<std::string> stop_strings;
+  areal_gen_sink sink{};
+  std::atomic<bool> aborted{false};
+  // Decoding state (scheduler thread only).
+  std::vector<torch::Tensor> k_cache, v_cache;  // per layer [capacity, kv_heads, head_dim]
+  int64_t length = 0;                            // tokens in the cache
+  int32_t last = 0;                              // the token to feed next
+  int64_t generated = 0, limit = 0;
+  areal::sampling::SplitMix64 rng{0};
+  std::unique_ptr<areal::tokenizer::IncrementalDecoder> decoder;
+  std::string text;
+  int32_t finish = 0;  // areal_finish_reason once decided
+};
+
+class LocalInference {
+ public:
+  static constexpr const char* kName = "local";
+  static constexpr const char* kVersion = "0.1.0";
+  static constexpr const char* kDescription = "Embedded libtorch inference: batched decoding with KV caches over the training model's code.";
+  static constexpr const char* kConfigSchema = R"({"type": "object", "keys": {
+    "model_path": {"type": "string", "doc": "Hugging Face model folder (config.json, safetensors, tokenizer files)."},
+    "model": {"type": "string", "default": "", "doc": "Model name reported by info; empty: the folder name."},
+    "dtype": {"type": "string", "enum": ["float32", "float64"], "default": "float32", "doc": "Compute dtype on CPU."},
+    "max_batch": {"type": "integer", "default": 8, "minimum": 1, "maximum": 1024, "doc": "Requests decoded together."},
+    "max_context": {"type": "integer", "default": 0, "minimum": 0, "doc": "Prompt plus output limit; 0: the model's max_position_embeddings."},
+    "threads": {"type": "integer", "default": 0, "minimum": 0, "doc": "Torch intra-op threads; 0 keeps the default."}
+  }})";
+
+  explicit LocalInference(const sdk::CreateContext& ctx) {
+    const json c = sdk::parse_object(ctx.config_json(), "local: config");
+    if (!c.contains("model_path") || !c["model_path"].is_string()) throw sdk::invalid_argument("local: 'model_path' is required");
+    if (c.value("threads", 0) > 0) torch::set_num_threads(c.value("threads", 0));
+    path_ = c["model_path"];
+    dtype_ = c.value("dtype", std::string("float32")) == "float64" ? torch::kFloat64 : torch::kFloat32;
+    try {
+      model_ = std::make_unique<areal::torch_model::DecoderModel>(areal::torch_model::DecoderModel::load(path_, dtype_));
+      if (fs::exists(fs::path(path_) / "tokenizer.json")) tokenizer_ = areal::tokenizer::Tokenizer::from_dir(path_);
+    } catch (const sdk::Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw sdk::invalid_argument(std::string("local: ") + e.what());
+    }
+    for (const auto& [name, p] : model_->named_parameters()) const_cast<torch::Tensor&>(p).set_requires_grad(false);
+    name_ = c.value("model", std::string());
+    if (name_.empty()) name_ = fs::path(path_).filename().string();
+    max_batch_ = c.value("max_batch", 8);
+    max_context_ = c.value("max_context", int64_t{0});
+    if (max_context_ == 0) max_context_ = model_->config().max_position_embeddings;
+    thread_ = std::thread([this] { schedule(); });
+  }
+
+  ~LocalInference() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+    for (auto& r : queue_) r->sink.on_done(r->sink.ctx, AREAL_FINISH_ABORT, nullptr);
+    for (auto& r : active_) r->sink.on_done(r->sink.ctx, AREAL_FINISH_ABORT, nullptr);
+  }
+
+  void submit(const areal_gen_request& req, const areal_gen_sink& sink) {
+    if (req.input_ids == nullptr || req.input_ids_count == 0) throw sdk::invalid_argument("input_ids must not be empty");
+    if (req.sampling == nullptr) throw sdk::invalid_argument("sampling params are required");
+    if (sink.on_tokens == nullptr || sink.on_done == nullptr) throw sdk::invalid_argument("sink callbacks are required");
+    auto r = std::make_shared<Request>();
+    r->id = req.request_id;
+    r->prompt.assign(req.input_ids, req.input_ids + req.input_ids_count);
+    std::memcpy(&r->sampling, req.sampling, std::min<size_t>(req.sampling->struct_size, sizeof r->sampling));
+    const auto& s = r->sampling;
+    if (s.max_new_tokens <= 0) throw sdk::invalid_argument("max_new_tokens must be > 0");
+    if (s.temperature < 0) throw sdk::invalid_argument("temperature must be >= 0");
+    if (s.top_p <= 0 || s.top_p > 1) throw sdk::invalid_argument("top_p must be in (0, 1]");
+    for (int32_t id : r->prompt)
+      if (id < 0 || id >= model_->config().vocab_size) throw sdk::invalid_argument("input id " + std::to_string(id) + " is outside the vocabulary");
+    if (static_cast<int64_t>(r->prompt.size()) >= max_context_)
+      throw sdk::invalid_argument("prompt of " + std::to_string(r->prompt.size()) + " tokens leaves no room in max_context " + std::to_string(max_context_));
+    if (s.stop_token_ids) r->stop_ids.assign(s.stop_token_ids, s.stop_token_ids + s.stop_token_ids_count);
+    for (size_t i = 0; s.stop_strings && i < s.stop_strings_count; ++i) r->stop_strings.emplace_back(sdk::view(s.stop_strings[i]));
+    if (!r->stop_strings.empty()) {
+      if (!tokenizer_) throw sdk::unsupported("stop strings need tokenizer.json in the model folder");
+      r->decoder = std::make_unique<areal::tokenizer::IncrementalDecoder>(tokenizer_, false);
+    }
+    r->sampling.stop_token_ids = nullptr;
+    r->sampling.stop_strings = nullptr;
+    r->rng.state = s.has_seed ? s.seed : r->id * 0x9e3779b97f4a7c15ULL;
+    r->limit = std::min<int64_t>(s.max_new_tokens, max_context_ - static_cast<int64_t>(r->prompt.size()));
+    r->sink = sink;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (stopping_) throw sdk::unavailable("local inference is shutting down");
+      if (ids_.count(r->id)) throw sdk::Error(AREAL_CODE_ALREADY_EXISTS, "request id " + std::to_string(r->id) + " is already in flight");
+      ids_.insert(r->id);
+      queue_.push_back(r);
+    }
+    cv_.notify_all();
+  }
+
+  void abort(uint64_t id) {
+    std::shared_ptr<Request> queued;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!ids_.count(id)) throw sdk::not_found("no request " + std::to_string(id) + " in flight");
+      for (auto it = queue_.begin(); it != queue_.end(); ++it)
+        if ((*it)->id == id) {
+          queued = *it;
+          queue_.erase(it);
+          ids_.erase(id);
+          break;
+        }
+      for (auto& r : active_)
+        if (r->id == id) r->aborted = true;  // ends before its next token
+    }
+    cv_.notify_all();
+    if (queued) queued->sink.on_done(queued->sink.ctx, AREAL_FINISH_ABORT, nullptr);
+  }
+
+  void pause() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    paused_ = true;
+  }
+  void resume() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      paused_ = false;
+    }
+    cv_.notify_all();
+  }
+
+  void update_weights(std::string_view spec_text) {
+    const json spec = sdk::parse_object(spec_text, "update_weights: spec");
+    if (spec.value("type", "") != "disk")
+      throw sdk::unsupported("local inference updates weights from disk: {\"type\": \"disk\", \"path\": DIR, \"version\": N}");
+    if (!spec.contains("path") || !spec.contains("version") || !spec["version"].is_number_integer())
+      throw sdk::invalid_argument("update_weights: 'path' and integer 'version' are required");
+    auto fresh = areal::torch_model::DecoderModel::load(spec["path"].get<std::string>(), dtype_);
+    if (fresh.config().to_hf_json() != model_->config().to_hf_json() &&
+        (fresh.config().hidden_size != model_->config().hidden_size || fresh.config().num_hidden_layers != model_->config().num_hidden_layers ||
+         fresh.config().vocab_size != model_->config().vocab_size))
+      throw sdk::invalid_argument("update_weights: the new weights are for a different architecture");
+    // Between two decode steps: the scheduler holds the lock while stepping.
+    std::lock_guard<std::mutex> step(step_mutex_);
+    torch::NoGradGuard no_grad;
+    for (const auto& [name, t] : fresh.named_parameters()) const_cast<torch::Tensor&>(model_->p(name)).copy_(t);
+    std::lock_guard<std::mutex> lock(mutex_);
+    version_ = spec["version"].get<int64_t>();
+  }
+
+  int64_t version() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return version_;
+  }
+  void set_version(int64_t v) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    version_ = v;
+  }
+  std::string info() {
+    const auto& c = model_->config();
+    return json{{"model", name_}, {"family", c.family}, {"vocab_size", c.vocab_size}, {"max_context", max_context_}, {"eos_token_id", c.eos_token_id}}.dump();
+  }
+
+ private:
+  // Raw log-probs of the last hidden row(s): [B, V] in float64 for sampling.
+  torch::Tensor log_probs(const torch::Tensor& hidden) const {
+    return torch::log_softmax(model_->logits(hidden).to(torch::kFloat64), -1);
+  }
+
+  void prefill(Request& r) {
+    const auto& c = model_->config();
+    const int64_t S = static_cast<int64_t>(r.prompt.size()), cap = S + r.limit;
+    const auto opts = torch::TensorOptions().dtype(dtype_);
+    r.k_cache.assign(c.num_hidden_layers, torch::Tensor());
+    r.v_cache.assign(c.num_hidden_layers, torch::Tensor());
+    std::vector<int64_t> ids(r.prompt.begin(), r.prompt.end());
+    const torch::Tensor positions = torch::arange(S, torch::kInt64);
+    torch::Tensor x = torch::embedding(model_->p("model.embed_tokens.weight"), torch::tensor(ids, torch::kInt64));
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+      const std::string pre = "model.layers." + std::to_string(l) + ".";
+      torch::Tensor q, k, v;
+      model_->qkv(l, model_->rms_norm(x, model_->p(pre + "input_layernorm.weight")), positions, q, k, v);
+      r.k_cache[l] = torch::empty({cap, c.num_key_value_heads, c.head_dim}, opts);
+      r.v_cache[l] = torch::empty({cap, c.num_key_value_heads, c.head_dim}, opts);
+      r.k_cache[l].narrow(0, 0, S).copy_(k);
+      r.v_cache[l].narrow(0, 0, S).copy_(v);
+      x = x + model_->attend(l, q, k, v, 0);
+      x = x + model_->mlp(l, model_->rms_norm(x, model_->p(pre + "post_attention_layernorm.weight")));
+    }
+    r.length = S;
+    const torch::Tensor h = model_->rms_norm(x.narrow(0, S - 1, 1), model_->p("model.norm.weight"));
+    emit(r, log_probs(h)[0]);
+  }
+
+  // One token for every active request.
+  void decode(std::vector<std::shared_ptr<Request>>& batch) {
+    const auto& c = model_->config();
+    const int64_t B = static_cast<int64_t>(batch.size());
+    std::vector<int64_t> tokens(B), pos(B);
+    for (int64_t b = 0; b < B; ++b) tokens[b] = batch[b]->last, pos[b] = batch[b]->length;
+    const torch::Tensor positions = torch::tensor(pos, torch::kInt64);
+    torch::Tensor x = torch::embedding(model_->p("model.embed_tokens.weight"), torch::tensor(tokens, torch::kInt64));
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+      const std::string pre = "model.layers." + std::to_string(l) + ".";
+      torch::Tensor q, k, v;
+      model_->qkv(l, model_->rms_norm(x, model_->p(pre + "input_layernorm.weight")), positions, q, k, v);
+      std::vector<torch::Tensor> outs;
+      for (int64_t b = 0; b < B; ++b) {
+        Request& r = *batch[b];
+        r.k_cache[l][r.length].copy_(k[b]);
+        r.v_cache[l][r.length].copy_(v[b]);
+        outs.push_back(model_->attend(l, q.narrow(0, b, 1), r.k_cache[l].narrow(0, 0, r.length + 1), r.v_cache[l].narrow(0, 0, r.length + 1), r.length));
+      }
+      x = x + torch::cat(outs, 0);
+      x = x + model_->mlp(l, model_->rms_norm(x, model_->p(pre + "post_attention_layernorm.weight")));
+    }
+    for (auto& r : batch) ++r->length;
+    const torch::Tensor lp = log_probs(model_->rms_norm(x, model_->p("model.norm.weight")));
+    for (int64_t b = 0; b < B; ++b) emit(*batch[b], lp[b]);
+  }
+
+  // Samples the next token of `r` from its raw log-prob row and delivers it.
+  void emit(Request& r, const torch::Tensor& row) {
+    const torch::Tensor contiguous = row.contiguous();
+    const double* p = contiguous.data_ptr<double>();
+    const std::vector<double> raw(p, p + contiguous.numel());
+    const auto& s = r.sampling;
+    const int32_t tok = areal::sampling::sample(raw, s.temperature, s.top_k, s.top_p, r.rng);
+    const float lp = static_cast<float>(raw[static_cast<size_t>(tok)]);
+    int64_t version;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      version = version_;
+    }
+    areal_gen_chunk chunk{AREAL_OFFSET_OF_END(areal_gen_chunk, count), &tok, &lp, &version, 1};
+    ++r.generated;
+    r.last = tok;
+    if (areal_status* st = r.sink.on_tokens(r.sink.ctx, &chunk)) {
+      sdk::host().status_free(st);
+      r.aborted = true;
+      return;
+    }
+    const bool stop_id = std::find(r.stop_ids.begin(), r.stop_ids.end(), tok) != r.stop_ids.end() ||
+                         (tok == model_->config().eos_token_id && !s.ignore_eos);
+    if (r.decoder) {
+      r.text += r.decoder->push(tok);
+      for (const auto& ss : r.stop_strings)
+        if (r.text.find(ss) != std::string::npos) r.finish = AREAL_FINISH_STOP;
+    }
+    if (stop_id) r.finish = AREAL_FINISH_STOP;
+    else if (r.finish == 0 && r.generated >= r.limit) r.finish = AREAL_FINISH_LENGTH;
+  }
+
+  void schedule() {
+    torch::NoGradGuard no_grad;
+    while (true) {
+      std::vector<std::shared_ptr<Request>> admitted;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        cv_.wait(lock, [&] { return stopping_ || (!paused_ && (!queue_.empty() || !active_.empty())); });
+        if (stopping_) return;
+        while (!queue_.empty() && active_.size() + admitted.size() < static_cast<size_t>(max_batch_)) {
+          admitted.push_back(queue_.front());
+          queue_.pop_front();
+        }
+      }
+      std::lock_guard<std::mutex> step(step_mutex_);
+      for (auto& r : admitted) {
+        if (!r->aborted) prefill(*r);
+        std::lock_guard<std::mutex> lock(mutex_);
+        active_.push_back(r);
+      }
+      std::vector<std::shared_ptr<Request>> running;
+      for (auto& r : active_)
+        if (!r->aborted && r->finish == 0 && r->generated > 0) running.push_back(r);
+      // Requests admitted this round already produced their first token in prefill.
+      std::vector<std::shared_ptr<Request>> step_batch;
+      for (auto& r : running)
+        if (std::find(admitted.begin(), admitted.end(), r) == admitted.end()) step_batch.push_back(r);
+      if (!step_batch.empty()) decode(step_batch);
+      finish_done();
+    }
+  }
+
+  void finish_done() {
+    std::vector<std::shared_ptr<Request>> done;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (auto it = active_.begin(); it != active_.end();) {
+        Request& r = **it;
+        if (r.aborted || r.finish != 0) {
+          if (r.aborted && r.finish == 0) r.finish = AREAL_FINISH_ABORT;
+          done.push_back(*it);
+          ids_.erase(r.id);
+          it = active_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    for (auto& r : done) {
+      r->k_cache.clear();
+      r->v_cache.clear();
+      r->sink.on_done(r->sink.ctx, r->finish, nullptr);
+    }
+  }
+
+  std::unique_ptr<areal::torch_model::DecoderModel> model_;
+  std::shared_ptr<const areal::tokenizer::Tokenizer> tokenizer_;
+  torch::Dtype dtype_ = torch::kFloat32;
+  std::string path_, name_;
+  int max_batch_ = 8;
+  int64_t max_context_ = 4096, version_ = 0;
+
+  std::mutex mutex_;       // queue, active set, ids, flags, version
+  std::mutex step_mutex_;  // held while the model computes; weight updates wait for it
+  std::condition_variable cv_;
+  bool paused_ = false, stopping_ = false;
+  std::deque<std::shared_ptr<Request>> queue_;
+  std::vector<std::shared_ptr<Request>> active_;
+  std::set<uint64_t> ids_;
+  std::thread thread_;
+};
+
+}  // namespace
+
+AREAL_EXPORT_INFERENCE(LocalInference)
