@@ -6,7 +6,11 @@
 // loss (areal_loss_fn) for dLoss/dlogprob of each micro-batch, weights each
 // micro-batch by its share of loss tokens (so a per-token mean over the
 // whole batch comes out exactly), backpropagates, clips, and steps AdamW.
-// This session's engine runs one process; sharding over c10d is next.
+//
+// Data parallelism (world_size > 1) shards like FSDP/ZeRO-3: each rank keeps
+// a slice of the flat parameters and its AdamW moments (flat_shards,
+// sharded_adamw), gathers full parameters for each call, and reduces the
+// gradients to their owners (process_group, c10d Gloo).
 #include <ATen/DLConvertor.h>
 
 #include <cmath>
@@ -18,10 +22,14 @@
 #include "areal/sdk.hpp"
 #include "areal/sdk_json.hpp"
 #include "decoder_model.hpp"
+#include "flat_shards.hpp"
+#include "process_group.hpp"
+#include "sharded_adamw.hpp"
 
 namespace {
 
 namespace sdk = areal::sdk;
+namespace fsdp = areal::fsdp;
 namespace fs = std::filesystem;
 using nlohmann::json;
 
@@ -73,7 +81,11 @@ class FsdpTrain {
     "grad_clip": {"type": "number", "default": 1.0, "minimum": 0, "doc": "Clip the global gradient norm to this; 0 disables."},
     "micro_batch_tokens": {"type": "integer", "default": 8192, "minimum": 1, "doc": "Token budget of a micro-batch (whole sequences; a longer sequence forms its own)."},
     "gradient_checkpointing": {"type": "boolean", "default": false, "doc": "Recompute layer activations in backward to save memory."},
-    "threads": {"type": "integer", "default": 0, "minimum": 0, "doc": "Torch intra-op threads; 0 keeps the default."}
+    "threads": {"type": "integer", "default": 0, "minimum": 0, "doc": "Torch intra-op threads; 0 keeps the default."},
+    "world_size": {"type": "integer", "default": 1, "minimum": 1, "doc": "Data-parallel ranks; parameters, gradients and optimizer state are sharded across them."},
+    "rank": {"type": "integer", "default": 0, "minimum": 0, "doc": "This process's rank in [0, world_size)."},
+    "init_method": {"type": "string", "default": "", "doc": "Where the ranks meet when world_size > 1: file:///PATH (a shared file) or tcp://HOST:PORT (rank 0 serves)."},
+    "timeout_seconds": {"type": "integer", "default": 300, "minimum": 1, "doc": "Collective and rendezvous timeout."}
   }})";
 
   explicit FsdpTrain(const sdk::CreateContext& ctx) {
@@ -99,12 +111,28 @@ class FsdpTrain {
     checkpointing_ = c.value("gradient_checkpointing", false);
     const auto betas = c.value("betas", std::vector<double>{0.9, 0.999});
     if (betas.size() != 2) throw sdk::invalid_argument("fsdp: 'betas' needs two numbers");
-    optimizer_ = std::make_unique<torch::optim::AdamW>(
-        model_->parameters(), torch::optim::AdamWOptions(lr_).betas({betas[0], betas[1]}).eps(c.value("eps", 1e-8)).weight_decay(c.value("weight_decay", 0.0)));
+    group_ = std::make_unique<fsdp::ProcessGroup>(c.value("rank", 0), c.value("world_size", 1), c.value("init_method", std::string()),
+                                                  c.value("timeout_seconds", 300));
+    shards_ = std::make_unique<fsdp::FlatShards>(model_->parameters(), *group_);
+    fsdp::AdamWOptions ao;
+    ao.beta1 = betas[0];
+    ao.beta2 = betas[1];
+    ao.eps = c.value("eps", 1e-8);
+    ao.weight_decay = c.value("weight_decay", 0.0);
+    optimizer_ = std::make_unique<fsdp::ShardedAdamW>(shards_->shard(), ao);
   }
+
+  // With world_size > 1 every call below is collective: all ranks make it,
+  // each with its own part of the global batch.
+  struct Gathered {  // full parameters for the duration of one call
+    explicit Gathered(fsdp::FlatShards& s) : s_(s) { s_.gather(); }
+    ~Gathered() { s_.release(); }
+    fsdp::FlatShards& s_;
+  };
 
   DLManagedTensor* compute_logprobs(const areal_tensor_map& batch, float temperature) {
     torch::NoGradGuard no_grad;
+    Gathered full(*shards_);
     torch::Tensor lp = model_->logprobs(from_dl(tensor_named(batch, "input_ids"), "input_ids"), from_dl(tensor_named(batch, "cu_seqlens"), "cu_seqlens"),
                                         temperature).to(torch::kFloat32).contiguous();
     return at::toDLPack(lp);
@@ -116,7 +144,10 @@ class FsdpTrain {
     const torch::Tensor mask = from_dl(tensor_named(batch, "loss_mask"), "loss_mask");
     const int64_t T = ids.size(0);
     if (mask.size(0) != T) throw sdk::invalid_argument("loss_mask and input_ids differ in length");
-    const double total_loss_tokens = std::max<double>(1.0, mask.ne(0).sum().item<double>());
+    // Micro-batches are weighted by their share of the *global* batch's loss tokens.
+    torch::Tensor counts = torch::tensor({mask.ne(0).sum().item<double>(), static_cast<double>(T)}, torch::kFloat64);
+    group_->all_reduce_sum(counts);
+    const double total_loss_tokens = std::max<double>(1.0, counts[0].item<double>());
     // Per-token tensors the loss may read, sliced per micro-batch.
     std::vector<std::pair<std::string, torch::Tensor>> token_tensors;
     for (size_t i = 0; i < batch.count; ++i) {
@@ -125,7 +156,7 @@ class FsdpTrain {
       const torch::Tensor t = from_dl(*batch.tensors[i], name);
       if (t.size(0) == T) token_tensors.emplace_back(name, t);
     }
-    optimizer_->zero_grad();
+    Gathered full(*shards_);
     const auto* bounds = cu.data_ptr<int64_t>();
     const int64_t B = cu.size(0) - 1;
     double loss_sum = 0;
@@ -165,47 +196,52 @@ class FsdpTrain {
       ++micro;
       b0 = b1;
     }
-    double norm = 0;
-    for (const auto& p : model_->parameters())
-      if (p.grad().defined()) norm += p.grad().pow(2).sum().item<double>();
-    norm = std::sqrt(norm);
-    if (clip_ > 0 && norm > clip_)
-      for (const auto& p : model_->parameters())
-        if (p.grad().defined()) p.grad().mul_(clip_ / (norm + 1e-6));
+    torch::Tensor grad = shards_->reduce_gradients();  // this rank's slice of the global gradient
+    torch::Tensor sums = torch::tensor({grad.to(torch::kFloat64).pow(2).sum().item<double>(), loss_sum}, torch::kFloat64);
+    group_->all_reduce_sum(sums);
+    const double norm = std::sqrt(sums[0].item<double>());
+    if (clip_ > 0 && norm > clip_) grad.mul_(clip_ / (norm + 1e-6));
     const double lr = current_lr();
-    for (auto& group : optimizer_->param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
-    optimizer_->step();
     ++step_;
-    return json{{"loss", loss_sum}, {"grad_norm", norm}, {"lr", lr}, {"tokens", T}, {"loss_tokens", total_loss_tokens},
-                {"micro_batches", micro}, {"step", step_}}.dump();
+    optimizer_->step(shards_->shard(), grad, lr, step_);
+    return json{{"loss", sums[1].item<double>()}, {"grad_norm", norm}, {"lr", lr}, {"tokens", counts[1].item<double>()},
+                {"loss_tokens", total_loss_tokens}, {"micro_batches", micro}, {"step", step_}, {"world_size", group_->world_size()},
+                {"resident_state_bytes", resident_state_bytes()}}
+        .dump();
   }
 
+  // Rank 0 writes the model folder; every rank writes its optimizer slice.
   void save(std::string_view spec_text) {
     const json spec = sdk::parse_object(spec_text, "save: spec");
     const std::string dir = spec.value("path", std::string());
     if (dir.empty()) throw sdk::invalid_argument("save: 'path' is required");
-    model_->save(dir, spec.value("dtype", std::string(dtype_ == torch::kFloat64 ? "float32" : "float32")));
-    for (const char* f : {"tokenizer.json", "tokenizer_config.json", "generation_config.json", "special_tokens_map.json"}) {
-      const fs::path src = fs::path(model_path_) / f;
-      if (fs::exists(src) && !fs::equivalent(fs::path(model_path_), fs::path(dir)))
-        fs::copy_file(src, fs::path(dir) / f, fs::copy_options::overwrite_existing);
+    {
+      Gathered full(*shards_);
+      if (group_->rank() == 0) {
+        model_->save(dir, "float32");
+        for (const char* f : {"tokenizer.json", "tokenizer_config.json", "generation_config.json", "special_tokens_map.json"}) {
+          const fs::path src = fs::path(model_path_) / f;
+          if (fs::exists(src) && !fs::equivalent(fs::path(model_path_), fs::path(dir)))
+            fs::copy_file(src, fs::path(dir) / f, fs::copy_options::overwrite_existing);
+        }
+        std::ofstream(fs::path(dir) / "trainer_state.json")
+            << json{{"step", step_}, {"version", version_}, {"world_size", group_->world_size()}}.dump() << "\n";
+      }
+      group_->barrier();  // the folder exists before other ranks write into it
     }
-    if (spec.value("optimizer", false)) torch::save(*optimizer_, (fs::path(dir) / "optimizer.pt").string());
-    std::ofstream(fs::path(dir) / "trainer_state.json") << json{{"step", step_}, {"version", version_}}.dump() << "\n";
+    if (spec.value("optimizer", false)) optimizer_->save(optimizer_file(dir));
+    group_->barrier();
   }
 
   void load(std::string_view spec_text) {
     const json spec = sdk::parse_object(spec_text, "load: spec");
     const std::string dir = spec.value("path", std::string());
     auto loaded = areal::torch_model::DecoderModel::load(dir, dtype_);
-    {
-      torch::NoGradGuard no_grad;
-      for (const auto& [name, t] : loaded.named_parameters()) const_cast<torch::Tensor&>(model_->p(name)).copy_(t);
-    }
+    shards_->load_full(loaded.parameters());
     if (spec.value("optimizer", false)) {
-      const fs::path opt = fs::path(dir) / "optimizer.pt";
-      if (!fs::exists(opt)) throw sdk::not_found("load: " + opt.string() + " does not exist (saved without optimizer?)");
-      torch::load(*optimizer_, opt.string());
+      const std::string opt = optimizer_file(dir);
+      if (!fs::exists(opt)) throw sdk::not_found("load: " + opt + " does not exist (saved without optimizer, or with another world_size?)");
+      optimizer_->load(opt);
     }
     std::ifstream state(fs::path(dir) / "trainer_state.json");
     if (state) {
@@ -227,8 +263,18 @@ class FsdpTrain {
     return lr_ * (min_lr_ratio_ + (1 - min_lr_ratio_) * 0.5 * (1 + std::cos(M_PI * progress)));
   }
 
+  std::string optimizer_file(const std::string& dir) const {
+    return (fs::path(dir) / ("optimizer.rank" + std::to_string(group_->rank()) + "-of-" + std::to_string(group_->world_size()) + ".pt")).string();
+  }
+  // What this rank keeps between steps: its weight slice and AdamW moments.
+  int64_t resident_state_bytes() const {
+    return shards_->shard().numel() * static_cast<int64_t>(shards_->shard().element_size()) + optimizer_->state_bytes();
+  }
+
   std::unique_ptr<areal::torch_model::DecoderModel> model_;
-  std::unique_ptr<torch::optim::AdamW> optimizer_;
+  std::unique_ptr<fsdp::ProcessGroup> group_;  // declared before the shards that use it
+  std::unique_ptr<fsdp::FlatShards> shards_;
+  std::unique_ptr<fsdp::ShardedAdamW> optimizer_;
   torch::Dtype dtype_ = torch::kFloat32;
   std::string model_path_, schedule_;
   double lr_ = 1e-5, min_lr_ratio_ = 0, clip_ = 1.0;

@@ -1,0 +1,46 @@
+// Parameters sharded across the data-parallel group, FSDP style: every
+// parameter lives in one flat buffer (padded to a multiple of the world
+// size) of which each rank owns a contiguous slice. The full parameters are
+// gathered for a forward/backward and released afterwards; gradients are
+// reduced to the slice's owner.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "process_group.hpp"
+
+namespace areal::fsdp {
+
+class FlatShards {
+ public:
+  // `params`: the model's leaf parameters in a fixed order (the same on every
+  // rank). Their current values are the initial weights; with world_size > 1
+  // they are released at once (call gather() before using the model).
+  FlatShards(std::vector<torch::Tensor> params, ProcessGroup& group);
+
+  // Makes every parameter a full-size view of a freshly gathered flat buffer.
+  void gather();
+  // Frees the gathered buffer (world_size > 1); parameters become empty.
+  void release();
+  // Sums every rank's parameter gradients and returns this rank's slice of
+  // the sum; clears the parameters' gradients.
+  torch::Tensor reduce_gradients();
+  // Copies full values (e.g. loaded from a checkpoint) into this rank's slice.
+  void load_full(const std::vector<torch::Tensor>& values);
+
+  torch::Tensor& shard() { return shard_; }  // this rank's master weights
+  int64_t total_numel() const { return total_; }
+
+ private:
+  std::vector<torch::Tensor> params_;
+  std::vector<int64_t> offsets_, numels_;
+  std::vector<std::vector<int64_t>> shapes_;  // kept: released parameters are empty
+  ProcessGroup& group_;
+  int64_t total_ = 0, padded_ = 0;
+  torch::Tensor shard_, full_;
+};
+
+}  // namespace areal::fsdp

