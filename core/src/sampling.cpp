@@ -18,6 +18,23 @@ double SplitMix64::uniform() { return (next() >> 11) * (1.0 / 9007199254740992.0
 int32_t sample(const std::vector<double>& raw, float temperature, int32_t top_k, float top_p, SplitMix64& rng) {
   const int32_t n = static_cast<int32_t>(raw.size());
   if (temperature <= 0.0f) return static_cast<int32_t>(std::max_element(raw.begin(), raw.end()) - raw.begin());
+  if ((top_k <= 0 || top_k >= n) && top_p >= 1.0f) {
+    // The whole distribution: inverse CDF in id order, no sort (the common RL
+    // setting, and a full sort of a 150k vocabulary per token is the slow part).
+    const double max_scaled = *std::max_element(raw.begin(), raw.end()) / temperature;
+    std::vector<double> w(static_cast<size_t>(n));
+    double sum = 0;
+    for (int32_t i = 0; i < n; ++i) sum += w[i] = std::exp(raw[i] / temperature - max_scaled);
+    const double target = rng.uniform() * sum;
+    double cum = 0;
+    for (int32_t i = 0; i < n; ++i) {
+      cum += w[i];
+      if (target < cum) return i;
+    }
+    for (int32_t i = n - 1; i >= 0; --i)  // rounding: the last id with weight
+      if (w[i] > 0) return i;
+    return n - 1;
+  }
   std::vector<int32_t> order(n);
   std::iota(order.begin(), order.end(), 0);
   int32_t keep = (top_k > 0 && top_k < n) ? top_k : n;
