@@ -207,18 +207,53 @@ torch::Tensor DecoderModel::logits(const torch::Tensor& h) const {
   return torch::linear(h, config_.tie_word_embeddings ? p("model.embed_tokens.weight") : p("lm_head.weight"));
 }
 
+namespace {
+
+// log p(target | h) = (h W^T / temperature)[target] - logsumexp(h W^T / temperature),
+// fused so the [T, vocab] logits are the only vocabulary-sized tensor: the
+// backward turns them into dlogits in place instead of allocating the
+// log_softmax output, the gather's dense gradient and log_softmax's gradient
+// (each as large as the logits, which dominate a small model's step).
+struct TokenLogprob : torch::autograd::Function<TokenLogprob> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor h, torch::Tensor w, torch::Tensor targets,
+                               double temperature, int64_t compute) {
+    torch::Tensor logits = torch::linear(h, w).to(static_cast<torch::ScalarType>(compute));
+    if (temperature != 1.0) logits.div_(temperature);
+    const torch::Tensor lse = logits.logsumexp(-1);
+    const torch::Tensor lp = logits.gather(1, targets.unsqueeze(1)).squeeze(1) - lse;
+    ctx->save_for_backward({h, w, targets, logits, lse});
+    ctx->saved_data["temperature"] = temperature;
+    return lp;
+  }
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx, torch::autograd::tensor_list grads) {
+    auto saved = ctx->get_saved_variables();
+    const torch::Tensor &h = saved[0], &w = saved[1], &targets = saved[2], &lse = saved[4];
+    torch::Tensor d = saved[3];  // the logits, consumed: d = g * (onehot - softmax) / temperature
+    const torch::Tensor g = grads[0].to(d.scalar_type());
+    d.sub_(lse.unsqueeze(1)).exp_().mul_(-g.unsqueeze(1));
+    d.scatter_add_(1, targets.unsqueeze(1), g.unsqueeze(1));
+    const double temperature = ctx->saved_data["temperature"].toDouble();
+    if (temperature != 1.0) d.div_(temperature);
+    const torch::Tensor dl = d.to(h.scalar_type());
+    return {torch::matmul(dl, w), torch::matmul(dl.t(), h), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
 torch::Tensor DecoderModel::logprobs(const torch::Tensor& ids, const torch::Tensor& cu_seqlens, float temperature, bool checkpoint) const {
   if (!(temperature > 0)) throw Error(AREAL_CODE_INVALID_ARGUMENT, "temperature must be > 0 for log-probs");
   const torch::Tensor ids64 = ids.to(torch::kInt64);
   // Float32 at least (as HF upcasts logits); a float64 model keeps float64.
   const auto compute = dtype_ == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
-  const torch::Tensor lg = logits(hidden(ids64, cu_seqlens, checkpoint)).to(compute) / temperature;
-  const torch::Tensor lsm = torch::log_softmax(lg, -1);
+  const torch::Tensor h = hidden(ids64, cu_seqlens, checkpoint);
   const int64_t T = ids64.size(0);
-  // Position t scores token t from the logits at t-1; sequence starts get 0.
+  // Position t scores token t from the hidden state at t-1; sequence starts get 0.
   torch::Tensor out = torch::zeros({T}, compute);
   if (T > 1) {
-    const torch::Tensor prev = lsm.narrow(0, 0, T - 1).gather(1, ids64.narrow(0, 1, T - 1).unsqueeze(1)).squeeze(1);
+    const torch::Tensor& w = config_.tie_word_embeddings ? p("model.embed_tokens.weight") : p("lm_head.weight");
+    const torch::Tensor prev = TokenLogprob::apply(h.narrow(0, 0, T - 1), w, ids64.narrow(0, 1, T - 1).contiguous(),
+                                                   static_cast<double>(temperature), static_cast<int64_t>(compute));
     torch::Tensor mask = torch::ones({T}, torch::kBool);
     const torch::Tensor cu = cu_seqlens.to(torch::kInt64);
     for (int64_t b = 0; b + 1 < cu.size(0); ++b) {

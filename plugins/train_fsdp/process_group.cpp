@@ -71,7 +71,7 @@ void ProcessGroup::all_gather(const torch::Tensor& shard, torch::Tensor& full) {
 
 torch::Tensor ProcessGroup::reduce_scatter_sum(const torch::Tensor& full) {
   const int64_t n = full.numel() / world_;
-  if (world_ == 1) return full.clone();
+  if (world_ == 1) return full;  // callers pass a buffer of their own
   torch::Tensor mine;
   // One reduce per owner: each rank's slice is summed onto that rank only.
   for (int r = 0; r < world_; ++r) {

@@ -26,7 +26,8 @@ class ProcessGroup {
   void all_reduce_sum(torch::Tensor& t);
   // `full` (length world * shard.numel()) receives every rank's shard in rank order.
   void all_gather(const torch::Tensor& shard, torch::Tensor& full);
-  // Sums `full` over ranks and returns this rank's slice of the sum.
+  // Sums `full` over ranks and returns this rank's slice of the sum (with
+  // one rank, `full` itself).
   torch::Tensor reduce_scatter_sum(const torch::Tensor& full);
   void barrier();
 

@@ -197,7 +197,8 @@ class FsdpTrain {
       b0 = b1;
     }
     torch::Tensor grad = shards_->reduce_gradients();  // this rank's slice of the global gradient
-    torch::Tensor sums = torch::tensor({grad.to(torch::kFloat64).pow(2).sum().item<double>(), loss_sum}, torch::kFloat64);
+    const double local_norm = grad.norm().item<double>();  // no float64 copy of the gradient
+    torch::Tensor sums = torch::tensor({local_norm * local_norm, loss_sum}, torch::kFloat64);
     group_->all_reduce_sum(sums);
     const double norm = std::sqrt(sums[0].item<double>());
     if (clip_ > 0 && norm > clip_) grad.mul_(clip_ / (norm + 1e-6));
@@ -218,7 +219,7 @@ class FsdpTrain {
     {
       Gathered full(*shards_);
       if (group_->rank() == 0) {
-        model_->save(dir, "float32");
+        model_->save(dir, spec.value("dtype", std::string("float32")));
         for (const char* f : {"tokenizer.json", "tokenizer_config.json", "generation_config.json", "special_tokens_map.json"}) {
           const fs::path src = fs::path(model_path_) / f;
           if (fs::exists(src) && !fs::equivalent(fs::path(model_path_), fs::path(dir)))
