@@ -1,10 +1,11 @@
 // One rank of the fsdp data-parallel check (tests/integration/data_parallel.sh).
-//   areal_dp_driver train MODEL_DIR OUT_DIR WORLD RANK INIT_METHOD
+//   areal_dp_driver train MODEL_DIR OUT_DIR WORLD RANK INIT_METHOD [DTYPE LR]
 //     trains 4 steps on a fixed global batch (this rank takes sequences
 //     i % WORLD == RANK), prints each step's stats, saves to OUT_DIR.
 //   areal_dp_driver compare DIR_A DIR_B TOLERANCE
 //     exits 0 when every parameter agrees within TOLERANCE.
 #include <cmath>
+#include <fstream>
 #include <iostream>
 
 #include <nlohmann/json.hpp>
@@ -39,12 +40,13 @@ areal_status* nll(void*, const areal_tensor_map* m, double* loss, DLTensor* grad
   return nullptr;
 }
 
-int train(const std::string& model, const std::string& out, int world, int rank, const std::string& init) {
+int train(const std::string& model, const std::string& out, int world, int rank, const std::string& init, const std::string& dtype,
+          double lr) {
   areal::PluginCatalog catalog({AREAL_TEST_PLUGIN_DIR});
   auto plugin = catalog.resolve("fsdp", AREAL_KIND_TRAIN);
   std::string name = "train";
   auto services = areal::make_services(name);
-  const std::string cfg = nlohmann::json{{"model_path", model}, {"lr", 1e-3}, {"grad_clip", 0.5}, {"weight_decay", 0.01},
+  const std::string cfg = nlohmann::json{{"model_path", model}, {"dtype", dtype}, {"lr", lr}, {"grad_clip", 0.5}, {"weight_decay", 0.01},
                                          {"micro_batch_tokens", 16}, {"world_size", world}, {"rank", rank}, {"init_method", init},
                                          {"timeout_seconds", 60}}
                               .dump();
@@ -70,12 +72,15 @@ int train(const std::string& model, const std::string& out, int world, int rank,
   }
   const std::string spec = nlohmann::json{{"path", out}, {"optimizer", true}}.dump();
   areal::throw_if_status(plugin->train()->save(engine.self(), areal_str{spec.data(), spec.size()}), "save");
+  std::ifstream status("/proc/self/status");  // the process's peak resident memory, for bench/model/run.sh
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmHWM:", 0) == 0) std::cout << "peak rank " << rank << " " << line << std::endl;
   return 0;
 }
 
 int compare(const std::string& a, const std::string& b, double tol) {
   using areal::torch_model::DecoderModel;
-  const DecoderModel ma = DecoderModel::load(a, torch::kFloat32), mb = DecoderModel::load(b, torch::kFloat32);
+  const DecoderModel ma = DecoderModel::load(a, torch::kFloat64), mb = DecoderModel::load(b, torch::kFloat64);
   double worst = 0;
   for (const auto& [name, t] : ma.named_parameters()) worst = std::max(worst, (t - mb.p(name)).abs().max().item<double>());
   std::cout << "max |a - b| over all parameters: " << worst << " (tolerance " << tol << ")" << std::endl;
@@ -87,7 +92,8 @@ int compare(const std::string& a, const std::string& b, double tol) {
 int main(int argc, char** argv) {
   try {
     const std::string mode = argc > 1 ? argv[1] : "";
-    if (mode == "train" && argc == 7) return train(argv[2], argv[3], std::stoi(argv[4]), std::stoi(argv[5]), argv[6]);
+    if (mode == "train" && (argc == 7 || argc == 9))
+      return train(argv[2], argv[3], std::stoi(argv[4]), std::stoi(argv[5]), argv[6], argc == 9 ? argv[7] : "float32", argc == 9 ? std::stod(argv[8]) : 1e-5);
     if (mode == "compare" && argc == 5) return compare(argv[2], argv[3], std::stod(argv[4]));
     std::cerr << "usage: areal_dp_driver train MODEL OUT WORLD RANK INIT | compare A B TOL\n";
     return 2;

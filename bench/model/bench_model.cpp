@@ -1,0 +1,135 @@
+// Training and generation throughput of areal's libtorch engines, through
+// the plugin ABI exactly as areal-host drives them (bench/model/run.sh
+// runs it next to the python3-torch reference, reference_model.py).
+//   areal_model_bench MODEL_DIR THREADS BATCH SEQLEN STEPS GEN_REQUESTS GEN_PROMPT GEN_TOKENS
+// Prints one JSON object: train tokens/s (forward+backward+AdamW), the
+// first step's loss (the reference must match it), generation tokens/s.
+#include <chrono>
+#include <fstream>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "areal/core/error.hpp"
+#include "areal/core/generation.hpp"
+#include "areal/core/host_tensor.hpp"
+#include "areal/core/plugin_catalog.hpp"
+#include "areal/core/plugin_instance.hpp"
+#include "areal/core/string_writer.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// The benchmark's token ids; reference_model.py uses the same formula.
+int32_t token(int64_t seq, int64_t pos, int64_t vocab) { return static_cast<int32_t>((seq * 7919 + pos * 104729 + 13) % vocab); }
+
+// -mean log p over the batch's loss tokens.
+areal_status* nll(void*, const areal_tensor_map* m, double* loss, DLTensor* grad, const areal_writer*) {
+  const DLTensor *lp = nullptr, *lm = nullptr;
+  for (size_t i = 0; i < m->count; ++i) {
+    const std::string n(m->names[i].data, m->names[i].size);
+    if (n == "new_logprobs") lp = m->tensors[i];
+    if (n == "loss_mask") lm = m->tensors[i];
+  }
+  const auto* l = static_cast<const float*>(lp->data);
+  const auto* k = static_cast<const int32_t*>(lm->data);
+  auto* g = static_cast<float*>(grad->data);
+  double n = 0, s = 0;
+  for (int64_t i = 0; i < lp->shape[0]; ++i) n += k[i] != 0;
+  for (int64_t i = 0; i < lp->shape[0]; ++i) {
+    g[i] = k[i] ? static_cast<float>(-1.0 / n) : 0.0f;
+    s += k[i] ? l[i] : 0.0;
+  }
+  *loss = -s / n;
+  return nullptr;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 9) {
+    std::cerr << "usage: areal_model_bench MODEL_DIR THREADS BATCH SEQLEN STEPS GEN_REQUESTS GEN_PROMPT GEN_TOKENS\n";
+    return 2;
+  }
+  try {
+    const std::string model = argv[1];
+    const int threads = std::stoi(argv[2]), batch = std::stoi(argv[3]), seqlen = std::stoi(argv[4]), steps = std::stoi(argv[5]);
+    const int gen_requests = std::stoi(argv[6]), gen_prompt = std::stoi(argv[7]), gen_tokens = std::stoi(argv[8]);
+    areal::PluginCatalog catalog({AREAL_BENCH_PLUGIN_DIR});
+    std::string name = "bench";
+    auto services = areal::make_services(name);
+    nlohmann::json out{{"impl", "areal"}, {"threads", threads}};
+
+    {  // Training: one warm-up step, then `steps` timed steps on the same batch.
+      auto fsdp = catalog.resolve("fsdp", AREAL_KIND_TRAIN);
+      areal::PluginInstance engine(fsdp, nlohmann::json{{"model_path", model}, {"lr", 1e-5}, {"threads", threads},
+                                                        {"micro_batch_tokens", batch * seqlen}}.dump(), &services);
+      const int64_t vocab = nlohmann::json::parse(std::ifstream(model + "/config.json"))["vocab_size"];
+      std::vector<int32_t> ids, cu{0}, mask;
+      for (int s = 0; s < batch; ++s) {
+        for (int t = 0; t < seqlen; ++t) ids.push_back(token(s, t, vocab)), mask.push_back(t > 0);
+        cu.push_back(static_cast<int32_t>(ids.size()));
+      }
+      areal::HostTensor<int32_t> ids_t(ids), cu_t(cu), mask_t(mask);
+      areal_loss_fn loss{AREAL_OFFSET_OF_END(areal_loss_fn, eval), nullptr, nll};
+      auto step = [&] {
+        areal::TensorMapBuilder b;
+        b.add("input_ids", ids_t.dl()).add("cu_seqlens", cu_t.dl()).add("loss_mask", mask_t.dl());
+        areal::StringCollector stats;
+        areal::throw_if_status(fsdp->train()->train_step(engine.self(), b.get(), &loss, stats.writer()), "train_step");
+        return nlohmann::json::parse(stats.text)["loss"].get<double>();
+      };
+      out["first_loss"] = step();
+      const auto t0 = Clock::now();
+      for (int i = 0; i < steps; ++i) step();
+      const double secs = seconds_since(t0);
+      out["train_tokens_per_s"] = static_cast<double>(steps) * batch * seqlen / secs;
+      out["train_step_s"] = secs / steps;
+    }
+    {  // Generation: all requests at once, batched by the engine; ignore_eos.
+      auto local = catalog.resolve("local", AREAL_KIND_INFERENCE);
+      areal::PluginInstance engine(local, nlohmann::json{{"model_path", model}, {"threads", threads}, {"max_batch", gen_requests}}.dump(),
+                                   &services);
+      const int64_t vocab = nlohmann::json::parse(std::ifstream(model + "/config.json"))["vocab_size"];
+      auto run = [&](int tokens) {
+        std::vector<std::vector<int32_t>> prompts(gen_requests);
+        std::vector<std::unique_ptr<areal::CollectingSink>> sinks;
+        for (int r = 0; r < gen_requests; ++r) {
+          for (int t = 0; t < gen_prompt; ++t) prompts[r].push_back(token(r, t, vocab));
+          areal_sampling_params s{};
+          s.struct_size = AREAL_OFFSET_OF_END(areal_sampling_params, stop_strings_count);
+          s.temperature = 1.0f;
+          s.top_p = 1.0f;
+          s.max_new_tokens = tokens;
+          s.seed = static_cast<uint64_t>(r);
+          s.has_seed = 1;
+          s.ignore_eos = 1;
+          areal_gen_request req{AREAL_OFFSET_OF_END(areal_gen_request, sampling), areal::next_request_id(), {nullptr, 0},
+                                prompts[r].data(), prompts[r].size(), &s};
+          sinks.push_back(std::make_unique<areal::CollectingSink>());
+          areal::throw_if_status(local->inference()->submit(engine.self(), &req, sinks.back()->sink()), "submit");
+        }
+        size_t produced = 0;
+        for (auto& sink : sinks) {
+          if (!sink->wait(std::chrono::minutes(10))) throw std::runtime_error("generation timed out");
+          produced += sink->result().output_ids.size();
+        }
+        return produced;
+      };
+      run(2);  // warm-up
+      const auto t0 = Clock::now();
+      const size_t produced = run(gen_tokens);
+      const double secs = seconds_since(t0);
+      out["gen_tokens_per_s"] = static_cast<double>(produced) / secs;
+      out["gen_s"] = secs;
+    }
+    std::cout << out.dump() << std::endl;
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "areal_model_bench: " << e.what() << "\n";
+    return 1;
+  }
+}
