@@ -16,6 +16,7 @@
 #include "areal/core/plugin_catalog.hpp"
 #include "areal/core/plugin_instance.hpp"
 #include "areal/core/string_writer.hpp"
+#include "mean_nll_loss.hpp"
 
 namespace {
 
@@ -25,27 +26,6 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 
 // The benchmark's token ids; reference_model.py uses the same formula.
 int32_t token(int64_t seq, int64_t pos, int64_t vocab) { return static_cast<int32_t>((seq * 7919 + pos * 104729 + 13) % vocab); }
-
-// -mean log p over the batch's loss tokens.
-areal_status* nll(void*, const areal_tensor_map* m, double* loss, DLTensor* grad, const areal_writer*) {
-  const DLTensor *lp = nullptr, *lm = nullptr;
-  for (size_t i = 0; i < m->count; ++i) {
-    const std::string n(m->names[i].data, m->names[i].size);
-    if (n == "new_logprobs") lp = m->tensors[i];
-    if (n == "loss_mask") lm = m->tensors[i];
-  }
-  const auto* l = static_cast<const float*>(lp->data);
-  const auto* k = static_cast<const int32_t*>(lm->data);
-  auto* g = static_cast<float*>(grad->data);
-  double n = 0, s = 0;
-  for (int64_t i = 0; i < lp->shape[0]; ++i) n += k[i] != 0;
-  for (int64_t i = 0; i < lp->shape[0]; ++i) {
-    g[i] = k[i] ? static_cast<float>(-1.0 / n) : 0.0f;
-    s += k[i] ? l[i] : 0.0;
-  }
-  *loss = -s / n;
-  return nullptr;
-}
 
 }  // namespace
 
@@ -74,7 +54,7 @@ int main(int argc, char** argv) {
         cu.push_back(static_cast<int32_t>(ids.size()));
       }
       areal::HostTensor<int32_t> ids_t(ids), cu_t(cu), mask_t(mask);
-      areal_loss_fn loss{AREAL_OFFSET_OF_END(areal_loss_fn, eval), nullptr, nll};
+      areal_loss_fn loss = areal::testing::mean_nll_loss();
       auto step = [&] {
         areal::TensorMapBuilder b;
         b.add("input_ids", ids_t.dl()).add("cu_seqlens", cu_t.dl()).add("loss_mask", mask_t.dl());

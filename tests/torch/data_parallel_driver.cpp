@@ -16,29 +16,9 @@
 #include "areal/core/plugin_instance.hpp"
 #include "areal/core/string_writer.hpp"
 #include "decoder_model.hpp"
+#include "mean_nll_loss.hpp"
 
 namespace {
-
-// -mean over the micro-batch's loss tokens; the engine weights micro-batches.
-areal_status* nll(void*, const areal_tensor_map* m, double* loss, DLTensor* grad, const areal_writer*) {
-  const DLTensor *lp = nullptr, *lm = nullptr;
-  for (size_t i = 0; i < m->count; ++i) {
-    const std::string n(m->names[i].data, m->names[i].size);
-    if (n == "new_logprobs") lp = m->tensors[i];
-    if (n == "loss_mask") lm = m->tensors[i];
-  }
-  const auto* l = static_cast<const float*>(lp->data);
-  const auto* k = static_cast<const int32_t*>(lm->data);
-  auto* g = static_cast<float*>(grad->data);
-  double n = 0, s = 0;
-  for (int64_t i = 0; i < lp->shape[0]; ++i) n += k[i] != 0;
-  for (int64_t i = 0; i < lp->shape[0]; ++i) {
-    g[i] = k[i] ? static_cast<float>(-1.0 / std::max(1.0, n)) : 0.0f;
-    s += k[i] ? l[i] : 0.0;
-  }
-  *loss = -s / std::max(1.0, n);
-  return nullptr;
-}
 
 int train(const std::string& model, const std::string& out, int world, int rank, const std::string& init, const std::string& dtype,
           double lr) {
@@ -51,7 +31,7 @@ int train(const std::string& model, const std::string& out, int world, int rank,
                                          {"timeout_seconds", 60}}
                               .dump();
   areal::PluginInstance engine(plugin, cfg, &services);
-  areal_loss_fn loss{AREAL_OFFSET_OF_END(areal_loss_fn, eval), nullptr, nll};
+  areal_loss_fn loss = areal::testing::mean_nll_loss();
   for (int step = 0; step < 4; ++step) {
     std::vector<int32_t> ids, cu{0}, mask;
     for (int seq = 0; seq < 6; ++seq) {

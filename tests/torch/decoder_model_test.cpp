@@ -15,6 +15,7 @@
 #include "areal/core/plugin_instance.hpp"
 #include "areal/core/string_writer.hpp"
 #include "decoder_model.hpp"
+#include "mean_nll_loss.hpp"
 
 using areal::torch_model::DecoderModel;
 namespace fs = std::filesystem;
@@ -133,27 +134,7 @@ TEST(FsdpPlugin, ResumeFromACheckpointReproducesTheUninterruptedRun) {
     b.add("input_ids", ids.dl()).add("cu_seqlens", cu.dl()).add("loss_mask", mask.dl());
     return b;
   };
-  // -mean over the micro-batch's loss tokens: the engine weights micro-batches.
-  areal_loss_fn nll{AREAL_OFFSET_OF_END(areal_loss_fn, eval), nullptr,
-                    [](void*, const areal_tensor_map* m, double* loss, DLTensor* grad, const areal_writer*) -> areal_status* {
-                      const DLTensor *lp = nullptr, *lm = nullptr;
-                      for (size_t i = 0; i < m->count; ++i) {
-                        const std::string n(m->names[i].data, m->names[i].size);
-                        if (n == "new_logprobs") lp = m->tensors[i];
-                        if (n == "loss_mask") lm = m->tensors[i];
-                      }
-                      const auto* l = static_cast<const float*>(lp->data);
-                      const auto* k = static_cast<const int32_t*>(lm->data);
-                      auto* g = static_cast<float*>(grad->data);
-                      double n = 0, s = 0;
-                      for (int64_t i = 0; i < lp->shape[0]; ++i) n += k[i] != 0;
-                      for (int64_t i = 0; i < lp->shape[0]; ++i) {
-                        g[i] = k[i] ? static_cast<float>(-1.0 / std::max(1.0, n)) : 0.0f;
-                        s += k[i] ? l[i] : 0.0;
-                      }
-                      *loss = -s / std::max(1.0, n);
-                      return nullptr;
-                    }};
+  areal_loss_fn nll = areal::testing::mean_nll_loss();
   auto steps = [&](void* self, int n) {
     for (int i = 0; i < n; ++i) {
       auto b = batch();
