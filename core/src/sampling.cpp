@@ -18,22 +18,13 @@ double SplitMix64::uniform() { return (next() >> 11) * (1.0 / 9007199254740992.0
 int32_t sample(const std::vector<double>& raw, float temperature, int32_t top_k, float top_p, SplitMix64& rng) {
   const int32_t n = static_cast<int32_t>(raw.size());
   if (temperature <= 0.0f) return static_cast<int32_t>(std::max_element(raw.begin(), raw.end()) - raw.begin());
-  if ((top_k <= 0 || top_k >= n) && top_p >= 1.0f) {
-    // The whole distribution: inverse CDF in id order, no sort (the common RL
-    // setting, and a full sort of a 150k vocabulary per token is the slow part).
+  if (samples_whole_distribution(n, temperature, top_k, top_p)) {
+    // No sort needed (a full sort of a 150k vocabulary per token is slow).
     const double max_scaled = *std::max_element(raw.begin(), raw.end()) / temperature;
     std::vector<double> w(static_cast<size_t>(n));
     double sum = 0;
     for (int32_t i = 0; i < n; ++i) sum += w[i] = std::exp(raw[i] / temperature - max_scaled);
-    const double target = rng.uniform() * sum;
-    double cum = 0;
-    for (int32_t i = 0; i < n; ++i) {
-      cum += w[i];
-      if (target < cum) return i;
-    }
-    for (int32_t i = n - 1; i >= 0; --i)  // rounding: the last id with weight
-      if (w[i] > 0) return i;
-    return n - 1;
+    return sample_from_weights(w.data(), n, sum, rng);
   }
   std::vector<int32_t> order(n);
   std::iota(order.begin(), order.end(), 0);
@@ -67,6 +58,22 @@ int32_t sample(const std::vector<double>& raw, float temperature, int32_t top_k,
     if (u < cum) return order[i];
   }
   return order[keep - 1];
+}
+
+bool samples_whole_distribution(int32_t n, float temperature, int32_t top_k, float top_p) {
+  return temperature > 0.0f && (top_k <= 0 || top_k >= n) && top_p >= 1.0f;
+}
+
+int32_t sample_from_weights(const double* w, int32_t n, double sum, SplitMix64& rng) {
+  const double target = rng.uniform() * sum;
+  double cum = 0;
+  for (int32_t i = 0; i < n; ++i) {
+    cum += w[i];
+    if (target < cum) return i;
+  }
+  for (int32_t i = n - 1; i >= 0; --i)  // rounding: the last id with weight
+    if (w[i] > 0) return i;
+  return n - 1;
 }
 
 }  // namespace areal::sampling

@@ -259,10 +259,17 @@ class LocalInference {
   void emit(Request& r, const torch::Tensor& row) {
     const torch::Tensor contiguous = row.contiguous();
     const double* p = contiguous.data_ptr<double>();
-    const std::vector<double> raw(p, p + contiguous.numel());
     const auto& s = r.sampling;
-    const int32_t tok = areal::sampling::sample(raw, s.temperature, s.top_k, s.top_p, r.rng);
-    const float lp = static_cast<float>(raw[static_cast<size_t>(tok)]);
+    const auto n = static_cast<int32_t>(contiguous.numel());
+    int32_t tok;
+    if (areal::sampling::samples_whole_distribution(n, s.temperature, s.top_k, s.top_p)) {
+      // Weights in one vectorised pass; only the inverse-CDF walk is scalar.
+      const torch::Tensor w = ((contiguous - contiguous.max()) / static_cast<double>(s.temperature)).exp_();
+      tok = areal::sampling::sample_from_weights(w.data_ptr<double>(), n, w.sum().item<double>(), r.rng);
+    } else {
+      tok = areal::sampling::sample(std::vector<double>(p, p + n), s.temperature, s.top_k, s.top_p, r.rng);
+    }
+    const float lp = static_cast<float>(p[tok]);
     int64_t version;
     {
       std::lock_guard<std::mutex> lock(mutex_);

@@ -19,4 +19,11 @@ struct SplitMix64 {
 // top_p >= 1 disable those filters.
 int32_t sample(const std::vector<double>& raw_logprobs, float temperature, int32_t top_k, float top_p, SplitMix64& rng);
 
+// True when sample() draws from the whole distribution (no top-k / top-p,
+// temperature > 0): a backend may then compute the weights itself, vectorised.
+bool samples_whole_distribution(int32_t n, float temperature, int32_t top_k, float top_p);
+
+// Inverse CDF in id order over n unnormalised weights summing to `sum`.
+int32_t sample_from_weights(const double* weights, int32_t n, double sum, SplitMix64& rng);
+
 }  // namespace areal::sampling
