@@ -42,12 +42,12 @@ int main(int argc, char** argv) {
     std::string name = "bench";
     auto services = areal::make_services(name);
     nlohmann::json out{{"impl", "areal"}, {"threads", threads}};
+    const int64_t vocab = nlohmann::json::parse(std::ifstream(model + "/config.json"))["vocab_size"];
 
     {  // Training: one warm-up step, then `steps` timed steps on the same batch.
       auto fsdp = catalog.resolve("fsdp", AREAL_KIND_TRAIN);
       areal::PluginInstance engine(fsdp, nlohmann::json{{"model_path", model}, {"lr", 1e-5}, {"threads", threads},
                                                         {"micro_batch_tokens", batch * seqlen}}.dump(), &services);
-      const int64_t vocab = nlohmann::json::parse(std::ifstream(model + "/config.json"))["vocab_size"];
       std::vector<int32_t> ids, cu{0}, mask;
       for (int s = 0; s < batch; ++s) {
         for (int t = 0; t < seqlen; ++t) ids.push_back(token(s, t, vocab)), mask.push_back(t > 0);
@@ -73,7 +73,6 @@ int main(int argc, char** argv) {
       auto local = catalog.resolve("local", AREAL_KIND_INFERENCE);
       areal::PluginInstance engine(local, nlohmann::json{{"model_path", model}, {"threads", threads}, {"max_batch", gen_requests}}.dump(),
                                    &services);
-      const int64_t vocab = nlohmann::json::parse(std::ifstream(model + "/config.json"))["vocab_size"];
       auto run = [&](int tokens) {
         std::vector<std::vector<int32_t>> prompts(gen_requests);
         std::vector<std::unique_ptr<areal::CollectingSink>> sinks;

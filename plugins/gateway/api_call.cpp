@@ -1,5 +1,7 @@
 #include "api_call.hpp"
 
+#include <chrono>
+
 #include "http_error.hpp"
 #include "request.hpp"
 
@@ -28,6 +30,10 @@ std::ostream& start_event_stream(Poco::Net::HTTPServerResponse& res) {
   res.set("X-Accel-Buffering", "no");  // tell reverse proxies not to buffer the stream
   res.setChunkedTransferEncoding(true);
   return res.send();
+}
+
+int64_t unix_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 }  // namespace areal::gateway

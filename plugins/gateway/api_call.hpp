@@ -3,6 +3,7 @@
 // server-sent-events response.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -28,5 +29,8 @@ void require_chat(const std::shared_ptr<proxy::ChatService>& chat, const std::st
 
 // Starts a 200 text/event-stream response and returns its body stream.
 std::ostream& start_event_stream(Poco::Net::HTTPServerResponse& res);
+
+// Unix seconds, for the `created` / `created_at` fields of API objects.
+int64_t unix_seconds();
 
 }  // namespace areal::gateway

@@ -1,7 +1,5 @@
 #include "chat_routes.hpp"
 
-#include <chrono>
-
 #include "areal/core/error.hpp"
 #include "api_call.hpp"
 #include "http_error.hpp"
@@ -12,10 +10,6 @@ namespace areal::gateway {
 namespace {
 
 using J = nlohmann::ordered_json;
-
-int64_t now_s() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 }  // namespace
 
@@ -42,7 +36,7 @@ void ChatRoutes::stream(const proxy::ChatRequest& r, const std::shared_ptr<proxy
   std::ostream& os = start_event_stream(res);
   const std::string id = "chatcmpl-" + proxy::random_hex(29);
   const std::string model = r.model.empty() ? chat_->config().model_name : r.model;
-  const int64_t created = now_s();
+  const int64_t created = unix_seconds();
   auto send = [&](const J& chunk) {
     os << "data: " << chunk.dump() << "\n\n";
     os.flush();

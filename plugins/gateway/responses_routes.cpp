@@ -1,7 +1,5 @@
 #include "responses_routes.hpp"
 
-#include <chrono>
-
 #include "areal/core/error.hpp"
 #include "areal/core/proxy/responses.hpp"
 #include "api_call.hpp"
@@ -13,10 +11,6 @@ namespace areal::gateway {
 namespace {
 
 using J = nlohmann::ordered_json;
-
-int64_t now_s() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 }  // namespace
 
@@ -45,7 +39,7 @@ bool ResponsesRoutes::handle(const std::string& path, Poco::Net::HTTPServerReque
     return true;
   }
   const auto done = chat_->run(r, session, nullptr);
-  J obj = proxy::responses_object(done, r, body, r.model.empty() ? chat_->config().model_name : r.model, now_s());
+  J obj = proxy::responses_object(done, r, body, r.model.empty() ? chat_->config().model_name : r.model, unix_seconds());
   obj["usage"] = usage(done);
   send_json(res, 200, obj.dump());
   return true;
@@ -62,7 +56,7 @@ void ResponsesRoutes::stream(const proxy::ChatRequest& r, const J& body, const s
     if (!os) throw std::runtime_error("client disconnected");
   };
   const std::string model = r.model.empty() ? chat_->config().model_name : r.model;
-  const int64_t created = now_s();
+  const int64_t created = unix_seconds();
   // Item ids are fixed up front so streamed and final forms agree; the call
   // id the service assigns is unknown until it finishes, so streamed items
   // use their own and the final response repeats them.

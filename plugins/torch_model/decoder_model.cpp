@@ -203,9 +203,11 @@ torch::Tensor DecoderModel::hidden(const torch::Tensor& ids, const torch::Tensor
   return rms_norm(x, p("model.norm.weight"));
 }
 
-torch::Tensor DecoderModel::logits(const torch::Tensor& h) const {
-  return torch::linear(h, config_.tie_word_embeddings ? p("model.embed_tokens.weight") : p("lm_head.weight"));
+const torch::Tensor& DecoderModel::head_weight() const {
+  return p(config_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight");
 }
+
+torch::Tensor DecoderModel::logits(const torch::Tensor& h) const { return torch::linear(h, head_weight()); }
 
 namespace {
 
@@ -251,8 +253,7 @@ torch::Tensor DecoderModel::logprobs(const torch::Tensor& ids, const torch::Tens
   // Position t scores token t from the hidden state at t-1; sequence starts get 0.
   torch::Tensor out = torch::zeros({T}, compute);
   if (T > 1) {
-    const torch::Tensor& w = config_.tie_word_embeddings ? p("model.embed_tokens.weight") : p("lm_head.weight");
-    const torch::Tensor prev = TokenLogprob::apply(h.narrow(0, 0, T - 1), w, ids64.narrow(0, 1, T - 1).contiguous(),
+    const torch::Tensor prev = TokenLogprob::apply(h.narrow(0, 0, T - 1), head_weight(), ids64.narrow(0, 1, T - 1).contiguous(),
                                                    static_cast<double>(temperature), static_cast<int64_t>(compute));
     torch::Tensor mask = torch::ones({T}, torch::kBool);
     const torch::Tensor cu = cu_seqlens.to(torch::kInt64);

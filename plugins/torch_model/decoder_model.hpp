@@ -30,6 +30,7 @@ class DecoderModel {
   // backward instead of stored.
   torch::Tensor hidden(const torch::Tensor& ids, const torch::Tensor& cu_seqlens, bool checkpoint = false) const;
   torch::Tensor logits(const torch::Tensor& hidden) const;  // [T, vocab]
+  const torch::Tensor& head_weight() const;                 // lm_head, or the tied embedding
   // log p(ids[t] | ids[<t]) within each sequence at `temperature`; 0 at each
   // sequence's first position. [T], float32 (float64 for a float64 model).
   torch::Tensor logprobs(const torch::Tensor& ids, const torch::Tensor& cu_seqlens, float temperature, bool checkpoint = false) const;
