@@ -7,5 +7,5 @@ host=$1 plugin=$2 expected=$3
 out=$("$host" conformance "$plugin" 2>&1); rc=$?
 echo "$out"
 [ "$rc" -eq 1 ] || { echo "FAIL: expected exit code 1, got $rc"; exit 1; }
-printf '%s\n' "$out" | grep -q "^\[FAIL\].*$expected" || { echo "FAIL: no [FAIL] line with '$expected'"; exit 1; }
+grep -q "^\[FAIL\].*$expected" <<<"$out" || { echo "FAIL: no [FAIL] line with '$expected'"; exit 1; }
 echo OK

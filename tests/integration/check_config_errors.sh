@@ -10,7 +10,7 @@ expect_error() {  # expect_error "<substring>" args...
   err=$("$host" check-config "$src/configs/quickstart.yaml" "$@" 2>&1 >/dev/null); rc=$?
   echo "--- $*"; echo "$err"
   [ "$rc" -eq 1 ] || fail "expected exit 1, got $rc"
-  printf '%s\n' "$err" | grep -qF -- "$want" || fail "missing: $want"
+  grep -qF -- "$want" <<<"$err" || fail "missing: $want"
 }
 "$host" check-config "$src/configs/quickstart.yaml" > /dev/null || fail "quickstart.yaml must validate"
 expect_error "unknown key 'rollout.episods' (did you mean 'rollout.episodes'?)" rollout.episods=3
@@ -23,7 +23,7 @@ expect_error "'log.level' must be one of" log.level=loud
 # A broken YAML file names the line.
 bad=$(mktemp --suffix=.yaml); printf 'inference:\n  plugin: [oops\n' > "$bad"
 err=$("$host" check-config "$bad" 2>&1 >/dev/null); rc=$?
-echo "$err"; [ "$rc" -eq 1 ] && printf '%s' "$err" | grep -q "$bad:3:" || fail "YAML error must name file and line"
+echo "$err"; [ "$rc" -eq 1 ] && grep -q "$bad:3:" <<<"$err" || fail "YAML error must name file and line"
 # `run` with a bad config starts nothing and exits 2.
 "$host" --config "$src/configs/quickstart.yaml" rollout.episods=3 2>/dev/null; [ $? -eq 2 ] || fail "run must exit 2"
 echo OK

@@ -8,7 +8,7 @@ for row in "gateway +gateway +0\.1\.0 +1\.0 +<built-in>" \
            "inference +mock_inference +1\.0\.0 +1\.0 +/.*/libareal-mock_inference\.so" \
            "workflow +token_match +1\.0\.0 +1\.0 +/.*/libareal-token_match\.so" \
            "algorithm +sft +1\.0\.0 +1\.0 +/.*/libareal-sft\.so"; do
-  printf '%s\n' "$out" | grep -Eq "^$row$" || { echo "FAIL: no row matching $row"; exit 1; }
+  grep -Eq "^$row$" <<<"$out" || { echo "FAIL: no row matching $row"; exit 1; }
 done
 # fsdp is built only where libtorch is installed.
 "$host" plugins --json | /usr/bin/python3 -c "
@@ -16,7 +16,7 @@ import json, sys
 names = {x['name'] for x in json.load(sys.stdin)}
 core = {'gateway', 'mock_inference', 'token_match', 'sft'}
 assert core <= names <= core | {'fsdp', 'local'}, names"
-if printf '%s\n' "$out" | grep -q "^train "; then
-  printf '%s\n' "$out" | grep -Eq "^train +fsdp +0\.1\.0 +1\.0 +/.*/libareal-fsdp\.so$"
+if grep -q "^train " <<<"$out"; then
+  grep -Eq "^train +fsdp +0\.1\.0 +1\.0 +/.*/libareal-fsdp\.so$" <<<"$out"
 fi
 echo OK
