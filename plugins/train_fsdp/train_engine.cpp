@@ -51,6 +51,15 @@ torch::Tensor from_dl(const DLTensor& t, const std::string& name) {
   return torch::from_blob(static_cast<char*>(t.data) + t.byte_offset, {t.shape[0]}, d).clone();
 }
 
+// A 0-d float32 CPU tensor's value (batch-level scalars such as "temperature").
+float scalar_float(const DLTensor& t, const std::string& name) {
+  if (t.device.device_type != kDLCPU || t.ndim != 0 || t.dtype.code != kDLFloat || t.dtype.bits != 32)
+    throw sdk::invalid_argument("'" + name + "' must be a float32 scalar (0-d CPU tensor)");
+  const float v = *reinterpret_cast<const float*>(static_cast<const char*>(t.data) + t.byte_offset);
+  if (!(v > 0)) throw sdk::invalid_argument("'" + name + "' must be > 0");
+  return v;
+}
+
 DLTensor view_of(torch::Tensor& t, int64_t* shape) {
   *shape = t.numel();
   DLTensor d{};
@@ -149,9 +158,14 @@ class FsdpTrain {
     group_->all_reduce_sum(counts);
     const double total_loss_tokens = std::max<double>(1.0, counts[0].item<double>());
     // Per-token tensors the loss may read, sliced per micro-batch.
+    // Batch-level scalars (0-d, e.g. "policy_version") go to every micro-batch as they are.
     std::vector<std::pair<std::string, torch::Tensor>> token_tensors;
+    std::vector<std::pair<std::string, DLTensor*>> scalars;
+    float temperature = 1.0f;
     for (size_t i = 0; i < batch.count; ++i) {
       const std::string name(sdk::view(batch.names[i]));
+      if (batch.tensors[i]->ndim == 0) scalars.emplace_back(name, batch.tensors[i]);
+      if (name == "temperature") temperature = scalar_float(*batch.tensors[i], name);
       if (name == "cu_seqlens" || batch.tensors[i]->ndim != 1) continue;
       const torch::Tensor t = from_dl(*batch.tensors[i], name);
       if (t.size(0) == T) token_tensors.emplace_back(name, t);
@@ -166,7 +180,7 @@ class FsdpTrain {
       while (b1 < B && bounds[b1 + 1] - bounds[b0] <= micro_tokens_) ++b1;
       const int64_t s = bounds[b0], len = bounds[b1] - bounds[b0];
       const torch::Tensor mcu = cu.narrow(0, b0, b1 - b0 + 1) - s;
-      torch::Tensor lp = model_->logprobs(ids.narrow(0, s, len), mcu, 1.0f, checkpointing_);
+      torch::Tensor lp = model_->logprobs(ids.narrow(0, s, len), mcu, temperature, checkpointing_);
       torch::Tensor lp_value = lp.detach().to(torch::kFloat32).contiguous();  // the ABI carries float32
       torch::Tensor grad = torch::zeros({len}, torch::kFloat32);
       std::vector<std::string> names;
@@ -182,6 +196,7 @@ class FsdpTrain {
       std::vector<DLTensor*> ptrs;
       std::vector<areal_str> strs;
       for (size_t i = 0; i < dls.size(); ++i) ptrs.push_back(&dls[i]), strs.push_back(sdk::str(names[i]));
+      for (const auto& [name, t] : scalars) ptrs.push_back(t), strs.push_back(sdk::str(name));
       areal_tensor_map mb{AREAL_OFFSET_OF_END(areal_tensor_map, count), strs.data(), ptrs.data(), ptrs.size()};
       int64_t gshape = len;
       DLTensor gdl = view_of(grad, &gshape);

@@ -21,16 +21,21 @@ struct Batch {
   HostTensor<int64_t> group_ids{{0, 0, 1, 1}};
   HostTensor<float> advantages{std::vector<float>(12, 0.0f)};
   HostTensor<float> new_logprobs;
+  HostTensor<float> prox_logprobs;  // what a trainer recomputes before the step
+  HostScalar<int64_t> policy_version{4};
 
   Batch() {
     // Slightly off-policy, so ratio-based objectives see non-trivial ratios.
     new_logprobs = logprobs;
     for (size_t i = 0; i < 12; ++i) new_logprobs.values()[i] += 0.05f * static_cast<float>(i % 3) - 0.05f;
+    prox_logprobs = logprobs;
+    for (size_t i = 0; i < 12; ++i) prox_logprobs.values()[i] += 0.02f * static_cast<float>(i % 2);
   }
   TensorMapBuilder base() {
     TensorMapBuilder b;
     b.add("cu_seqlens", cu_seqlens.dl()).add("input_ids", input_ids.dl()).add("loss_mask", loss_mask.dl());
     b.add("logprobs", logprobs.dl()).add("versions", versions.dl()).add("rewards", rewards.dl()).add("group_ids", group_ids.dl());
+    b.add("prox_logprobs", prox_logprobs.dl()).add("policy_version", policy_version.dl());
     return b;
   }
 };

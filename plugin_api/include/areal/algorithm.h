@@ -27,7 +27,12 @@ typedef struct areal_algorithm_vtable {
 
   /* Fills per-token advantages for a packed batch.
    * batch (read-only): "rewards" float32 [B], "cu_seqlens" int32 [B+1],
-   * "loss_mask" int32 [T], "group_ids" int64 [B], and "logprobs" float32 [T].
+   * "loss_mask" int32 [T], "group_ids" int64 [B], and "logprobs" float32 [T]
+   * (behaviour log-probs, aligned with the tokens: position t holds the
+   * log-prob of token t). Optional: "prox_logprobs" float32 [T] (recomputed
+   * by the trainer before the step), "ref_logprobs" float32 [T] (a reference
+   * model), "versions" int64 [T] (policy version per token, -1 on prompts),
+   * "policy_version" int64 0-d (the version being trained).
    * out (writable data, caller-allocated): "advantages" float32 [T]; tokens
    * outside loss_mask must be written as 0.
    * OWNERSHIP: both maps borrowed for the call. */
@@ -35,7 +40,11 @@ typedef struct areal_algorithm_vtable {
                                       const areal_tensor_map* out);
 
   /* The loss of one micro-batch given the current policy's log-probs.
-   * Same contract as areal_loss_fn.eval (areal/train.h). */
+   * Same contract as areal_loss_fn.eval (areal/train.h). The batch holds the
+   * per-token tensors above sliced to the micro-batch, "advantages", and the
+   * 0-d scalars unchanged. The loss is a mean over the micro-batch's loss
+   * tokens; the train plugin weights micro-batches (and ranks) by their loss
+   * tokens, so the step optimises a token-level mean over the global batch. */
   areal_status* (*loss)(void* self, const areal_tensor_map* batch, double* out_loss, DLTensor* out_grad,
                         const areal_writer* out_stats_json);
 } areal_algorithm_vtable;

@@ -25,8 +25,9 @@ extern "C" {
 typedef struct areal_loss_fn {
   uint32_t struct_size; /* AREAL_OFFSET_OF_END(areal_loss_fn, eval) */
   void* ctx;
-  /* batch: the micro-batch given to train_step plus "new_logprobs" float32
-   * [T] (current policy, detached). Writes the scalar loss to *out_loss and
+  /* batch: the micro-batch of the batch given to train_step (its [T]
+   * tensors sliced, "cu_seqlens" rebased, 0-d scalars unchanged) plus
+   * "new_logprobs" float32 [T] (current policy, detached). Writes the scalar loss to *out_loss and
    * dLoss/d new_logprobs into out_grad (float32 [T], caller-allocated,
    * zeroed). Stats are a JSON object of scalars, may be empty. */
   areal_status* (*eval)(void* ctx, const areal_tensor_map* batch, double* out_loss,
@@ -51,7 +52,9 @@ typedef struct areal_train_vtable {
                                     DLManagedTensor** out_logprobs);
 
   /* One optimizer step over `batch` (split into micro-batches by the
-   * plugin), using `loss` for the gradient. Writes a JSON object of scalar
+   * plugin), using `loss` for the gradient. The log-probs are of
+   * logits / "temperature" when the batch has that float32 0-d scalar
+   * (else 1), so they match compute_logprobs at the same temperature. Writes a JSON object of scalar
    * stats (loss, grad_norm, lr, tokens, ...). Increments the step. */
   areal_status* (*train_step)(void* self, const areal_tensor_map* batch, const areal_loss_fn* loss,
                               const areal_writer* out_stats_json);

@@ -50,6 +50,32 @@ class HostTensor {
   DLTensor tensor_{};
 };
 
+// A host-owned 0-d CPU tensor: batch-level scalars such as "policy_version".
+template <class T>
+class HostScalar {
+ public:
+  explicit HostScalar(T value = T()) : value_(value) {}
+  HostScalar(const HostScalar&) = delete;
+  HostScalar& operator=(const HostScalar&) = delete;
+  T& value() { return value_; }
+  DLTensor* dl() {
+    tensor_.data = &value_;
+    tensor_.device = DLDevice{kDLCPU, 0};
+    tensor_.ndim = 0;
+    tensor_.dtype.code = std::is_floating_point_v<T> ? kDLFloat : kDLInt;
+    tensor_.dtype.bits = sizeof(T) * 8;
+    tensor_.dtype.lanes = 1;
+    tensor_.shape = nullptr;
+    tensor_.strides = nullptr;
+    tensor_.byte_offset = 0;
+    return &tensor_;
+  }
+
+ private:
+  T value_;
+  DLTensor tensor_{};
+};
+
 // Collects named tensors into an areal_tensor_map. The tensors must outlive
 // the map's use.
 class TensorMapBuilder {
