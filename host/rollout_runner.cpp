@@ -7,11 +7,10 @@
 #include <mutex>
 #include <thread>
 
-#include "areal/core/episode_recorder.hpp"
+#include "areal/core/trainer/episode_runner.hpp"
 #include "areal/core/error.hpp"
 #include "areal/core/logging.hpp"
 #include "areal/core/metrics.hpp"
-#include "areal/core/string_writer.hpp"
 
 namespace areal::host {
 
@@ -48,40 +47,19 @@ RolloutSummary run_rollout(const RolloutPlan& plan, const areal_workflow_vtable&
   std::atomic<size_t> next{0};
   const auto start = std::chrono::steady_clock::now();
 
+  trainer::EpisodeTarget target{&workflow, workflow_self, &inference, inference_self, plan.base_url};
   auto worker = [&] {
     for (size_t i = next++; i < plan.episodes; i = next++) {
       const size_t item = i % plan.dataset.size();
       const std::string id = "ep" + std::to_string(i);
       const std::string data = plan.dataset[item].dump();
-      EpisodeRecorder rec(id, &inference, inference_self, plan.seed + i);
-      areal_episode ep{};
-      ep.struct_size = AREAL_OFFSET_OF_END(areal_episode, api);
-      ep.episode_id = areal_str{id.data(), id.size()};
-      ep.data_json = areal_str{data.data(), data.size()};
-      ep.base_url = areal_str{plan.base_url.data(), plan.base_url.size()};
-      ep.api = rec.api();
-      StringCollector result;
-      nlohmann::json record;
-      std::string error;
-      try {
-        areal_status* st = nullptr;
-        try {
-          st = workflow.run_episode(workflow_self, &ep, result.writer());
-        } catch (...) {
-          throw Error(AREAL_CODE_INTERNAL, "run_episode threw a C++ exception across the C ABI (a plugin bug)");
-        }
-        throw_if_status(st, "workflow");
-        nlohmann::json parsed = nlohmann::json::parse(result.text.empty() ? "{}" : result.text);
-        rec.apply_result(parsed);
-        record = rec.to_json();
-        record["result"] = parsed;
-      } catch (const std::exception& e) {
-        error = e.what();
-        record = rec.to_json();  // whatever was generated is kept
-      }
+      trainer::EpisodeOutcome o = trainer::run_episode(target, id, data, plan.seed + i);
+      nlohmann::json& record = o.record;
+      const std::string& error = o.error;
+      std::vector<double> rewards;
+      for (const auto& c : o.completions)
+        if (c.reward) rewards.push_back(*c.reward);
       record["data_index"] = item;
-      record["status"] = error.empty() ? "ok" : "error";
-      if (!error.empty()) record["error"] = error;
       size_t tokens = 0;
       for (const auto& c : record["completions"]) tokens += c["output_ids"].size();
       std::lock_guard<std::mutex> lock(mutex);
@@ -93,7 +71,7 @@ RolloutSummary run_rollout(const RolloutPlan& plan, const areal_workflow_vtable&
         ++summary.failed;
         log->warn("episode {} (dataset item {}) failed: {}", id, item, error);
       }
-      for (double r : rec.rewards()) summary.reward_sum += r, ++summary.rewarded;
+      for (double r : rewards) summary.reward_sum += r, ++summary.rewarded;
       Metrics::global().add("areal_rollout_episodes_total{status=\"" + std::string(error.empty() ? "ok" : "error") + "\"}", 1);
       const size_t done = summary.ok + summary.failed;
       if (done % std::max<size_t>(1, plan.episodes / 10) == 0 || done == plan.episodes)

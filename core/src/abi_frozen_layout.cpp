@@ -126,3 +126,5 @@ AREAL_FROZEN(areal_gateway_vtable, create, 8);
 AREAL_FROZEN(areal_gateway_vtable, destroy, 16);
 AREAL_FROZEN(areal_gateway_vtable, start, 24);
 AREAL_FROZEN(areal_gateway_vtable, stop, 32);
+// ABI 1.1
+AREAL_FROZEN(areal_gateway_vtable, control, 40);

@@ -117,6 +117,13 @@ size_t EpisodeRecorder::completion_count() const {
   return completions_.size();
 }
 
+std::vector<RecordedCompletion> EpisodeRecorder::completions() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<RecordedCompletion> out(completions_.begin(), completions_.end());
+  for (auto& c : out) c.view = areal_completion{};
+  return out;
+}
+
 std::vector<double> EpisodeRecorder::rewards() const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<double> out;

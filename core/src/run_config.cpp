@@ -15,6 +15,9 @@ const std::vector<PluginSection>& plugin_sections() {
       {"gateway", AREAL_KIND_GATEWAY, "gateway", true,
        "The HTTP gateway agents talk to; `plugin: none` runs without one."},
       {"workflow", AREAL_KIND_WORKFLOW, "", false, "The rollout workflow run once per dataset item."},
+      {"train", AREAL_KIND_TRAIN, "", false,
+       "The training backend (fsdp). With a train section, `areal-host run` trains (needs `algorithm`); without, it only collects rollouts."},
+      {"algorithm", AREAL_KIND_ALGORITHM, "", false, "The RL algorithm: advantages and loss (grpo, dr_grpo, rloo, ppo, sft)."},
   };
   return sections;
 }
@@ -36,7 +39,21 @@ const Json& host_schema() {
       "dataset": {"type": "string", "default": "", "doc": "JSONL file, one JSON object (an episode's data) per line; relative to the config file's directory. Required to run."},
       "episodes": {"type": "integer", "default": 0, "minimum": 0, "doc": "Episodes to run, cycling through the dataset; 0 runs each item once."},
       "concurrency": {"type": "integer", "default": 4, "minimum": 1, "maximum": 4096, "doc": "Episodes in flight at once."},
-      "output": {"type": "string", "default": "", "doc": "JSONL file receiving one record per episode; empty means output_dir/name/trial/rollouts.jsonl."}}}
+      "output": {"type": "string", "default": "", "doc": "JSONL file receiving one record per episode; empty means output_dir/name/trial/rollouts.jsonl."},
+      "n_samples": {"type": "integer", "default": 1, "minimum": 1, "maximum": 1024, "doc": "Training: episodes per dataset item, forming one group (GRPO's group size; AReaL's gconfig.n_samples)."},
+      "max_head_offpolicyness": {"type": "integer", "default": 0, "minimum": 0, "doc": "Training: how many versions a trained sample may lag the trained weights; 0 is synchronous RL."},
+      "max_concurrent_rollouts": {"type": "integer", "default": 0, "minimum": 0, "doc": "Training: groups generating at once; 0 means trainer.batch_size."},
+      "dynamic_filter": {"type": "string", "enum": ["none", "mixed_rewards"], "default": "none", "doc": "Training: mixed_rewards drops groups whose rewards are all equal (no learning signal) and generates more."},
+      "openai": {"type": "object", "doc": "Agent-side settings, named as AReaL's rollout.openai.*.", "keys": {
+        "turn_discount": {"type": "number", "default": 1.0, "minimum": 0, "maximum": 1, "doc": "Rewards flow back over an episode's completions: r_i += turn_discount * r_{i+1}."}}}}},
+    "trainer": {"type": "object", "doc": "The RL loop run by `areal-host run` when a train section is configured.", "keys": {
+      "total_steps": {"type": "integer", "default": 20, "minimum": 1, "doc": "Optimizer steps (one weight update and version each)."},
+      "batch_size": {"type": "integer", "default": 8, "minimum": 1, "doc": "Groups per step (AReaL's train_dataset.batch_size); each holds rollout.n_samples episodes."},
+      "temperature": {"type": "number", "default": 1.0, "minimum": 0.01, "doc": "Log-probs for training are of logits / temperature; keep it equal to the workflow's sampling temperature."},
+      "recompute_logprob": {"type": "boolean", "default": false, "doc": "Recompute the batch's log-probs with the current weights before each step (proximal policy of the decoupled loss)."},
+      "checkpoint_every": {"type": "integer", "default": 0, "minimum": 0, "doc": "Save weights, optimizer and loop state every N steps and at the last step; 0 disables."},
+      "resume": {"type": "boolean", "default": false, "doc": "Continue from the newest checkpoint of this experiment and trial."},
+      "save_final": {"type": "boolean", "default": true, "doc": "Save the final model as a Hugging Face folder at output_dir/name/trial/final."}}}
   }})");
   return schema;
 }
@@ -52,6 +69,23 @@ std::string ResolvedConfig::path(const std::string& value) const {
   if (p.is_relative()) p = std::filesystem::path(base_dir) / p;
   return p.lexically_normal().string();
 }
+
+namespace {
+
+// Keys a plugin marks {"format": "path"} are made absolute against the
+// config file's directory, like the host's own paths, so a config works
+// from any working directory.
+void resolve_path_keys(const Json& schema, Json& section, const ResolvedConfig& rc) {
+  if (!schema.contains("keys") || !section.is_object()) return;
+  for (const auto& [k, sub] : schema["keys"].items()) {
+    if (!section.contains(k)) continue;
+    if (sub.value("format", "") == "path" && section[k].is_string() && !section[k].get<std::string>().empty())
+      section[k] = rc.path(section[k].get<std::string>());
+    else if (sub.contains("keys")) resolve_path_keys(sub, section[k], rc);
+  }
+}
+
+}  // namespace
 
 ResolvedConfig resolve_config(Json raw, const std::string& base_dir) {
   ResolvedConfig rc;
@@ -119,6 +153,7 @@ ResolvedConfig resolve_config(Json raw, const std::string& base_dir) {
         Json plugin_schema = Json::parse(schema_text);
         config::check_schema(plugin_schema, plugin->name());
         config::validate(plugin_schema, section, s.name, rc.errors);
+        resolve_path_keys(plugin_schema, section, rc);
       } catch (const std::exception& e) {
         rc.errors.push_back(std::string(s.name) + ": plugin '" + plugin->name() + "' has an invalid config schema: " + e.what());
       }

@@ -1,5 +1,5 @@
 // `areal-host init-model --family qwen3|qwen2|llama3 --preset tiny|small
-//  --tokenizer DIR --out DIR [--seed N] [--dtype float32|bfloat16|float16] [--shard-mb N]`
+//  --tokenizer DIR|bytes --out DIR [--seed N] [--dtype float32|bfloat16|float16] [--shard-mb N]`
 #include <iostream>
 #include <set>
 
@@ -18,7 +18,7 @@ int init_model(const CommandLine& cl) {
   for (const char* required : {"family", "preset", "tokenizer", "out"})
     if (!cl.flags.count(required)) {
       std::cerr << "areal-host init-model: --" << required << " is required\n"
-                << "usage: areal-host init-model --family qwen3|qwen2|llama3 --preset tiny|small --tokenizer DIR --out DIR "
+                << "usage: areal-host init-model --family qwen3|qwen2|llama3 --preset tiny|small --tokenizer DIR|bytes --out DIR "
                    "[--seed N] [--dtype float32|bfloat16|float16] [--shard-mb N]\n";
       return 2;
     }

@@ -1,5 +1,6 @@
-// `areal-host --config x.yaml`: start the configured plugins and run the job.
-// Today the job is rollout collection (issue #6 adds training on top).
+// `areal-host run --config x.yaml`: start the configured plugins and run the
+// job: the RL trainer when a train section is configured, else rollout
+// collection only.
 #include <iostream>
 
 #include "../config_loading.hpp"
@@ -9,9 +10,64 @@
 #include "areal/core/logging.hpp"
 #include "areal/core/plugin_instance.hpp"
 #include "areal/core/string_writer.hpp"
+#include "areal/core/trainer/trainer_loop.hpp"
 #include "commands.hpp"
 
 namespace areal::host {
+
+namespace {
+
+// The trainer: train and algorithm instances next to the running inference
+// backend, gateway and workflow.
+int run_training(const ResolvedConfig& rc, const RolloutPlan& plan, const areal_inference_ref& inference,
+                 const areal_workflow_vtable& workflow, void* workflow_self) {
+  const Json& cfg = rc.effective;
+  const auto& ex = cfg["experiment"];
+  const auto& ro = cfg["rollout"];
+  const auto& tr = cfg["trainer"];
+  std::string train_name = "train", algorithm_name = "algorithm";
+  areal_services train_services = make_services(train_name);
+  PluginInstance train(rc.plugins.at("train"), rc.section_json("train"), &train_services);
+  areal_services algo_services = make_services(algorithm_name);
+  PluginInstance algorithm(rc.plugins.at("algorithm"), rc.section_json("algorithm"), &algo_services);
+
+  trainer::TrainerOptions opt;
+  opt.total_steps = tr["total_steps"].get<int64_t>();
+  opt.temperature = tr["temperature"].get<float>();
+  opt.recompute_logprob = tr["recompute_logprob"].get<bool>();
+  opt.checkpoint_every = tr["checkpoint_every"].get<int64_t>();
+  opt.resume = tr["resume"].get<bool>();
+  opt.save_final = tr["save_final"].get<bool>();
+  opt.run_dir = rc.path(ex["output_dir"].get<std::string>() + "/" + ex["name"].get<std::string>() + "/" + ex["trial"].get<std::string>());
+
+  trainer::RolloutOptions ro_opt;
+  ro_opt.dataset = plan.dataset;
+  ro_opt.n_samples = ro["n_samples"].get<size_t>();
+  ro_opt.batch_size = tr["batch_size"].get<size_t>();
+  ro_opt.max_head_offpolicyness = ro["max_head_offpolicyness"].get<int64_t>();
+  ro_opt.max_concurrent = ro["max_concurrent_rollouts"].get<size_t>();
+  ro_opt.seed = plan.seed;
+  ro_opt.filter = ro["dynamic_filter"].get<std::string>() == "mixed_rewards" ? trainer::DynamicFilter::kMixedRewards
+                                                                              : trainer::DynamicFilter::kNone;
+  ro_opt.turn_discount = ro["openai"]["turn_discount"].get<double>();
+  ro_opt.records_path = plan.output_path;
+
+  trainer::TrainerParts parts;
+  parts.train = rc.plugins.at("train")->train(), parts.train_self = train.self();
+  parts.algorithm = rc.plugins.at("algorithm")->algorithm(), parts.algorithm_self = algorithm.self();
+  parts.inference = inference.vtable, parts.inference_self = inference.self;
+  trainer::EpisodeTarget target{&workflow, workflow_self, inference.vtable, inference.self, plan.base_url};
+
+  auto log = logging::get("trainer");
+  log->info("training: {} steps x {} groups x {} samples | max_head_offpolicyness {} | records {} | run dir {}",
+            opt.total_steps, ro_opt.batch_size, ro_opt.n_samples, ro_opt.max_head_offpolicyness, plan.output_path, opt.run_dir);
+  const trainer::TrainSummary s = trainer::run_trainer(opt, parts, std::move(ro_opt), target);
+  log->info("done: {} steps in {:.1f} s | mean reward {:.4f} (first step) -> {:.4f} (last step) | version {} | metrics {}/metrics.jsonl",
+            s.steps_run, s.seconds, s.first_reward, s.last_reward, s.final_version, opt.run_dir);
+  return 0;
+}
+
+}  // namespace
 
 int run_job(const CommandLine& cl) {
   const std::string path = cl.flags.at("config");
@@ -28,6 +84,10 @@ int run_job(const CommandLine& cl) {
 
   if (!rc.plugins.count("workflow")) {
     std::cerr << path << ": 'workflow.plugin' is required to run (see docs/configuration.md)\n";
+    return 2;
+  }
+  if (rc.plugins.count("train") && !rc.plugins.count("algorithm")) {
+    std::cerr << path << ": training needs 'algorithm.plugin' (grpo, dr_grpo, rloo, ppo or sft; see docs/algorithms.md)\n";
     return 2;
   }
   if (cfg["rollout"]["dataset"].get<std::string>().empty()) {
@@ -82,6 +142,11 @@ int run_job(const CommandLine& cl) {
     wf_services.inference = &ref;
     PluginInstance workflow(rc.plugins.at("workflow"), rc.section_json("workflow"), &wf_services);
 
+    if (rc.plugins.count("train")) {
+      const int rc_train = run_training(rc, plan, ref, *rc.plugins.at("workflow")->workflow(), workflow.self());
+      if (gateway) rc.plugins.at("gateway")->gateway()->stop(gateway->self());
+      return rc_train;
+    }
     log->info("rollout: {} episodes over {} dataset items, concurrency {}, output {}", plan.episodes, plan.dataset.size(),
               plan.concurrency, plan.output_path);
     RolloutSummary s = run_rollout(plan, *rc.plugins.at("workflow")->workflow(), workflow.self(), *ref.vtable, ref.self);

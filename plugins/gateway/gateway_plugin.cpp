@@ -31,6 +31,7 @@
 #include "anthropic_routes.hpp"
 #include "chat_routes.hpp"
 #include "responses_routes.hpp"
+#include "session_control.hpp"
 #include "session_routes.hpp"
 
 namespace {
@@ -50,6 +51,7 @@ struct GatewayState {
   std::atomic<uint64_t> requests{0};
   std::unique_ptr<areal::proxy::SessionStore> sessions;
   std::unique_ptr<areal::gateway::SessionRoutes> session_routes;
+  std::unique_ptr<areal::gateway::SessionControl> control;
   std::unique_ptr<areal::gateway::ChatRoutes> chat_routes;
   std::unique_ptr<areal::gateway::AnthropicRoutes> anthropic_routes;
   std::unique_ptr<areal::gateway::ResponsesRoutes> responses_routes;
@@ -166,7 +168,7 @@ class Gateway {
     "export_style": {"type": "string", "enum": ["individual", "concat"], "default": "individual", "doc": "Default export style: a row per call, or a row per conversation."},
     "trajectories_jsonl": {"type": "string", "default": "", "doc": "Append every exported session to this JSONL file (empty: off)."},
     "max_request_bytes": {"type": "integer", "default": 33554432, "minimum": 1024, "doc": "Larger request bodies are refused with 413."},
-    "tokenizer": {"type": "string", "default": "", "doc": "Hugging Face tokenizer folder (tokenizer.json + tokenizer_config.json with its chat_template); required for chat completions."},
+    "tokenizer": {"type": "string", "format": "path", "default": "", "doc": "Hugging Face tokenizer folder (tokenizer.json + tokenizer_config.json with its chat_template); required for chat completions."},
     "prompt_mode": {"type": "string", "enum": ["hf", "concat"], "default": "hf", "doc": "hf: re-render the conversation each call; concat: extend the previous call's exact tokens (needed for concat export)."},
     "default_max_tokens": {"type": "integer", "default": 1024, "minimum": 1, "doc": "Completion budget when a request gives neither max_tokens nor max_completion_tokens."},
     "reasoning_parser": {"type": "string", "enum": ["qwen3", "none"], "default": "qwen3", "doc": "Splits <think>...</think> into reasoning_content."},
@@ -195,6 +197,7 @@ class Gateway {
     settings.max_request_bytes = c.value("max_request_bytes", size_t{32u << 20});
     state_->max_request_bytes = settings.max_request_bytes;
     state_->session_routes = std::make_unique<areal::gateway::SessionRoutes>(*state_->sessions, settings);
+    state_->control = std::make_unique<areal::gateway::SessionControl>(*state_->sessions, *state_->session_routes);
     std::shared_ptr<areal::proxy::ChatService> chat;
     const std::string tokenizer_dir = c.value("tokenizer", std::string());
     if (!tokenizer_dir.empty()) {
@@ -272,6 +275,8 @@ class Gateway {
     url_ = "http://" + host_ + ":" + std::to_string(bound.port());
     return url_;
   }
+
+  std::string control(std::string_view request_json) { return state_->control->handle(request_json); }
 
   void stop() {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -30,9 +30,12 @@ class SessionRoutes {
   // The session a bearer token belongs to: 401 unknown, 410 ended.
   std::shared_ptr<proxy::Session> session_of(const Poco::Net::HTTPServerRequest& req) const;
 
+  // Appends an exported session to settings().trajectories_jsonl (if set).
+  void append_jsonl(const nlohmann::ordered_json& exported);
+  const SessionSettings& settings() const { return settings_; }
+
  private:
   void require_admin(const Poco::Net::HTTPServerRequest& req) const;
-  void append_jsonl(const nlohmann::ordered_json& exported);
 
   proxy::SessionStore& store_;
   SessionSettings settings_;

@@ -55,7 +55,7 @@ class LocalInference {
   static constexpr const char* kVersion = "0.1.0";
   static constexpr const char* kDescription = "Embedded libtorch inference: batched decoding with KV caches over the training model's code.";
   static constexpr const char* kConfigSchema = R"({"type": "object", "keys": {
-    "model_path": {"type": "string", "doc": "Hugging Face model folder (config.json, safetensors, tokenizer files)."},
+    "model_path": {"type": "string", "format": "path", "doc": "Hugging Face model folder (config.json, safetensors, tokenizer files)."},
     "model": {"type": "string", "default": "", "doc": "Model name reported by info; empty: the folder name."},
     "dtype": {"type": "string", "enum": ["float32", "float64"], "default": "float32", "doc": "Compute dtype on CPU."},
     "max_batch": {"type": "integer", "default": 8, "minimum": 1, "maximum": 1024, "doc": "Requests decoded together."},

@@ -77,7 +77,7 @@ class FsdpTrain {
   static constexpr const char* kVersion = "0.1.0";
   static constexpr const char* kDescription = "libtorch training engine: packed sequences, AdamW, LR schedules, clipping, checkpoints.";
   static constexpr const char* kConfigSchema = R"({"type": "object", "keys": {
-    "model_path": {"type": "string", "doc": "Hugging Face model folder to train (config.json + safetensors); areal-host init-model makes one."},
+    "model_path": {"type": "string", "format": "path", "doc": "Hugging Face model folder to train (config.json + safetensors); areal-host init-model makes one."},
     "dtype": {"type": "string", "enum": ["float32", "float64"], "default": "float32", "doc": "Parameter and compute dtype on CPU (float64 for gradient checks)."},
     "lr": {"type": "number", "default": 1e-5, "minimum": 0, "doc": "Peak learning rate."},
     "weight_decay": {"type": "number", "default": 0.0, "minimum": 0, "doc": "AdamW weight decay."},

@@ -1,6 +1,8 @@
 // Session store: keys, auth, capacity (HTTP 429), refresh, expiry, export.
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "areal/core/error.hpp"
 #include "areal/core/proxy/session_store.hpp"
 
@@ -89,4 +91,31 @@ TEST(SessionStore, IdleSessionsExpireButStayExportable) {
   EXPECT_EQ(j["style"], "concat");
   EXPECT_EQ(j["group_id"], "t");
   EXPECT_EQ(code_of([&] { store.export_session(s->id, 0.9, ExportStyle::kConcat); }), AREAL_CODE_NOT_FOUND);  // exported once
+}
+
+TEST(SessionStore, TakeFinishedWaitsForAnEndedSessionAndRemovesIt) {
+  SessionStore store({"admin-secret", -1, 3600});
+  EXPECT_FALSE(store.take_finished(std::chrono::milliseconds(5), 1.0, ExportStyle::kIndividual).has_value());
+  auto s = store.start("task", "", "g1").session;
+  std::thread ender([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    store.end(s);
+  });
+  auto taken = store.take_finished(std::chrono::seconds(10), 1.0, ExportStyle::kIndividual);
+  ender.join();
+  ASSERT_TRUE(taken.has_value());
+  EXPECT_EQ(taken->session_id, s->id);
+  EXPECT_EQ(taken->group_id, "g1");
+  EXPECT_EQ(taken->end_reason, "ended");
+  // Taken means gone: neither a second take nor an export finds it.
+  EXPECT_FALSE(store.take_finished(std::chrono::milliseconds(5), 1.0, ExportStyle::kIndividual).has_value());
+  EXPECT_THROW(store.export_session(s->id, 1.0, ExportStyle::kIndividual), areal::Error);
+}
+
+TEST(SessionStore, ABadDiscountLosesNoSession) {
+  SessionStore store({"admin-secret", -1, 3600});
+  auto s = store.start("task", "", "").session;
+  store.end(s);
+  EXPECT_THROW(store.export_session(s->id, 1.5, ExportStyle::kIndividual), areal::Error);
+  EXPECT_EQ(store.export_session(s->id, 1.0, ExportStyle::kIndividual).session_id, s->id);  // still there
 }

@@ -78,6 +78,35 @@ void check_gateway(const std::shared_ptr<LoadedPlugin>& p, const ConformanceOpti
     auto j = nlohmann::json::parse(r.body);
     expect(j.contains("error") && j["error"].contains("message") && j["error"]["message"].is_string(), "body " + r.body);
   });
+  // ABI 1.1: the control slot, when the plugin's table is long enough to have one.
+  const bool has_control = p->gateway()->control != nullptr;
+  auto control = [&](const std::string& request, std::string* out) {
+    StringCollector w;
+    const int32_t code = code_of(vt.control(a->self(), areal_str{request.data(), request.size()}, w.writer()));
+    if (out) *out = w.text;
+    return code;
+  };
+  if (has_control) {
+    c.run("gateway: control grant_capacity answers {\"capacity\": N}", [&] {
+      std::string out;
+      const int32_t code = control(R"({"op": "grant_capacity", "n": 2})", &out);
+      expect(code == AREAL_CODE_OK, std::string("returned ") + code_name(code));
+      expect(nlohmann::json::parse(out).contains("capacity"), "answered " + out);
+    });
+    c.run("gateway: control take_finished with nothing ended answers {\"session\": null}", [&] {
+      std::string out;
+      const int32_t code = control(R"({"op": "take_finished", "timeout_ms": 10})", &out);
+      expect(code == AREAL_CODE_OK, std::string("returned ") + code_name(code));
+      const auto j = nlohmann::json::parse(out);
+      expect(j.contains("session") && j["session"].is_null(), "answered " + out);
+    });
+    c.run("gateway: control with an unknown op is UNSUPPORTED, bad JSON INVALID_ARGUMENT", [&] {
+      int32_t code = control(R"({"op": "no_such_op"})", nullptr);
+      expect(code == AREAL_CODE_UNSUPPORTED, std::string("unknown op returned ") + code_name(code));
+      code = control("{not json", nullptr);
+      expect(code == AREAL_CODE_INVALID_ARGUMENT, std::string("bad JSON returned ") + code_name(code));
+    });
+  }
   c.run("gateway: starting twice is FAILED_PRECONDITION", [&] {
     StringCollector w;
     int32_t code = code_of(vt.start(a->self(), w.writer()));

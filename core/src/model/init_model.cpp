@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "areal/core/error.hpp"
+#include "areal/core/model/byte_tokenizer.hpp"
 #include "areal/core/model/model_config.hpp"
 #include "areal/core/tokenizer/tokenizer.hpp"
 
@@ -43,7 +44,13 @@ int64_t init_model(const InitModelOptions& o) {
   else if (o.dtype == "bfloat16") dtype = DType::kBF16;
   else if (o.dtype == "float16") dtype = DType::kF16;
   else throw Error(AREAL_CODE_INVALID_ARGUMENT, "--dtype must be float32, bfloat16 or float16, got '" + o.dtype + "'");
-  auto tok = tokenizer::Tokenizer::from_dir(o.tokenizer_dir);
+  // "bytes": write our own small byte-level tokenizer into the output folder first.
+  std::string tokenizer_dir = o.tokenizer_dir;
+  if (tokenizer_dir == "bytes") {
+    write_byte_tokenizer(o.out_dir);
+    tokenizer_dir = o.out_dir;
+  }
+  auto tok = tokenizer::Tokenizer::from_dir(tokenizer_dir);
   ModelConfig c = preset(o.family, o.preset, static_cast<int64_t>(tok->vocab_size()));
   c.torch_dtype = o.dtype;
   auto special = [&](const char* key) -> int64_t {
@@ -106,7 +113,7 @@ int64_t init_model(const InitModelOptions& o) {
   if (c.eos_token_id >= 0) gen["eos_token_id"] = c.eos_token_id;
   write_json(fs::path(o.out_dir) / "generation_config.json", gen);
   for (const char* f : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt", "added_tokens.json"}) {
-    const fs::path src = fs::path(o.tokenizer_dir) / f;
+    const fs::path src = fs::path(tokenizer_dir) / f;
     if (fs::exists(src) && !fs::equivalent(src.parent_path(), fs::path(o.out_dir)))
       fs::copy_file(src, fs::path(o.out_dir) / f, fs::copy_options::overwrite_existing);
   }

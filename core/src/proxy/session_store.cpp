@@ -78,6 +78,7 @@ StartedSession SessionStore::start(const std::string& task_id, const std::string
           old->second->finished_ = true;
           old->second->end_reason_ = "refreshed";
           out.ended_session_id = old->first;
+          finished_cv_.notify_all();
         }
       }
       key_to_session_.erase(it);
@@ -112,12 +113,26 @@ std::shared_ptr<Session> SessionStore::authorize(const std::string& api_key) con
   return s->second;
 }
 
+std::shared_ptr<Session> SessionStore::find(const std::string& session_id) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = sessions_.find(session_id);
+  if (it == sessions_.end()) throw Error(AREAL_CODE_NOT_FOUND, "Session " + session_id + " not found");
+  return it->second;
+}
+
 size_t SessionStore::end(const std::shared_ptr<Session>& s, const std::string& reason) {
-  std::lock_guard<std::mutex> lock(s->mutex_);
-  if (s->finished_) throw Error(AREAL_CODE_FAILED_PRECONDITION, "Session already ended or expired");
-  s->finished_ = true;
-  s->end_reason_ = reason;
-  return s->cache.size();
+  size_t n = 0;
+  {
+    std::lock_guard<std::mutex> lock(s->mutex_);
+    if (s->finished_) throw Error(AREAL_CODE_FAILED_PRECONDITION, "Session already ended or expired");
+    s->finished_ = true;
+    s->end_reason_ = reason;
+    n = s->cache.size();
+  }
+  // The store lock after the session's (never both in the other order than start() takes them).
+  std::lock_guard<std::mutex> lock(mutex_);
+  finished_cv_.notify_all();
+  return n;
 }
 
 int64_t SessionStore::grant_capacity(int64_t n) {
@@ -144,10 +159,20 @@ std::vector<std::string> SessionStore::expire_idle(std::chrono::steady_clock::ti
       expired.push_back(id);
     }
   }
+  if (!expired.empty()) finished_cv_.notify_all();
   return expired;
 }
 
+ExportedSession SessionStore::export_detached(Session& s, double discount, ExportStyle style) {
+  s.cache.apply_discount(discount);
+  ExportedSession out{s.id, s.task_id, s.group_id, s.end_reason(), style, discount, {}, 0};
+  out.rows = s.cache.export_rows(style, &out.skipped_incomplete);
+  return out;
+}
+
 ExportedSession SessionStore::export_session(const std::string& session_id, double discount, ExportStyle style) {
+  // Checked before the session is removed: a bad argument must not lose it.
+  if (!(discount >= 0.0 && discount <= 1.0)) throw Error(AREAL_CODE_INVALID_ARGUMENT, "discount must be in [0, 1]");
   std::shared_ptr<Session> s;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -160,11 +185,30 @@ ExportedSession SessionStore::export_session(const std::string& session_id, doub
     auto k = key_to_session_.find(s->api_key);
     if (k != key_to_session_.end() && k->second == session_id) key_to_session_.erase(k);
   }
+  return export_detached(*s, discount, style);
+}
+
+std::optional<ExportedSession> SessionStore::take_finished(std::chrono::milliseconds timeout, double discount, ExportStyle style) {
   if (!(discount >= 0.0 && discount <= 1.0)) throw Error(AREAL_CODE_INVALID_ARGUMENT, "discount must be in [0, 1]");
-  s->cache.apply_discount(discount);
-  ExportedSession out{s->id, s->task_id, s->group_id, s->end_reason(), style, discount, {}, 0};
-  out.rows = s->cache.export_rows(style, &out.skipped_incomplete);
-  return out;
+  std::shared_ptr<Session> s;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    auto first_finished = [&] {
+      for (auto it = sessions_.begin(); it != sessions_.end(); ++it)
+        if (it->second->finished()) return it;
+      return sessions_.end();
+    };
+    auto it = first_finished();
+    if (it == sessions_.end()) {
+      finished_cv_.wait_for(lock, timeout, [&] { return (it = first_finished()) != sessions_.end(); });
+      if (it == sessions_.end()) return std::nullopt;
+    }
+    s = it->second;
+    sessions_.erase(it);
+    auto k = key_to_session_.find(s->api_key);
+    if (k != key_to_session_.end() && k->second == s->id) key_to_session_.erase(k);
+  }
+  return export_detached(*s, discount, style);
 }
 
 std::vector<std::string> SessionStore::finished_session_ids() const {

@@ -31,7 +31,7 @@ extern "C" {
  * plugin SDK checks the host's struct_size before using a newer host slot. */
 #define AREAL_ABI_MAJOR 1
 /* Bump when anything is appended to any struct or enum in this directory. */
-#define AREAL_ABI_MINOR 0
+#define AREAL_ABI_MINOR 1
 
 /* Size of a struct up to and including member m, excluding trailing padding.
  * Every struct_size field is set with this to its last member. */

@@ -418,15 +418,29 @@ struct TrainAdapter {
   };
 };
 
+// Gateways may implement `std::string control(std::string_view request_json)`
+// (ABI 1.1); without it the slot is NULL and struct_size stays at 1.0's.
+template <class T, class = void>
+struct has_control : std::false_type {};
+template <class T>
+struct has_control<T, std::void_t<decltype(std::declval<T&>().control(std::string_view()))>> : std::true_type {};
+
 template <class T>
 struct GatewayAdapter {
+  static areal_status* control(void* s, areal_str request, const areal_writer* w) {
+    return guard([&] {
+      if constexpr (has_control<T>::value) write(w, self_of<T>(s).control(view(request)));
+    });
+  }
   static constexpr areal_gateway_vtable vtable = {
-      /* .struct_size = */ AREAL_OFFSET_OF_END(areal_gateway_vtable, stop),
+      /* .struct_size = */ has_control<T>::value ? AREAL_OFFSET_OF_END(areal_gateway_vtable, control)
+                                                 : AREAL_OFFSET_OF_END(areal_gateway_vtable, stop),
       /* .create      = */ &create<T>,
       /* .destroy     = */ &destroy<T>,
       /* .start       = */
       [](void* s, const areal_writer* w) { return guard([&] { write(w, self_of<T>(s).start()); }); },
       /* .stop        = */ [](void* s) { return guard([&] { self_of<T>(s).stop(); }); },
+      /* .control     = */ has_control<T>::value ? &GatewayAdapter::control : nullptr,
   };
 };
 

@@ -8,6 +8,9 @@
 //      "tags": {"type": "array", "items": {"type": "string"}, "default": []},
 //      "extra": {"type": "object", "doc": "free-form: any keys"}}}
 //
+// A string key with "format": "path" is a file or folder path: the host
+// makes a relative one absolute against the config file's directory.
+//
 // Types: boolean, integer, number, string, array, object, any. An object
 // with "keys" is closed (unknown keys are errors); without "keys" it is
 // free-form. A key without "default" is required.

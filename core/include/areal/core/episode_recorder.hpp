@@ -44,6 +44,8 @@ class EpisodeRecorder {
   // output_ids, logprobs, versions, finish_reason, reward}]}.
   nlohmann::json to_json() const;
   size_t completion_count() const;
+  // A copy of the completions so far (their `view` fields are cleared).
+  std::vector<RecordedCompletion> completions() const;
   std::vector<double> rewards() const;  // rewards that were set, in order
 
  private:

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -79,6 +80,9 @@ class SessionStore {
   // contract: an ended session is reported as FAILED_PRECONDITION (HTTP 410).
   std::shared_ptr<Session> authorize(const std::string& api_key) const;
 
+  // A session by id (active or ended, until exported); NOT_FOUND otherwise.
+  std::shared_ptr<Session> find(const std::string& session_id) const;
+
   // Ends a session (idempotent errors: FAILED_PRECONDITION if already ended).
   size_t end(const std::shared_ptr<Session>& s, const std::string& reason = "ended");
 
@@ -93,15 +97,23 @@ class SessionStore {
   // FAILED_PRECONDITION (409) if still active.
   ExportedSession export_session(const std::string& session_id, double discount, ExportStyle style);
 
+  // Waits up to `timeout` for an ended session, then exports and removes it
+  // (the trainer's consumer side); nullopt on timeout.
+  std::optional<ExportedSession> take_finished(std::chrono::milliseconds timeout, double discount, ExportStyle style);
+
   std::vector<std::string> finished_session_ids() const;
   size_t active_count() const;
 
  private:
+  // Discounts and exports a session already removed from the maps.
+  static ExportedSession export_detached(Session& s, double discount, ExportStyle style);
+
   SessionStoreConfig config_;
   mutable std::mutex mutex_;
   int64_t capacity_;
   std::map<std::string, std::shared_ptr<Session>> sessions_;  // by id, until exported
   std::map<std::string, std::string> key_to_session_;         // api key -> session id
+  std::condition_variable finished_cv_;                       // a session ended
 };
 
 // A fresh random session key: "sk-sess-" + 43 URL-safe characters (256 bits).

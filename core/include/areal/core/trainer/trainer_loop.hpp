@@ -1,0 +1,50 @@
+// The RL trainer loop (AReaL's PPOTrainer.train, in C++ over the plugin ABI):
+//
+//   take a batch of groups from the asynchronous rollout
+//   -> (recompute proximal log-probs) -> advantages (algorithm plugin)
+//   -> one optimizer step (train plugin, loss from the algorithm plugin)
+//   -> pause rollout and inference -> save weights -> inference loads them
+//   -> version + 1 everywhere -> resume
+//   -> metrics row, progress line, checkpoint when due.
+//
+// Nothing here links libtorch: tensors cross as DLPack host tensors.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "areal/core/trainer/rollout_controller.hpp"
+#include "areal/plugin_api.h"
+
+namespace areal::trainer {
+
+struct TrainerOptions {
+  int64_t total_steps = 1;
+  float temperature = 1.0f;         // log-probs of logits / temperature (match the sampling temperature)
+  bool recompute_logprob = false;   // proximal log-probs from the train plugin before each step
+  std::string run_dir;              // output_dir/name/trial
+  int64_t checkpoint_every = 0;     // steps; 0 = only the final one
+  bool resume = false;              // continue from the newest checkpoint under run_dir
+  bool save_final = true;           // HF model folder at run_dir/final
+};
+
+struct TrainerParts {
+  const areal_train_vtable* train = nullptr;
+  void* train_self = nullptr;
+  const areal_algorithm_vtable* algorithm = nullptr;
+  void* algorithm_self = nullptr;
+  const areal_inference_vtable* inference = nullptr;
+  void* inference_self = nullptr;
+};
+
+struct TrainSummary {
+  int64_t steps_run = 0, final_version = 0;
+  double first_reward = 0, last_reward = 0, seconds = 0;
+};
+
+// Runs the loop. Throws areal::Error for a plugin failure or a missing
+// checkpoint to resume from (after stopping the rollout cleanly).
+TrainSummary run_trainer(const TrainerOptions& options, const TrainerParts& parts, RolloutOptions rollout,
+                         const EpisodeTarget& target);
+
+}  // namespace areal::trainer
