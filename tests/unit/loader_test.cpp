@@ -28,7 +28,7 @@ TEST(Loader, LoadsAnInTreePluginAndValidatesItsInfo) {
   auto p = areal::PluginLoader::load_file(std::string(AREAL_TEST_PLUGIN_DIR) + "/libareal-mock_inference.so");
   EXPECT_EQ(p->name(), "mock_inference");
   EXPECT_EQ(p->kind(), AREAL_KIND_INFERENCE);
-  EXPECT_EQ(p->abi_version(), "1.0");
+  EXPECT_EQ(p->abi_version(), std::to_string(AREAL_ABI_MAJOR) + "." + std::to_string(AREAL_ABI_MINOR));
   ASSERT_NE(p->inference(), nullptr);
   EXPECT_EQ(p->workflow(), nullptr);
   // Loading the same file again gives the same object: init runs once.
@@ -37,7 +37,7 @@ TEST(Loader, LoadsAnInTreePluginAndValidatesItsInfo) {
 
 TEST(Loader, RefusesEachBrokenPluginWithItsReason) {
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"fixture_abi_mismatch", "plugin was built for ABI 2.0 but this host speaks ABI 1.0"},
+      {"fixture_abi_mismatch", "plugin was built for ABI 2.0 but this host speaks ABI " AREAL_SDK_STRINGIFY(AREAL_ABI_MAJOR) "." AREAL_SDK_STRINGIFY(AREAL_ABI_MINOR)},
       {"fixture_no_entry", "no exported symbol 'areal_plugin_init'"},
       {"fixture_short_struct", "areal_plugin_info.struct_size is 12"},
       {"fixture_init_fail", "areal_plugin_init failed: no GPU visible (fixture)"},
