@@ -1,6 +1,12 @@
 #!/usr/bin/env bash
-# The README's first command: set up, build, and run the CPU quickstart.
+# The README's first command: set up, build, make the quickstart's model,
+# and run the CPU quickstart (configs/quickstart.yaml; README says what to
+# expect). Extra arguments are dotted overrides, e.g. trainer.total_steps=200.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-./build/bin/areal-host --config configs/quickstart.yaml "$@"
+model=runs/quickstart-model
+if [ ! -f "$model/model.safetensors" ]; then
+  ./build/bin/areal-host init-model --family qwen3 --preset tiny --tokenizer bytes --out "$model" --seed 1
+fi
+./build/bin/areal-host run --config configs/quickstart.yaml "$@"

@@ -37,9 +37,10 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends nodejs npm
 fi
 # npm projects pinned by their package-lock.json: the parity references
-# (HF's tokenizer and Jinja) and the real client SDKs of the e2e tests.
+# (HF's tokenizer and Jinja), the real client SDKs of the e2e tests, and
+# the quickstart's example agent.
 # Skipped when the installed copy matches the lock file.
-for dir in tests/parity tests/e2e/clients; do
+for dir in tests/parity tests/e2e/clients examples/quickstart_agent; do
   if [ ! -f "$dir/node_modules/.package-lock.json" ] || ! cmp -s "$dir/package-lock.json" "$dir/node_modules/.areal-lock-copy"; then
     (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error && cp package-lock.json node_modules/.areal-lock-copy)
   fi

@@ -45,6 +45,8 @@ const Json& host_schema() {
       "max_concurrent_rollouts": {"type": "integer", "default": 0, "minimum": 0, "doc": "Training: groups generating at once; 0 means trainer.batch_size."},
       "dynamic_filter": {"type": "string", "enum": ["none", "mixed_rewards"], "default": "none", "doc": "Training: mixed_rewards drops groups whose rewards are all equal (no learning signal) and generates more."},
       "openai": {"type": "object", "doc": "Agent-side settings, named as AReaL's rollout.openai.*.", "keys": {
+        "mode": {"type": "string", "enum": ["inline", "online"], "default": "inline", "doc": "inline: the workflow plugin runs episodes over the dataset; online: external agents drive the gateway's sessions and the trainer trains each session that ends (no workflow, no dataset)."},
+        "online_agent_command": {"type": "string", "default": "", "doc": "Online mode: a shell command started once the gateway listens (env AREAL_GATEWAY_URL, AREAL_ADMIN_KEY, OPENAI_BASE_URL, ANTHROPIC_BASE_URL; cwd: the config's directory; output: <run dir>/agent.log) and stopped at the end. Empty: start your agents yourself."},
         "turn_discount": {"type": "number", "default": 1.0, "minimum": 0, "maximum": 1, "doc": "Rewards flow back over an episode's completions: r_i += turn_discount * r_{i+1}."}}}}},
     "trainer": {"type": "object", "doc": "The RL loop run by `areal-host run` when a train section is configured.", "keys": {
       "total_steps": {"type": "integer", "default": 20, "minimum": 1, "doc": "Optimizer steps (one weight update and version each)."},

@@ -7,12 +7,12 @@ fail() { echo "FAIL: $*"; exit 1; }
 expect_error() {  # expect_error "<substring>" args...
   local want=$1; shift
   local err rc
-  err=$("$host" check-config "$src/configs/quickstart.yaml" "$@" 2>&1 >/dev/null); rc=$?
+  err=$("$host" check-config "$src/configs/rollout_token_match.yaml" "$@" 2>&1 >/dev/null); rc=$?
   echo "--- $*"; echo "$err"
   [ "$rc" -eq 1 ] || fail "expected exit 1, got $rc"
   grep -qF -- "$want" <<<"$err" || fail "missing: $want"
 }
-"$host" check-config "$src/configs/quickstart.yaml" > /dev/null || fail "quickstart.yaml must validate"
+"$host" check-config "$src/configs/rollout_token_match.yaml" > /dev/null || fail "quickstart.yaml must validate"
 expect_error "unknown key 'rollout.episods' (did you mean 'rollout.episodes'?)" rollout.episods=3
 expect_error "unknown key 'gateway.prot' (did you mean 'gateway.port'?)" gateway.prot=1
 expect_error "'gateway.port' must be <= 65535" gateway.port=70000
@@ -25,5 +25,5 @@ bad=$(mktemp --suffix=.yaml); printf 'inference:\n  plugin: [oops\n' > "$bad"
 err=$("$host" check-config "$bad" 2>&1 >/dev/null); rc=$?
 echo "$err"; [ "$rc" -eq 1 ] && grep -q "$bad:3:" <<<"$err" || fail "YAML error must name file and line"
 # `run` with a bad config starts nothing and exits 2.
-"$host" --config "$src/configs/quickstart.yaml" rollout.episods=3 2>/dev/null; [ $? -eq 2 ] || fail "run must exit 2"
+"$host" --config "$src/configs/rollout_token_match.yaml" rollout.episods=3 2>/dev/null; [ $? -eq 2 ] || fail "run must exit 2"
 echo OK

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Runs configs/quickstart.yaml (shortened by overrides) through areal-host and
+# Runs configs/rollout_token_match.yaml (shortened by overrides) through areal-host and
 # checks the output: one record per episode, the gateway log line, rewards
 # that agree with the tokens actually recorded, and a live /health.
 set -euo pipefail
 host=$1 src=$2 work=$3
 rm -rf "$work" && mkdir -p "$work"
 out="$work/rollouts.jsonl"
-"$host" --config "$src/configs/quickstart.yaml" rollout.episodes=40 rollout.output="$out" experiment.seed=5 \
+"$host" --config "$src/configs/rollout_token_match.yaml" rollout.episodes=40 rollout.output="$out" experiment.seed=5 \
   2> "$work/stderr.log"
 cat "$work/stderr.log"
 grep -Eq "gateway listening at http://127\.0\.0\.1:[0-9]+" "$work/stderr.log"
@@ -31,7 +31,7 @@ for r in records:
 print("rollout records verified:", len(records))
 PY
 # The same seed reproduces the same tokens.
-"$host" --config "$src/configs/quickstart.yaml" rollout.episodes=40 rollout.output="$work/again.jsonl" experiment.seed=5 2>/dev/null
+"$host" --config "$src/configs/rollout_token_match.yaml" rollout.episodes=40 rollout.output="$work/again.jsonl" experiment.seed=5 2>/dev/null
 /usr/bin/python3 -c "
 import json,sys
 a={r['episode_id']:r['completions'] for r in map(json.loads,open('$out'))}

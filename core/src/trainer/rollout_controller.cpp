@@ -8,6 +8,7 @@
 #include "areal/core/error.hpp"
 #include "areal/core/logging.hpp"
 #include "areal/core/metrics.hpp"
+#include "areal/core/string_writer.hpp"
 
 namespace areal::trainer {
 
@@ -27,7 +28,9 @@ RolloutController::RolloutController(RolloutOptions options, EpisodeTarget targe
                  static_cast<int64_t>(opt_.max_concurrent ? opt_.max_concurrent : opt_.batch_size)),
       next_task_(opt_.first_task),
       untrained_watermark_(opt_.first_task) {
-  if (opt_.dataset.empty()) throw Error(AREAL_CODE_INVALID_ARGUMENT, "the rollout dataset is empty");
+  if (opt_.online && (opt_.gateway == nullptr || opt_.gateway->control == nullptr))
+    throw Error(AREAL_CODE_INVALID_ARGUMENT, "online mode needs a gateway with the control slot (ABI 1.1)");
+  if (!opt_.online && opt_.dataset.empty()) throw Error(AREAL_CODE_INVALID_ARGUMENT, "the rollout dataset is empty");
   if (opt_.n_samples == 0 || opt_.batch_size == 0) throw Error(AREAL_CODE_INVALID_ARGUMENT, "n_samples and batch_size must be >= 1");
   const std::filesystem::path p(opt_.records_path);
   if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
@@ -71,7 +74,14 @@ void RolloutController::worker() {
       ++stats_.tasks_started;
     }
     const int64_t task = next_task_++;
-    RolloutGroup g = run_group(task);
+    RolloutGroup g;
+    try {
+      g = opt_.online ? run_online_task(task) : run_group(task);
+    } catch (const std::exception& e) {
+      // Stopping ends an online wait early; anything else is logged and the slot freed.
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!stopped_) logging::get("rollout")->warn("rollout task {} ended without data: {}", task, e.what());
+    }
     const bool failed = g.rows.empty();
     bool accept = !failed;
     if (accept && opt_.filter == DynamicFilter::kMixedRewards) {
@@ -93,6 +103,67 @@ void RolloutController::worker() {
       staleness_.on_rejected();
     }
   }
+}
+
+namespace {
+
+// A stable int64 for a session's string group id (FNV-1a), so agents'
+// group ids become the algorithm's group_ids.
+int64_t group_number(const std::string& id) {
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : id) h = (h ^ c) * 1099511628211ULL;
+  return static_cast<int64_t>(h >> 1);
+}
+
+}  // namespace
+
+void RolloutController::record(nlohmann::json record) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  records_ << record.dump() << "\n";
+  records_.flush();
+}
+
+RolloutGroup RolloutController::run_online_task(int64_t task) {
+  auto control = [&](const nlohmann::json& request) {
+    const std::string text = request.dump();
+    StringCollector out;
+    throw_if_status(opt_.gateway->control(opt_.gateway_self, areal_str{text.data(), text.size()}, out.writer()), "gateway control");
+    return nlohmann::json::parse(out.text);
+  };
+  control({{"op", "grant_capacity"}, {"n", 1}});
+  nlohmann::json session;
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (stopped_) throw Error(AREAL_CODE_CANCELLED, "rollout stopped");
+    }
+    session = control({{"op", "take_finished"}, {"timeout_ms", 250}})["session"];
+    if (!session.is_null()) break;
+  }
+  RolloutGroup g;
+  g.task = task;
+  const std::string group_id = session.value("group_id", std::string());
+  const int64_t gid = group_number(group_id.empty() ? session.value("session_id", std::string()) : group_id);
+  const std::string sid = session.value("session_id", std::string());
+  for (const auto& r : session["rows"]) {
+    TrajectoryRow row;
+    row.episode_id = sid;
+    row.group_id = gid;
+    row.input_ids = r.at("input_ids").get<std::vector<int32_t>>();
+    row.loss_mask = r.at("loss_mask").get<std::vector<int32_t>>();
+    row.logprobs = r.at("logprobs").get<std::vector<float>>();
+    row.versions = r.at("versions").get<std::vector<int64_t>>();
+    row.reward = r.value("reward", 0.0);
+    g.rows.push_back(std::move(row));
+  }
+  if (!g.rows.empty()) g.episode_rewards.push_back(g.rows.back().reward);
+  nlohmann::json rec = session;
+  rec["task"] = task;
+  rec["status"] = g.rows.empty() ? "empty" : "ok";
+  record(std::move(rec));
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++(g.rows.empty() ? stats_.episodes_failed : stats_.episodes_ok);
+  return g;
 }
 
 RolloutGroup RolloutController::run_group(int64_t task) {
@@ -133,7 +204,13 @@ std::vector<RolloutGroup> RolloutController::take(size_t n) {
   std::vector<RolloutGroup> out;
   std::unique_lock<std::mutex> lock(mutex_);
   while (out.size() < n) {
-    ready_changed_.wait(lock, [&] { return stopped_ || !ready_.empty(); });
+    while (!ready_changed_.wait_for(lock, std::chrono::milliseconds(500), [&] { return stopped_ || !ready_.empty(); })) {
+      if (!opt_.watchdog) continue;
+      lock.unlock();
+      const std::string problem = opt_.watchdog();
+      lock.lock();
+      if (!problem.empty()) throw Error(AREAL_CODE_UNAVAILABLE, problem);
+    }
     if (stopped_) throw Error(AREAL_CODE_CANCELLED, "rollout stopped");
     RolloutGroup g = std::move(ready_.front());
     ready_.pop_front();

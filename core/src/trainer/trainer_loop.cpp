@@ -233,7 +233,8 @@ TrainSummary run_trainer(const TrainerOptions& opt, const TrainerParts& parts, R
                   {"samples_per_second", static_cast<double>(batch.rows()) / std::max(t_total, 1e-9)},
                   {"tokens_per_second", static_cast<double>(batch.tokens()) / std::max(t_total, 1e-9)}};
       for (const auto& [k, v] : train_stats.items()) row[k] = v;
-      for (const auto& [k, v] : bridge.averages().items()) row["algo_" + k] = v;
+      const json algo_stats = bridge.averages();  // named: items() must not outlive a temporary
+      for (const auto& [k, v] : algo_stats.items()) row["algo_" + k] = v;
       tlog.step(row);
       if (summary.steps_run == 0) summary.first_reward = mean;
       summary.last_reward = mean;

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <deque>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <set>
 #include <string>
@@ -42,6 +43,14 @@ struct RolloutOptions {
   double turn_discount = 1.0;
   std::string records_path;           // rollouts.jsonl (appended)
   int64_t first_task = 0;             // task index to start from (resume)
+  // Online mode: no workflow; each task grants the gateway one session of
+  // capacity and trains whichever session ends next (agents drive it).
+  bool online = false;
+  const areal_gateway_vtable* gateway = nullptr;  // with the ABI 1.1 control slot
+  void* gateway_self = nullptr;
+  // Called while the trainer waits; a non-empty answer aborts the run with
+  // it (online mode: the agent process died).
+  std::function<std::string()> watchdog;
 };
 
 struct RolloutGroup {
@@ -87,6 +96,8 @@ class RolloutController {
  private:
   void worker();
   RolloutGroup run_group(int64_t task);
+  RolloutGroup run_online_task(int64_t task);
+  void record(nlohmann::json record);
   size_t data_index_of(int64_t task) const;
 
   const RolloutOptions opt_;

@@ -1,0 +1,32 @@
+// A child process the host starts for the run (online mode's agent
+// command): /bin/sh -c COMMAND in a directory, with extra environment,
+// output appended to a log file. Stopped (SIGTERM, then SIGKILL) on
+// destruction, so an agent never outlives the run that started it.
+#pragma once
+
+#include <map>
+#include <string>
+#include <sys/types.h>
+
+namespace areal::host {
+
+class AgentProcess {
+ public:
+  AgentProcess(const std::string& command, const std::string& cwd, const std::map<std::string, std::string>& env,
+               const std::string& log_path);
+  ~AgentProcess();
+  AgentProcess(const AgentProcess&) = delete;
+  AgentProcess& operator=(const AgentProcess&) = delete;
+
+  // Empty while running; else how it ended and the log's last lines.
+  std::string exit_report();
+  void stop();
+
+ private:
+  pid_t pid_ = -1;
+  int status_ = 0;
+  bool exited_ = false;
+  std::string command_, log_path_;
+};
+
+}  // namespace areal::host

@@ -1,0 +1,24 @@
+// The training job of `areal-host run`: train and algorithm instances next
+// to the running inference backend, gateway and (inline mode) workflow, the
+// online agent command when configured, and the trainer loop.
+#pragma once
+
+#include "areal/core/run_config.hpp"
+#include "areal/plugin_api.h"
+#include "rollout_runner.hpp"
+
+namespace areal::host {
+
+struct RunningParts {
+  areal_inference_ref inference{};
+  const areal_workflow_vtable* workflow = nullptr;  // inline mode
+  void* workflow_self = nullptr;
+  const areal_gateway_vtable* gateway = nullptr;    // may be NULL
+  void* gateway_self = nullptr;
+  std::string gateway_url;                          // http://HOST:PORT or empty
+};
+
+// Returns the process exit code; throws areal::Error for plugin failures.
+int run_training(const ResolvedConfig& rc, const RolloutPlan& plan, const RunningParts& parts);
+
+}  // namespace areal::host

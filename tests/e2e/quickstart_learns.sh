@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The quickstart, shortened and seeded: configs/quickstart.yaml with a model
+# made by init-model, the real example agent (npm `openai`) in online mode.
+# Checks what issue #6 promises:
+#   - the mean reward improves by a stated margin,
+#   - no trained sample is staler than max_head_offpolicyness (2), from the
+#     per-sample versions recorded in metrics.jsonl, and asynchrony happened,
+#   - resuming from a checkpoint continues the curve (steps once each, same
+#     staleness bound, reward stays at the trained level, not the initial one),
+#   - the final model is served again by `areal-host serve --model`.
+set -euo pipefail
+host=$1 src=$2 work=$3
+rm -rf "$work" && mkdir -p "$work"
+if [ ! -d "$src/examples/quickstart_agent/node_modules/openai" ]; then
+  echo "examples/quickstart_agent/node_modules is missing: run scripts/setup.sh" >&2
+  exit 1
+fi
+"$host" init-model --family qwen3 --preset tiny --tokenizer bytes --out "$work/model" --seed 1 >/dev/null
+common=(experiment.output_dir="$work/runs" experiment.trial=t experiment.seed=7
+        inference.model_path="$work/model" train.model_path="$work/model" gateway.tokenizer="$work/model"
+        trainer.checkpoint_every=60 train.lr=0.002)
+"$host" run --config "$src/configs/quickstart.yaml" "${common[@]}" trainer.total_steps=180 2> "$work/first.log" || { tail -30 "$work/first.log"; exit 1; }
+run="$work/runs/quickstart/t"
+test -f "$run/checkpoints/step_180/host_state.json"
+# Resume from step 180 and continue to 240.
+"$host" run --config "$src/configs/quickstart.yaml" "${common[@]}" trainer.total_steps=240 trainer.resume=true 2> "$work/second.log" || { tail -30 "$work/second.log"; exit 1; }
+grep -q "resumed from .*step_180 at step 180 (version 180)" "$work/second.log"
+test -s "$run/reward_curve.svg"
+/usr/bin/python3 - "$run" <<'PY'
+import json, sys
+run = sys.argv[1]
+rows = [json.loads(l) for l in open(f"{run}/metrics.jsonl")]
+steps = [r["step"] for r in rows]
+assert steps == list(range(1, 241)), f"each step once, in order: {steps[:5]}...{steps[-5:]}"
+stale = []
+for r in rows:
+    assert r["policy_version"] == r["step"] - 1, r
+    for v in r["sample_versions"]:
+        assert v >= 0, f"step {r['step']}: a sample without versions"
+        stale.append(r["policy_version"] - v)
+assert max(stale) <= 2, f"a trained sample was {max(stale)} versions stale (bound 2)"
+assert sum(s > 0 for s in stale) > 0, "no sample was off-policy: the run was not asynchronous"
+after = [r["policy_version"] - v for r in rows[180:190] for v in r["sample_versions"]]
+assert max(after) <= 2, f"staleness jumped after resume: {max(after)}"
+# The inference engine serves the checkpoint's weights after resume: the
+# first samples carry versions from 180 on, not from a fresh start at 0.
+assert min(rows[180]["sample_versions"]) >= 180 - 2, rows[180]["sample_versions"]
+mean = lambda xs: sum(xs) / len(xs)
+reward = [r["reward_mean"] for r in rows]
+window = [mean(reward[i:i + 20]) for i in range(80, 221)]
+first, best = mean(reward[:20]), max(window)
+before, after = mean(reward[160:180]), mean(reward[180:200])
+print(f"mean reward: steps 1-20 {first:.3f}; best 20-step window after step 80 {best:.3f}; "
+      f"161-180 {before:.3f} | resume | 181-200 {after:.3f}; "
+      f"max staleness {max(stale)}, off-policy samples {sum(s > 0 for s in stale)}/{len(stale)}")
+# Stated margin: +0.05 mean reward (a random policy scores ~0.002).
+assert best >= first + 0.05, f"the reward did not improve by 0.05: {first:.3f} -> best {best:.3f}"
+# A resumed run continues from the trained policy, not from the initial one.
+if before >= first + 0.05:
+    assert after >= first + 0.02, f"after resume the reward fell back to the initial level: {after:.3f} vs {first:.3f}"
+PY
+# The final model is an HF folder the local engine serves again.
+test -f "$run/final/config.json" && test -f "$run/final/model.safetensors" && test -f "$run/final/tokenizer.json"
+"$host" serve --model "$run/final" --port 0 > "$work/serve.log" 2>&1 &
+pid=$!
+trap 'kill $pid 2>/dev/null || true' EXIT
+for _ in $(seq 100); do grep -q "gateway listening at" "$work/serve.log" && break; sleep 0.1; done
+url=$(grep -o "gateway listening at http://[0-9.:]*" "$work/serve.log" | awk '{print $4}')
+key=$(curl -sf -X POST "$url/rl/start_session" -H "Authorization: Bearer areal-admin-key" -H "Content-Type: application/json" -d '{"task_id":"probe"}' | /usr/bin/python3 -c "import json,sys; print(json.load(sys.stdin)['api_key'])")
+reply=$(curl -sf "$url/v1/chat/completions" -H "Authorization: Bearer $key" -H "Content-Type: application/json" \
+  -d '{"model":"default","messages":[{"role":"user","content":"Which digit comes after 4?"}],"max_tokens":4,"temperature":0}')
+/usr/bin/python3 -c "import json,sys; r=json.loads(sys.argv[1]); print('served final model answers:', repr(r['choices'][0]['message']['content']))" "$reply"
+echo OK
