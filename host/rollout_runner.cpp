@@ -48,6 +48,7 @@ RolloutSummary run_rollout(const RolloutPlan& plan, const areal_workflow_vtable&
   const auto start = std::chrono::steady_clock::now();
 
   trainer::EpisodeTarget target{&workflow, workflow_self, &inference, inference_self, plan.base_url};
+  if (plan.gateway != nullptr && plan.gateway->control != nullptr) target.gateway = plan.gateway, target.gateway_self = plan.gateway_self;
   auto worker = [&] {
     for (size_t i = next++; i < plan.episodes; i = next++) {
       const size_t item = i % plan.dataset.size();
@@ -59,9 +60,13 @@ RolloutSummary run_rollout(const RolloutPlan& plan, const areal_workflow_vtable&
       std::vector<double> rewards;
       for (const auto& c : o.completions)
         if (c.reward) rewards.push_back(*c.reward);
+      if (!o.session.is_null() && !o.session["rows"].empty()) rewards.push_back(o.session["rows"].back().value("reward", 0.0));
       record["data_index"] = item;
       size_t tokens = 0;
       for (const auto& c : record["completions"]) tokens += c["output_ids"].size();
+      if (record.contains("session"))
+        for (const auto& r : record["session"]["rows"])
+          for (int32_t m : r["loss_mask"].get<std::vector<int32_t>>()) tokens += m != 0;
       std::lock_guard<std::mutex> lock(mutex);
       out << record.dump() << "\n";
       out.flush();

@@ -19,6 +19,8 @@ struct RolloutPlan {
   uint64_t seed = 1;
   std::string output_path;
   std::string base_url;                 // gateway URL, or empty
+  const areal_gateway_vtable* gateway = nullptr;  // with control: a session per episode
+  void* gateway_self = nullptr;
 };
 
 struct RolloutSummary {

@@ -23,6 +23,11 @@ int run_training(const ResolvedConfig& rc, const RolloutPlan& plan, const Runnin
   areal_services algo_services = make_services(algorithm_name);
   PluginInstance algorithm(rc.plugins.at("algorithm"), rc.section_json("algorithm"), &algo_services);
 
+  std::string ref_name = "ref";
+  areal_services ref_services = make_services(ref_name);
+  std::unique_ptr<PluginInstance> ref;
+  if (rc.plugins.count("ref")) ref = std::make_unique<PluginInstance>(rc.plugins.at("ref"), rc.section_json("ref"), &ref_services);
+
   trainer::TrainerOptions opt;
   opt.total_steps = tr["total_steps"].get<int64_t>();
   opt.temperature = tr["temperature"].get<float>();
@@ -51,9 +56,12 @@ int run_training(const ResolvedConfig& rc, const RolloutPlan& plan, const Runnin
   // trainer waits (a dead agent ends the run with its log), stopped at the end.
   std::unique_ptr<AgentProcess> agent;
   const std::string command = ro["openai"]["online_agent_command"].get<std::string>();
+  if (online && ro_opt.filter != trainer::DynamicFilter::kNone)
+    throw Error(AREAL_CODE_INVALID_ARGUMENT, "rollout.dynamic_filter works on groups of a workflow's episodes; in online mode each session is its own task");
   if (online && !command.empty()) {
     std::filesystem::create_directories(opt.run_dir);
-    const std::string admin_key = cfg["gateway"].value("admin_api_key", std::string("areal-admin-key"));
+    const Json& oa_key = ro["openai"]["admin_api_key"];
+    const std::string admin_key = !oa_key.is_null() ? oa_key.get<std::string>() : cfg["gateway"].value("admin_api_key", std::string("areal-admin-key"));
     agent = std::make_unique<AgentProcess>(command, rc.base_dir,
                                            std::map<std::string, std::string>{{"AREAL_GATEWAY_URL", running.gateway_url},
                                                                               {"AREAL_ADMIN_KEY", admin_key},
@@ -69,8 +77,12 @@ int run_training(const ResolvedConfig& rc, const RolloutPlan& plan, const Runnin
   parts.train = rc.plugins.at("train")->train(), parts.train_self = train.self();
   parts.algorithm = rc.plugins.at("algorithm")->algorithm(), parts.algorithm_self = algorithm.self();
   parts.inference = running.inference.vtable, parts.inference_self = running.inference.self;
+  if (ref) parts.ref = rc.plugins.at("ref")->train(), parts.ref_self = ref->self();
   trainer::EpisodeTarget target{running.workflow, running.workflow_self, running.inference.vtable, running.inference.self,
                                 plan.base_url};
+  if (running.gateway != nullptr && running.gateway->control != nullptr)
+    target.gateway = running.gateway, target.gateway_self = running.gateway_self;
+  target.session_discount = ro_opt.turn_discount;
 
   auto log = logging::get("trainer");
   log->info("training ({} mode): {} steps x {} groups x {} samples | max_head_offpolicyness {} | records {} | run dir {}",

@@ -128,3 +128,4 @@ AREAL_FROZEN(areal_gateway_vtable, start, 24);
 AREAL_FROZEN(areal_gateway_vtable, stop, 32);
 // ABI 1.1
 AREAL_FROZEN(areal_gateway_vtable, control, 40);
+AREAL_FROZEN(areal_episode_api, chat, 32);

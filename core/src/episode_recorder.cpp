@@ -12,10 +12,36 @@ namespace areal {
 EpisodeRecorder::EpisodeRecorder(std::string episode_id, const areal_inference_vtable* vtable, void* inference_self,
                                  uint64_t seed_base)
     : episode_id_(std::move(episode_id)), vtable_(vtable), inference_self_(inference_self), seed_base_(seed_base) {
-  api_.struct_size = AREAL_OFFSET_OF_END(areal_episode_api, set_reward);
+  api_.struct_size = AREAL_OFFSET_OF_END(areal_episode_api, chat);
   api_.ctx = this;
   api_.generate = &EpisodeRecorder::generate;
   api_.set_reward = &EpisodeRecorder::set_reward;
+  api_.chat = &EpisodeRecorder::chat;
+}
+
+void EpisodeRecorder::attach_session(const areal_gateway_vtable* gateway, void* gateway_self, std::string session_id) {
+  gateway_ = gateway;
+  gateway_self_ = gateway_self;
+  session_id_ = std::move(session_id);
+}
+
+areal_status* EpisodeRecorder::chat(void* ctx, areal_str request_json, const areal_writer* out) {
+  auto* self = static_cast<EpisodeRecorder*>(ctx);
+  try {
+    if (out == nullptr) return make_status(AREAL_CODE_INVALID_ARGUMENT, "chat: out is required");
+    if (self->gateway_ == nullptr || self->gateway_->control == nullptr)
+      return make_status(AREAL_CODE_UNSUPPORTED, "chat: this run has no gateway with in-process control (configure the gateway plugin)");
+    nlohmann::json request;
+    try {
+      request = nlohmann::json::parse(std::string_view(request_json.data == nullptr ? "" : request_json.data, request_json.size));
+    } catch (const std::exception& e) {
+      return make_status(AREAL_CODE_INVALID_ARGUMENT, std::string("chat: request is not JSON: ") + e.what());
+    }
+    const std::string op = nlohmann::json{{"op", "chat"}, {"session_id", self->session_id_}, {"request", std::move(request)}}.dump();
+    return self->gateway_->control(self->gateway_self_, areal_str{op.data(), op.size()}, out);
+  } catch (const std::exception& e) {
+    return make_status(AREAL_CODE_INTERNAL, e.what());
+  }
 }
 
 areal_status* EpisodeRecorder::generate(void* ctx, const areal_gen_request* request, const areal_completion** out) {
@@ -85,16 +111,17 @@ areal_status* EpisodeRecorder::set_reward(void* ctx, areal_str completion_id, do
   }
 }
 
-void EpisodeRecorder::apply_result(const nlohmann::json& result) {
+std::optional<double> EpisodeRecorder::apply_result(const nlohmann::json& result, bool other_calls) {
   if (!result.is_object()) throw Error(AREAL_CODE_INVALID_ARGUMENT, "workflow result must be a JSON object, got " + result.dump());
-  if (!result.contains("reward")) return;
+  if (!result.contains("reward")) return std::nullopt;
   const auto& r = result["reward"];
   if (!r.is_number() || !std::isfinite(r.get<double>()))
     throw Error(AREAL_CODE_INVALID_ARGUMENT, "workflow result 'reward' must be a finite number, got " + r.dump());
   std::lock_guard<std::mutex> lock(mutex_);
-  if (completions_.empty())
+  if (completions_.empty() && !other_calls)
     throw Error(AREAL_CODE_FAILED_PRECONDITION, "workflow returned a reward but made no completion");
-  completions_.back().reward = r.get<double>();
+  if (!completions_.empty()) completions_.back().reward = r.get<double>();
+  return r.get<double>();
 }
 
 nlohmann::json EpisodeRecorder::to_json() const {

@@ -18,6 +18,8 @@ const std::vector<PluginSection>& plugin_sections() {
       {"train", AREAL_KIND_TRAIN, "", false,
        "The training backend (fsdp). With a train section, `areal-host run` trains (needs `algorithm`); without, it only collects rollouts."},
       {"algorithm", AREAL_KIND_ALGORITHM, "", false, "The RL algorithm: advantages and loss (grpo, dr_grpo, rloo, ppo, sft)."},
+      {"ref", AREAL_KIND_TRAIN, "", false,
+       "(optional) A frozen reference model for KL penalties (algorithm.kl_ctl > 0): a train plugin (fsdp with the reference model_path) whose compute_logprobs gives ref_logprobs; never stepped."},
   };
   return sections;
 }
@@ -47,7 +49,11 @@ const Json& host_schema() {
       "openai": {"type": "object", "doc": "Agent-side settings, named as AReaL's rollout.openai.*.", "keys": {
         "mode": {"type": "string", "enum": ["inline", "online"], "default": "inline", "doc": "inline: the workflow plugin runs episodes over the dataset; online: external agents drive the gateway's sessions and the trainer trains each session that ends (no workflow, no dataset)."},
         "online_agent_command": {"type": "string", "default": "", "doc": "Online mode: a shell command started once the gateway listens (env AREAL_GATEWAY_URL, AREAL_ADMIN_KEY, OPENAI_BASE_URL, ANTHROPIC_BASE_URL; cwd: the config's directory; output: <run dir>/agent.log) and stopped at the end. Empty: start your agents yourself."},
-        "turn_discount": {"type": "number", "default": 1.0, "minimum": 0, "maximum": 1, "doc": "Rewards flow back over an episode's completions: r_i += turn_discount * r_{i+1}."}}}}},
+        "turn_discount": {"type": "number", "default": 1.0, "minimum": 0, "maximum": 1, "doc": "Rewards flow back over an episode's completions: r_i += turn_discount * r_{i+1} (the gateway's sessions too, when training)."},
+        "export_style": {"type": "string", "enum": ["individual", "concat"], "default": null, "doc": "Sets gateway.export_style: a row per call, or a row per conversation."},
+        "admin_api_key": {"type": "string", "default": null, "doc": "Sets gateway.admin_api_key."},
+        "session_timeout_seconds": {"type": "number", "default": null, "minimum": 1, "doc": "Sets gateway.session_timeout_seconds."},
+        "subproc_max_workers": {"type": "integer", "default": null, "minimum": 0, "doc": "Sets workflow.max_workers when the workflow is subproc: commands running at once."}}}}},
     "trainer": {"type": "object", "doc": "The RL loop run by `areal-host run` when a train section is configured.", "keys": {
       "total_steps": {"type": "integer", "default": 20, "minimum": 1, "doc": "Optimizer steps (one weight update and version each)."},
       "batch_size": {"type": "integer", "default": 8, "minimum": 1, "doc": "Groups per step (AReaL's train_dataset.batch_size); each holds rollout.n_samples episodes."},

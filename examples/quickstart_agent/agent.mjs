@@ -9,7 +9,8 @@
 // random model scores ~0.005; a trained one approaches 1.
 //
 // Run by areal-host in online mode (rollout.openai.online_agent_command),
-// which sets AREAL_GATEWAY_URL and AREAL_ADMIN_KEY. Flags:
+// which sets AREAL_GATEWAY_URL and AREAL_ADMIN_KEY; or, with --episode, once
+// per episode by the subproc workflow (configs/subproc_agent.yaml). Flags:
 //   --concurrency N   groups in flight (default 8)
 //   --group-size G    sessions per question, one GRPO group (default 8)
 //   --seed S          question order (default 1)
@@ -24,7 +25,7 @@ const GROUP_SIZE = arg('--group-size', 8);
 let seed = arg('--seed', 1) >>> 0;
 const GATEWAY = process.env.AREAL_GATEWAY_URL;
 const ADMIN_KEY = process.env.AREAL_ADMIN_KEY;
-if (!GATEWAY || !ADMIN_KEY) {
+if (!process.argv.includes('--episode') && (!GATEWAY || !ADMIN_KEY)) {
   console.error('agent: AREAL_GATEWAY_URL and AREAL_ADMIN_KEY must be set (areal-host sets them in online mode)');
   process.exit(2);
 }
@@ -97,8 +98,28 @@ async function worker(id) {
   }
 }
 
+// One episode in subproc mode: areal gives this process its own session
+// (OPENAI_BASE_URL, OPENAI_API_KEY) and the dataset item (AREAL_EPISODE_DATA);
+// the agent answers once and prints its reward as the last stdout line.
+async function subprocEpisode() {
+  const item = JSON.parse(process.env.AREAL_EPISODE_DATA ?? '{}');
+  const d = Number(item.digit ?? 0);
+  const client = new OpenAI({ maxRetries: 2 });  // base URL and key from the environment
+  const completion = await client.chat.completions.create({
+    model: 'default',
+    messages: [{ role: 'user', content: `Which digit comes after ${d}?` }],
+    max_tokens: 4,
+    temperature: 1.0,
+  });
+  console.log(JSON.stringify({ reward: reward(completion.choices[0].message.content ?? '', d + 1) }));
+}
+
 if (process.argv[1] && import.meta.url.endsWith(process.argv[1].split('/').pop())) {
-  console.log(`agent: ${CONCURRENCY} workers x groups of ${GROUP_SIZE} against ${GATEWAY}`);
-  await Promise.all(Array.from({ length: CONCURRENCY }, (_, i) => worker(i)));
-  console.log('agent: stopped');
+  if (process.argv.includes('--episode')) {
+    await subprocEpisode();
+  } else {
+    console.log(`agent: ${CONCURRENCY} workers x groups of ${GROUP_SIZE} against ${GATEWAY}`);
+    await Promise.all(Array.from({ length: CONCURRENCY }, (_, i) => worker(i)));
+    console.log('agent: stopped');
+  }
 }

@@ -1,10 +1,33 @@
+#include <cstdlib>
+#include <filesystem>
 #include <iostream>
+#include <memory>
 
 #include "areal/core/conformance.hpp"
 #include "areal/core/plugin_catalog.hpp"
+#include "areal/core/error.hpp"
+#include "areal/core/model/byte_tokenizer.hpp"
 #include "commands.hpp"
 
 namespace areal::host {
+
+namespace {
+
+// A private directory removed on exit.
+struct TempDir {
+  std::string path;
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "areal-conformance-XXXXXX").string();
+    if (mkdtemp(tmpl.data()) == nullptr) throw Error(AREAL_CODE_UNAVAILABLE, "cannot create a temporary directory");
+    path = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+
+}  // namespace
 
 int conformance(const CommandLine& cl) {
   if (cl.positional.empty()) {
@@ -29,6 +52,18 @@ int conformance(const CommandLine& cl) {
       options.reference_inference = catalog.resolve("mock_inference", AREAL_KIND_INFERENCE);
     } catch (const std::exception& e) {
       std::cerr << "note: no reference inference backend, dependent checks are skipped: " << e.what() << "\n";
+    }
+  }
+  // Workflows also get gateway sessions: the built-in gateway with our byte-level tokenizer.
+  std::unique_ptr<TempDir> tokenizer_dir;
+  if (plugin->kind() == AREAL_KIND_WORKFLOW && options.reference_inference) {
+    try {
+      options.reference_gateway = catalog.resolve("gateway", AREAL_KIND_GATEWAY);
+      tokenizer_dir = std::make_unique<TempDir>();
+      model::write_byte_tokenizer(tokenizer_dir->path);
+      options.reference_tokenizer_dir = tokenizer_dir->path;
+    } catch (const std::exception& e) {
+      std::cerr << "note: no reference gateway, episodes run without a session: " << e.what() << "\n";
     }
   }
   std::cout << "conformance: " << kind_name(plugin->kind()) << " plugin '" << plugin->name() << "' " << plugin->version()

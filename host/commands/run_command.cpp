@@ -86,6 +86,11 @@ int run_job(const CommandLine& cl) {
     running.inference = ref;
     if (rc.plugins.count("gateway")) {
       Json gw = Json::parse(rc.section_json("gateway"));
+      // AReaL's rollout.openai.* names, applied to the gateway they configure.
+      const Json& oa = cfg["rollout"]["openai"];
+      for (const char* k : {"export_style", "admin_api_key", "session_timeout_seconds"})
+        if (!oa[k].is_null()) gw[k] = oa[k];
+      if (training) gw["turn_discount"] = oa["turn_discount"];
       // Online training: sessions start only as the trainer grants capacity.
       if (online && gw.value("capacity", int64_t{-1}) < 0) gw["capacity"] = 0;
       gateway = std::make_unique<PluginInstance>(rc.plugins.at("gateway"), gw.dump(), &gw_services);
@@ -97,6 +102,8 @@ int run_job(const CommandLine& cl) {
       StringCollector url;
       throw_if_status(running.gateway->start(gateway->self(), url.writer()), "gateway start");
       running.gateway_url = url.text;
+      plan.gateway = running.gateway;
+      plan.gateway_self = running.gateway_self;
       plan.base_url = url.text + "/v1";
       logging::get("gateway")->info("gateway listening at {}", url.text);
     }
@@ -105,7 +112,10 @@ int run_job(const CommandLine& cl) {
     wf_services.inference = &ref;
     std::unique_ptr<PluginInstance> workflow;
     if (rc.plugins.count("workflow")) {
-      workflow = std::make_unique<PluginInstance>(rc.plugins.at("workflow"), rc.section_json("workflow"), &wf_services);
+      Json wf = Json::parse(rc.section_json("workflow"));
+      const Json& workers = cfg["rollout"]["openai"]["subproc_max_workers"];
+      if (!workers.is_null() && rc.plugins.at("workflow")->name() == "subproc") wf["max_workers"] = workers;
+      workflow = std::make_unique<PluginInstance>(rc.plugins.at("workflow"), wf.dump(), &wf_services);
       running.workflow = rc.plugins.at("workflow")->workflow();
       running.workflow_self = workflow->self();
     }

@@ -197,7 +197,6 @@ class Gateway {
     settings.max_request_bytes = c.value("max_request_bytes", size_t{32u << 20});
     state_->max_request_bytes = settings.max_request_bytes;
     state_->session_routes = std::make_unique<areal::gateway::SessionRoutes>(*state_->sessions, settings);
-    state_->control = std::make_unique<areal::gateway::SessionControl>(*state_->sessions, *state_->session_routes);
     std::shared_ptr<areal::proxy::ChatService> chat;
     const std::string tokenizer_dir = c.value("tokenizer", std::string());
     if (!tokenizer_dir.empty()) {
@@ -218,6 +217,7 @@ class Gateway {
       chat = std::make_shared<areal::proxy::ChatService>(tok, tmpl, ctx.services()->inference, cc);
       state_->model_name = cc.model_name;
     }
+    state_->control = std::make_unique<areal::gateway::SessionControl>(*state_->sessions, *state_->session_routes, chat);
     state_->chat_routes = std::make_unique<areal::gateway::ChatRoutes>(chat, *state_->session_routes, *state_->sessions, settings.max_request_bytes);
     state_->anthropic_routes =
         std::make_unique<areal::gateway::AnthropicRoutes>(chat, *state_->session_routes, *state_->sessions, settings.max_request_bytes);

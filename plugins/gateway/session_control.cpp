@@ -23,6 +23,8 @@ std::string string_field(const J& req, const char* key, bool required) {
 }  // namespace
 
 std::string SessionControl::handle(std::string_view request_json) {
+  // Ops: grant_capacity, take_finished, start_session, set_reward, end_session,
+  // export_session, chat (areal/gateway.h documents each).
   J req;
   try {
     req = J::parse(request_json);
@@ -57,6 +59,26 @@ std::string SessionControl::handle(std::string_view request_json) {
       throw Error(AREAL_CODE_INVALID_ARGUMENT, "control: 'reward' must be a finite number");
     session->cache.set_reward(string_field(req, "interaction_id", false), req["reward"].get<double>());
     return "{}";
+  }
+  if (op == "export_session") {
+    // One named session (the host's own episode), discounted as asked.
+    const double discount = req.value("discount", routes_.settings().turn_discount);
+    const std::string style = req.contains("style") ? string_field(req, "style", true) : routes_.settings().export_style;
+    J out = store_.export_session(string_field(req, "session_id", true), discount, proxy::export_style_from(style)).to_json();
+    routes_.append_jsonl(out);
+    return out.dump();
+  }
+  if (op == "chat") {
+    // An OpenAI chat completion for a session, in process (inline workflows).
+    if (!chat_) throw Error(AREAL_CODE_UNSUPPORTED, "control: chat needs gateway.tokenizer (no chat template is loaded)");
+    auto session = store_.find(string_field(req, "session_id", true));
+    if (session->finished()) throw Error(AREAL_CODE_FAILED_PRECONDITION, "control: session " + session->id + " already ended");
+    if (!req.contains("request") || !req["request"].is_object())
+      throw Error(AREAL_CODE_INVALID_ARGUMENT, "control: chat needs 'request', an OpenAI chat completion request object");
+    const proxy::ChatRequest r = proxy::parse_chat_request(req["request"]);
+    if (r.stream) throw Error(AREAL_CODE_INVALID_ARGUMENT, "control: chat does not stream; leave 'stream' unset");
+    session->touch();
+    return chat_->complete(r, session).dump();
   }
   if (op == "end_session") {
     auto session = store_.find(string_field(req, "session_id", true));

@@ -7,6 +7,9 @@
 #include <string>
 #include <string_view>
 
+#include <memory>
+
+#include "areal/core/proxy/chat_service.hpp"
 #include "areal/core/proxy/session_store.hpp"
 #include "session_routes.hpp"
 
@@ -14,7 +17,9 @@ namespace areal::gateway {
 
 class SessionControl {
  public:
-  SessionControl(proxy::SessionStore& store, SessionRoutes& routes) : store_(store), routes_(routes) {}
+  // `chat` may be null (no tokenizer configured): the chat op is then UNSUPPORTED.
+  SessionControl(proxy::SessionStore& store, SessionRoutes& routes, std::shared_ptr<proxy::ChatService> chat)
+      : store_(store), routes_(routes), chat_(std::move(chat)) {}
 
   // One request object in, one response object out (see areal/gateway.h).
   // Throws areal::Error: INVALID_ARGUMENT for a malformed request,
@@ -24,6 +29,7 @@ class SessionControl {
  private:
   proxy::SessionStore& store_;
   SessionRoutes& routes_;
+  std::shared_ptr<proxy::ChatService> chat_;
 };
 
 }  // namespace areal::gateway

@@ -25,7 +25,7 @@ grep -q "conformance: [0-9]* passed, 0 failed" "$work/conformance.log"
 AREAL_PLUGIN_PATH="$work/plugin" "$host" --config "$src/configs/custom_workflow.yaml" \
   rollout.output="$work/rollouts.jsonl" 2> "$work/run.log"
 cat "$work/run.log"
-grep -q "plugin workflow   two_turn_count 0.1.0 \[workflow\] ABI 1.0 from $work/plugin/libareal-two_turn_count.so" "$work/run.log"
+grep -q "plugin workflow   two_turn_count 0.1.0 \[workflow\] ABI 1\.[0-9]* from $work/plugin/libareal-two_turn_count.so" "$work/run.log"
 grep -q "done: 16 ok, 0 failed" "$work/run.log"
 /usr/bin/python3 - "$work/rollouts.jsonl" <<'PY'
 import json, sys

@@ -24,19 +24,71 @@ void check_workflow(const std::shared_ptr<LoadedPlugin>& p, const ConformanceOpt
   areal_services services = make_services(workflow_name);
   services.inference = &ref;
 
+  // Gateway sessions for the episodes (in-process chat and per-episode keys), when available.
+  std::string gateway_name = "reference_gateway";
+  areal_services gw_services = make_services(gateway_name);
+  gw_services.inference = &ref;
+  std::unique_ptr<PluginInstance> gateway;  // started: HTTP agents (subproc) reach it too
+  std::string base_url;
+  std::shared_ptr<PluginInstance> session_inference;
+  areal_inference_ref session_ref{};
+  const areal_gateway_vtable* gvt = o.reference_gateway ? o.reference_gateway->gateway() : nullptr;
+  if (gvt != nullptr && gvt->control != nullptr && !o.reference_tokenizer_dir.empty()) {
+    // The mock with the tokenizer's vocabulary, so sampled ids decode.
+    session_inference = std::make_shared<PluginInstance>(o.reference_inference, effective_config(*o.reference_inference, R"({"vocab_size": 320})"), &inf_services);
+    session_ref = {AREAL_OFFSET_OF_END(areal_inference_ref, self), o.reference_inference->inference(), session_inference->self()};
+    gw_services.inference = &session_ref;
+    nlohmann::json gcfg = {{"port", 0}, {"tokenizer", o.reference_tokenizer_dir}};
+    try {
+      gateway = std::make_unique<PluginInstance>(o.reference_gateway, effective_config(*o.reference_gateway, gcfg.dump()), &gw_services);
+      StringCollector url;
+      throw_if_status(gvt->start(gateway->self(), url.writer()), "gateway start");
+      base_url = url.text + "/v1";
+    } catch (const std::exception&) {
+      gateway.reset();  // episodes then run without sessions
+    }
+  }
+  auto control = [&](const nlohmann::json& request) {
+    const std::string text = request.dump();
+    StringCollector out;
+    throw_if_status(gvt->control(gateway->self(), areal_str{text.data(), text.size()}, out.writer()), "gateway control");
+    return nlohmann::json::parse(out.text.empty() ? "{}" : out.text);
+  };
+
   std::unique_ptr<PluginInstance> inst;
   c.run("workflow: create with the given config", [&] {
     inst = std::make_unique<PluginInstance>(p, effective_config(*p, o.config_json), &services);
   });
   if (!inst) return;
 
-  auto run_episode = [&](const std::string& id, const std::string& data, EpisodeRecorder& rec, StringCollector& out) {
+  // Runs one episode; with a gateway, inside its own session, whose exported
+  // row count lands in *session_rows.
+  auto run_episode = [&](const std::string& id, const std::string& data, EpisodeRecorder& rec, StringCollector& out,
+                         size_t* session_rows = nullptr) {
+    std::string session_id, key;
+    if (gateway) {
+      const auto s = control({{"op", "start_session"}, {"task_id", id}});
+      session_id = s["session_id"], key = s["api_key"];
+      rec.attach_session(gvt, gateway->self(), session_id);
+    }
     areal_episode ep{};
     ep.struct_size = AREAL_OFFSET_OF_END(areal_episode, api);
     ep.episode_id = areal_str{id.data(), id.size()};
     ep.data_json = areal_str{data.data(), data.size()};
+    ep.api_key = areal_str{key.data(), key.size()};
+    ep.base_url = areal_str{base_url.data(), base_url.size()};
     ep.api = rec.api();
-    return vt.run_episode(inst->self(), &ep, out.writer());
+    areal_status* st = vt.run_episode(inst->self(), &ep, out.writer());
+    if (gateway) {
+      try {
+        control({{"op", "end_session"}, {"session_id", session_id}});
+      } catch (const std::exception&) {
+        // already ended by the workflow
+      }
+      const auto exported = control({{"op", "export_session"}, {"session_id", session_id}});
+      if (session_rows) *session_rows = exported["rows"].size();
+    }
+    return st;
   };
 
   c.run("workflow: malformed data gives a status or a JSON object, never a crash", [&] {
@@ -57,11 +109,12 @@ void check_workflow(const std::shared_ptr<LoadedPlugin>& p, const ConformanceOpt
     if (sample.empty()) throw CheckSkipped("no sample data: pass --data or export " AREAL_WORKFLOW_SAMPLE_DATA_PROC);
     EpisodeRecorder rec("sample", ref.vtable, ref.self, 1);
     StringCollector out;
-    throw_if_status(run_episode("sample", sample, rec, out), "run_episode");
+    size_t session_rows = 0;
+    throw_if_status(run_episode("sample", sample, rec, out, &session_rows), "run_episode");
     auto j = nlohmann::json::parse(out.text);
     expect(j.is_object(), "result is not a JSON object: " + out.text);
-    rec.apply_result(j);
-    expect(rec.completion_count() > 0, "the episode made no completion through the host");
+    rec.apply_result(j, session_rows > 0);
+    expect(rec.completion_count() > 0 || session_rows > 0, "the episode made no completion through the host or its gateway session");
   });
   c.run("workflow: 8 concurrent episodes all succeed", [&] {
     if (sample.empty()) throw CheckSkipped("no sample data");

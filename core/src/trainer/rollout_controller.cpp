@@ -143,19 +143,7 @@ RolloutGroup RolloutController::run_online_task(int64_t task) {
   RolloutGroup g;
   g.task = task;
   const std::string group_id = session.value("group_id", std::string());
-  const int64_t gid = group_number(group_id.empty() ? session.value("session_id", std::string()) : group_id);
-  const std::string sid = session.value("session_id", std::string());
-  for (const auto& r : session["rows"]) {
-    TrajectoryRow row;
-    row.episode_id = sid;
-    row.group_id = gid;
-    row.input_ids = r.at("input_ids").get<std::vector<int32_t>>();
-    row.loss_mask = r.at("loss_mask").get<std::vector<int32_t>>();
-    row.logprobs = r.at("logprobs").get<std::vector<float>>();
-    row.versions = r.at("versions").get<std::vector<int64_t>>();
-    row.reward = r.value("reward", 0.0);
-    g.rows.push_back(std::move(row));
-  }
+  g.rows = rows_from_session(session, group_number(group_id.empty() ? session.value("session_id", std::string()) : group_id));
   if (!g.rows.empty()) g.episode_rewards.push_back(g.rows.back().reward);
   nlohmann::json rec = session;
   rec["task"] = task;
@@ -176,7 +164,8 @@ RolloutGroup RolloutController::run_group(int64_t task) {
   for (size_t k = 0; k < opt_.n_samples; ++k)
     episodes.emplace_back([&, k] {
       const std::string id = "t" + std::to_string(task) + "-e" + std::to_string(k);
-      outcomes[k] = run_episode(target_, id, data, opt_.seed * 1000003ULL + static_cast<uint64_t>(task) * opt_.n_samples + k);
+      outcomes[k] = run_episode(target_, id, data, opt_.seed * 1000003ULL + static_cast<uint64_t>(task) * opt_.n_samples + k,
+                                "t" + std::to_string(task));
     });
   for (auto& t : episodes) t.join();
   std::lock_guard<std::mutex> lock(mutex_);
@@ -193,6 +182,10 @@ RolloutGroup RolloutController::run_group(int64_t task) {
     }
     ++stats_.episodes_ok;
     auto rows = rows_from_episode(o.record["episode_id"].get<std::string>(), task, o.completions, opt_.turn_discount, &g.unrewarded);
+    if (!o.session.is_null()) {
+      auto session_rows = rows_from_session(o.session, task);
+      rows.insert(rows.end(), session_rows.begin(), session_rows.end());
+    }
     if (!rows.empty()) g.episode_rewards.push_back(rows.back().reward);
     for (auto& r : rows) g.rows.push_back(std::move(r));
   }

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 
 #include "areal/core/error.hpp"
 #include "areal/core/logging.hpp"
@@ -61,6 +62,22 @@ std::string json_str(const json& j) { return j.dump(); }
 areal_str to_str(const std::string& s) { return areal_str{s.data(), s.size()}; }
 
 void call(areal_status* st, const char* what) { throw_if_status(st, what); }
+
+// A train plugin's log-probs of the batch's tokens, copied out of the
+// plugin-owned DLPack tensor (released before returning).
+std::vector<float> logprobs_of(const areal_train_vtable& vt, void* self, PackedBatch& batch, float temperature, const char* what) {
+  TensorMapBuilder m = batch.map();
+  DLManagedTensor* lp = nullptr;
+  call(vt.compute_logprobs(self, m.get(), temperature, &lp), what);
+  std::unique_ptr<DLManagedTensor, void (*)(DLManagedTensor*)> owned(lp, [](DLManagedTensor* t) {
+    if (t && t->deleter) t->deleter(t);
+  });
+  const DLTensor& t = lp->dl_tensor;
+  if (t.ndim != 1 || t.shape[0] != static_cast<int64_t>(batch.tokens()) || t.dtype.code != kDLFloat || t.dtype.bits != 32)
+    throw Error(AREAL_CODE_INTERNAL, std::string(what) + " returned a tensor that is not float32 [T]");
+  const float* p = reinterpret_cast<const float*>(static_cast<const char*>(t.data) + t.byte_offset);
+  return std::vector<float>(p, p + batch.tokens());
+}
 
 // The newest run_dir/checkpoints/step_N that holds host_state.json.
 std::string newest_checkpoint(const std::string& run_dir, int64_t* step) {
@@ -153,15 +170,10 @@ TrainSummary run_trainer(const TrainerOptions& opt, const TrainerParts& parts, R
       PackedBatch batch(rows, version, opt.temperature);
 
       const auto t_train = Clock::now();
-      if (opt.recompute_logprob) {
-        TensorMapBuilder m = batch.map();
-        DLManagedTensor* lp = nullptr;
-        call(train.compute_logprobs(parts.train_self, m.get(), opt.temperature, &lp), "train compute_logprobs");
-        const DLTensor& t = lp->dl_tensor;
-        const float* p = reinterpret_cast<const float*>(static_cast<const char*>(t.data) + t.byte_offset);
-        batch.prox_logprobs.values().assign(p, p + batch.tokens());
-        if (lp->deleter) lp->deleter(lp);
-      }
+      if (opt.recompute_logprob)
+        batch.prox_logprobs.values() = logprobs_of(train, parts.train_self, batch, opt.temperature, "train compute_logprobs");
+      if (parts.ref != nullptr)
+        batch.ref_logprobs.values() = logprobs_of(*parts.ref, parts.ref_self, batch, opt.temperature, "ref compute_logprobs");
       {
         TensorMapBuilder in = batch.map(), out;
         HostTensor<float> adv(std::vector<float>(batch.tokens(), 0.0f));

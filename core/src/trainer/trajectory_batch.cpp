@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "areal/core/error.hpp"
+
 namespace areal::trainer {
 
 int64_t TrajectoryRow::oldest_version() const {
@@ -37,6 +39,26 @@ std::vector<TrajectoryRow> rows_from_episode(const std::string& episode_id, int6
   return rows;
 }
 
+std::vector<TrajectoryRow> rows_from_session(const nlohmann::json& session, int64_t group_id) {
+  std::vector<TrajectoryRow> rows;
+  const std::string sid = session.value("session_id", std::string());
+  for (const auto& r : session.at("rows")) {
+    TrajectoryRow row;
+    row.episode_id = sid;
+    row.group_id = group_id;
+    row.input_ids = r.at("input_ids").get<std::vector<int32_t>>();
+    row.loss_mask = r.at("loss_mask").get<std::vector<int32_t>>();
+    row.logprobs = r.at("logprobs").get<std::vector<float>>();
+    row.versions = r.at("versions").get<std::vector<int64_t>>();
+    row.reward = r.value("reward", 0.0);
+    const size_t n = row.input_ids.size();
+    if (row.loss_mask.size() != n || row.logprobs.size() != n || row.versions.size() != n)
+      throw Error(AREAL_CODE_INVALID_ARGUMENT, "session " + sid + ": a row's input_ids, loss_mask, logprobs and versions differ in length");
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
 PackedBatch::PackedBatch(const std::vector<TrajectoryRow>& rows, int64_t version, float temp)
     : policy_version(version), temperature(temp) {
   auto& cu = cu_seqlens.values();
@@ -62,6 +84,7 @@ TensorMapBuilder PackedBatch::map() {
   b.add("logprobs", logprobs.dl()).add("versions", versions.dl()).add("rewards", rewards.dl()).add("group_ids", group_ids.dl());
   b.add("policy_version", policy_version.dl()).add("temperature", temperature.dl());
   if (!prox_logprobs.values().empty()) b.add("prox_logprobs", prox_logprobs.dl());
+  if (!ref_logprobs.values().empty()) b.add("ref_logprobs", ref_logprobs.dl());
   if (!advantages.values().empty()) b.add("advantages", advantages.dl());
   return b;
 }

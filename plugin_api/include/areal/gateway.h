@@ -45,6 +45,9 @@ typedef struct areal_gateway_vtable {
    *   {"op":"start_session","task_id":..,"group_id":..} -> {"session_id","api_key"}
    *   {"op":"set_reward","session_id":..,"reward":R}    -> {} (the last call)
    *   {"op":"end_session","session_id":..}             -> {"interaction_count":N}
+   *   {"op":"export_session","session_id":..,"discount":D} -> S (an ended session)
+   *   {"op":"chat","session_id":..,"request":{OpenAI chat request}}
+   *                                     -> the chat completion, recorded in the session
    * Unknown ops are UNSUPPORTED. OWNERSHIP: request borrowed for the call;
    * out is the caller's writer. */
   areal_status* (*control)(void* self, areal_str request_json, const areal_writer* out_json);

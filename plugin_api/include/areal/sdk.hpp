@@ -241,6 +241,19 @@ class Episode {
   void set_reward(std::string_view completion_id, double reward) const {
     throw_if_error(e_->api->set_reward(e_->api->ctx, str(completion_id), reward));
   }
+  // An OpenAI chat completion (request and response as JSON text) through
+  // the gateway in process, recorded in this episode's session (ABI 1.1).
+  std::string chat(std::string_view request_json) const {
+    if (e_->api->struct_size < AREAL_OFFSET_OF_END(areal_episode_api, chat) || e_->api->chat == nullptr)
+      throw Error(AREAL_CODE_UNSUPPORTED, "this host has no in-process chat (ABI 1.1 with a gateway is needed)");
+    std::string out;
+    areal_writer w{AREAL_OFFSET_OF_END(areal_writer, write), &out, [](void* ctx, areal_str chunk) -> areal_status* {
+                     static_cast<std::string*>(ctx)->append(chunk.data, chunk.size);
+                     return nullptr;
+                   }};
+    throw_if_error(e_->api->chat(e_->api->ctx, str(request_json), &w));
+    return out;
+  }
 
  private:
   const areal_episode* e_;

@@ -34,7 +34,7 @@ typedef struct areal_completion {
  * THREADING: may be called from any thread the workflow starts, as long as
  * the calls finish before run_episode returns. */
 typedef struct areal_episode_api {
-  uint32_t struct_size; /* AREAL_OFFSET_OF_END(areal_episode_api, set_reward) */
+  uint32_t struct_size; /* AREAL_OFFSET_OF_END(areal_episode_api, chat) since 1.1; (.., set_reward) in 1.0 */
   void* ctx;
   /* Generates from token ids and waits for the result; the host records it
    * as part of this episode. OWNERSHIP: request borrowed for the call;
@@ -44,6 +44,16 @@ typedef struct areal_episode_api {
   /* Sets the reward of one completion of this episode (an empty id means
    * the last one). Calling it again replaces the value. */
   areal_status* (*set_reward)(void* ctx, areal_str completion_id, double reward);
+
+  /* --- ABI 1.1 (check struct_size) -------------------------------------- */
+
+  /* An OpenAI chat completion through the gateway in process (no HTTP):
+   * request_json is a /v1/chat/completions body without "stream"; the
+   * answer is its JSON response. The call is recorded in this episode's
+   * gateway session (the one episode.api_key names), exactly as an HTTP call
+   * with that key would be. UNSUPPORTED when the run has no gateway with a
+   * tokenizer. OWNERSHIP: request borrowed; out is the caller's writer. */
+  areal_status* (*chat)(void* ctx, areal_str request_json, const areal_writer* out_json);
 } areal_episode_api;
 
 /* One episode to run.
@@ -53,7 +63,9 @@ typedef struct areal_episode {
   areal_str episode_id;   /* unique per episode */
   areal_str data_json;    /* the dataset item, a JSON object */
   areal_str base_url;     /* (empty when no gateway runs) the gateway's OpenAI base URL */
-  areal_str api_key;      /* (empty when no gateway runs) a key scoped to this episode */
+  areal_str api_key;      /* (empty when no gateway runs) a key scoped to this episode:
+                           * the host starts a gateway session per episode and
+                           * trains on everything called with this key */
   const areal_episode_api* api;
 } areal_episode;
 

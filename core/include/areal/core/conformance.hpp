@@ -27,6 +27,11 @@ struct ConformanceOptions {
   // Workflows and gateways need an inference backend; this one is used
   // (normally the mock). Null skips the checks that need it.
   std::shared_ptr<LoadedPlugin> reference_inference;
+  // Workflows: episodes also get a session on this gateway (with the
+  // control slot) using this tokenizer folder, so workflows that chat in
+  // process (episode.chat) or over HTTP are exercised. Either empty: none.
+  std::shared_ptr<LoadedPlugin> reference_gateway;
+  std::string reference_tokenizer_dir;
 };
 
 struct ConformanceReport {

@@ -1,6 +1,12 @@
 // Runs one workflow episode through the ABI and keeps everything it
 // produced, failed episodes included: the rollout job and the trainer both
 // write every outcome to rollouts.jsonl, so nothing is dropped silently.
+//
+// With a gateway that has the control slot, each episode gets its own
+// gateway session: episode.api_key is its key (for HTTP agents, e.g. the
+// subproc workflow) and episode.api->chat goes to it in process. After the
+// episode the host ends and exports the session, so the trajectory holds
+// the token-level calls made both ways: api->generate and the session.
 #pragma once
 
 #include <string>
@@ -19,18 +25,23 @@ struct EpisodeTarget {
   const areal_inference_vtable* inference = nullptr;
   void* inference_self = nullptr;
   std::string base_url;  // the gateway's OpenAI base URL, or empty
+  const areal_gateway_vtable* gateway = nullptr;  // with control: a session per episode
+  void* gateway_self = nullptr;
+  double session_discount = 1.0;  // rewards along the session's calls
 };
 
 struct EpisodeOutcome {
   bool ok = false;
-  std::string error;                          // why it failed (ok == false)
-  nlohmann::json record;                      // {"episode_id", "completions", "result"?, "status", "error"?}
-  std::vector<RecordedCompletion> completions;  // token-level, rewards applied
+  std::string error;                            // why it failed (ok == false)
+  nlohmann::json record;                        // {"episode_id", "completions", "session"?, "result"?, "status", "error"?}
+  std::vector<RecordedCompletion> completions;  // api->generate calls, rewards applied
+  nlohmann::json session;                       // the exported gateway session (rows), or null
 };
 
 // Never throws for workflow failures (they become ok == false with the
 // reason); whatever was generated before a failure is kept in the record.
+// `group_id` names the episode's GRPO group in its gateway session.
 EpisodeOutcome run_episode(const EpisodeTarget& target, const std::string& episode_id, const std::string& data_json,
-                           uint64_t seed);
+                           uint64_t seed, const std::string& group_id = "");
 
 }  // namespace areal::trainer

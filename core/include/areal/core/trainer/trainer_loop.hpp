@@ -35,6 +35,8 @@ struct TrainerParts {
   void* algorithm_self = nullptr;
   const areal_inference_vtable* inference = nullptr;
   void* inference_self = nullptr;
+  const areal_train_vtable* ref = nullptr;  // (optional) frozen reference model
+  void* ref_self = nullptr;
 };
 
 struct TrainSummary {

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "areal/core/episode_recorder.hpp"
 #include "areal/core/host_tensor.hpp"
 
@@ -35,6 +37,11 @@ std::vector<TrajectoryRow> rows_from_episode(const std::string& episode_id, int6
                                              const std::vector<RecordedCompletion>& completions, double turn_discount,
                                              size_t* unrewarded = nullptr);
 
+// Rows of an exported gateway session (the JSON /export_trajectories and
+// the control slot's export give): one per row, with its reward as exported
+// (already discounted by the gateway).
+std::vector<TrajectoryRow> rows_from_session(const nlohmann::json& session, int64_t group_id);
+
 // Rows packed back to back (cu_seqlens bounds) as host tensors.
 class PackedBatch {
  public:
@@ -46,8 +53,8 @@ class PackedBatch {
   size_t tokens() const { return input_ids.values().size(); }
   size_t loss_tokens() const;
 
-  // The batch as a tensor map: the fields below, plus prox_logprobs and
-  // advantages once set (non-empty).
+  // The batch as a tensor map: the fields below, plus prox_logprobs,
+  // ref_logprobs and advantages once set (non-empty).
   TensorMapBuilder map();
 
   HostTensor<int32_t> input_ids, cu_seqlens, loss_mask;
@@ -56,6 +63,7 @@ class PackedBatch {
   HostTensor<float> rewards;
   HostTensor<int64_t> group_ids;
   HostTensor<float> prox_logprobs;  // filled when the trainer recomputes
+  HostTensor<float> ref_logprobs;   // filled when a reference model is configured
   HostTensor<float> advantages;     // filled by the algorithm
   HostScalar<int64_t> policy_version;
   HostScalar<float> temperature;
