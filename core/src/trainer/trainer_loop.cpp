@@ -262,6 +262,8 @@ TrainSummary run_trainer(const TrainerOptions& opt, const TrainerParts& parts, R
     log->info("final model (Hugging Face format) in {}; serve it with: areal-host serve --model {}", final_dir, final_dir);
   }
   if (!previous_weights.empty()) fs::remove_all(previous_weights);
+  std::error_code ec;
+  fs::remove(fs::path(opt.run_dir) / "weights", ec);  // only if empty
   tlog.write_reward_curve();
   summary.final_version = version;
   summary.seconds = seconds_since(run_start);
