@@ -10,20 +10,15 @@
 #   - the final model is served again by `areal-host serve --model`.
 set -euo pipefail
 host=$1 src=$2 work=$3
-rm -rf "$work" && mkdir -p "$work"
-if [ ! -d "$src/examples/quickstart_agent/node_modules/openai" ]; then
-  echo "examples/quickstart_agent/node_modules is missing: run scripts/setup.sh" >&2
-  exit 1
-fi
-"$host" init-model --family qwen3 --preset tiny --tokenizer bytes --out "$work/model" --seed 1 >/dev/null
-common=(experiment.output_dir="$work/runs" experiment.trial=t experiment.seed=7
-        inference.model_path="$work/model" train.model_path="$work/model" gateway.tokenizer="$work/model"
-        trainer.checkpoint_every=60 train.lr=0.002)
-"$host" run --config "$src/configs/quickstart.yaml" "${common[@]}" trainer.total_steps=300 2> "$work/first.log" || { tail -30 "$work/first.log"; exit 1; }
+source "$src/tests/support/trainer_runs.sh"
+require_agent_modules "$src"
+fresh_model_workdir "$work" 1
+common=(experiment.trial=t experiment.seed=7 trainer.checkpoint_every=60 train.lr=0.002)
+run_config "$src/configs/quickstart.yaml" "$work" "$work/first.log" "${common[@]}" trainer.total_steps=300
 run="$work/runs/quickstart/t"
 test -f "$run/checkpoints/step_300/host_state.json"
 # Resume from step 300 and continue to 360.
-"$host" run --config "$src/configs/quickstart.yaml" "${common[@]}" trainer.total_steps=360 trainer.resume=true 2> "$work/second.log" || { tail -30 "$work/second.log"; exit 1; }
+run_config "$src/configs/quickstart.yaml" "$work" "$work/second.log" "${common[@]}" trainer.total_steps=360 trainer.resume=true
 grep -q "resumed from .*step_300 at step 300 (version 300)" "$work/second.log"
 test -s "$run/reward_curve.svg"
 /usr/bin/python3 - "$run" <<'PY'

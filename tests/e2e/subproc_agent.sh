@@ -5,15 +5,10 @@
 # the reward the agent printed is the one trained, and training ran.
 set -euo pipefail
 host=$1 src=$2 work=$3
-rm -rf "$work" && mkdir -p "$work"
-if [ ! -d "$src/examples/quickstart_agent/node_modules/openai" ]; then
-  echo "examples/quickstart_agent/node_modules is missing: run scripts/setup.sh" >&2
-  exit 1
-fi
-"$host" init-model --family qwen3 --preset tiny --tokenizer bytes --out "$work/model" --seed 5 >/dev/null
-"$host" run --config "$src/configs/subproc_agent.yaml" experiment.output_dir="$work/runs" trainer.total_steps=2 \
-  inference.model_path="$work/model" train.model_path="$work/model" gateway.tokenizer="$work/model" 2> "$work/log" ||
-  { tail -20 "$work/log"; exit 1; }
+source "$src/tests/support/trainer_runs.sh"
+require_agent_modules "$src"
+fresh_model_workdir "$work" 5
+run_config "$src/configs/subproc_agent.yaml" "$work" "$work/log" trainer.total_steps=2
 /usr/bin/python3 - "$work/runs/subproc/trial0" <<'PY'
 import json, sys
 run = sys.argv[1]

@@ -6,11 +6,9 @@
 # the first by turn_discount (0.9), and that training consumed them.
 set -euo pipefail
 host=$1 src=$2 work=$3
-rm -rf "$work" && mkdir -p "$work"
-"$host" init-model --family qwen3 --preset tiny --tokenizer bytes --out "$work/model" --seed 4 >/dev/null
-"$host" run --config "$src/configs/rlvr_math.yaml" experiment.output_dir="$work/runs" trainer.total_steps=4 \
-  inference.model_path="$work/model" train.model_path="$work/model" gateway.tokenizer="$work/model" 2> "$work/log" ||
-  { tail -20 "$work/log"; exit 1; }
+source "$src/tests/support/trainer_runs.sh"
+fresh_model_workdir "$work" 4
+run_config "$src/configs/rlvr_math.yaml" "$work" "$work/log" trainer.total_steps=4
 /usr/bin/python3 - "$work/runs/rlvr_math/trial0" <<'PY'
 import json, sys
 run = sys.argv[1]

@@ -1,0 +1,26 @@
+# Shared by the trainer's shell tests (sourced): a fresh work folder with a
+# byte-vocabulary model, and a run of a shipped config against that model.
+
+# fresh_model_workdir WORK SEED: empties WORK and writes WORK/model.
+fresh_model_workdir() {
+  rm -rf "$1" && mkdir -p "$1"
+  "$host" init-model --family qwen3 --preset tiny --tokenizer bytes --out "$1/model" --seed "$2" >/dev/null
+}
+
+# require_agent_modules SRC: the example agent's npm packages (scripts/setup.sh installs them).
+require_agent_modules() {
+  if [ ! -d "$1/examples/quickstart_agent/node_modules/openai" ]; then
+    echo "examples/quickstart_agent/node_modules is missing: run scripts/setup.sh" >&2
+    exit 1
+  fi
+}
+
+# run_config CONFIG WORK LOG [overrides...]: areal-host run with the model
+# paths pointed at WORK/model and outputs under WORK/runs; prints the log's
+# tail and fails if the run fails.
+run_config() {
+  local config=$1 work=$2 log=$3
+  shift 3
+  "$host" run --config "$config" experiment.output_dir="$work/runs" inference.model_path="$work/model" \
+    train.model_path="$work/model" gateway.tokenizer="$work/model" "$@" 2> "$log" || { tail -30 "$log"; exit 1; }
+}
