@@ -35,6 +35,7 @@ int run_training(const ResolvedConfig& rc, const RolloutPlan& plan, const Runnin
   opt.checkpoint_every = tr["checkpoint_every"].get<int64_t>();
   opt.resume = tr["resume"].get<bool>();
   opt.save_final = tr["save_final"].get<bool>();
+  opt.weight_update = tr["weight_update"].get<std::string>();
   opt.run_dir = rc.path(ex["output_dir"].get<std::string>() + "/" + ex["name"].get<std::string>() + "/" + ex["trial"].get<std::string>());
 
   trainer::RolloutOptions ro_opt;

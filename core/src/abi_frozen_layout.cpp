@@ -129,3 +129,5 @@ AREAL_FROZEN(areal_gateway_vtable, stop, 32);
 // ABI 1.1
 AREAL_FROZEN(areal_gateway_vtable, control, 40);
 AREAL_FROZEN(areal_episode_api, chat, 32);
+AREAL_FROZEN(areal_train_vtable, export_weights, 72);
+AREAL_FROZEN(areal_inference_vtable, update_weights_from_tensors, 88);

@@ -61,7 +61,8 @@ const Json& host_schema() {
       "recompute_logprob": {"type": "boolean", "default": false, "doc": "Recompute the batch's log-probs with the current weights before each step (proximal policy of the decoupled loss)."},
       "checkpoint_every": {"type": "integer", "default": 0, "minimum": 0, "doc": "Save weights, optimizer and loop state every N steps and at the last step; 0 disables."},
       "resume": {"type": "boolean", "default": false, "doc": "Continue from the newest checkpoint of this experiment and trial."},
-      "save_final": {"type": "boolean", "default": true, "doc": "Save the final model as a Hugging Face folder at output_dir/name/trial/final."}}}
+      "save_final": {"type": "boolean", "default": true, "doc": "Save the final model as a Hugging Face folder at output_dir/name/trial/final."},
+      "weight_update": {"type": "string", "enum": ["auto", "memory", "disk"], "default": "auto", "doc": "How new weights reach the inference backend: memory (train.export_weights -> inference.update_weights_from_tensors, both in this process), disk (HF files the backend reloads), auto (memory when both plugins can)."}}}
   }})");
   return schema;
 }

@@ -184,6 +184,38 @@ class LocalInference {
     version_ = spec["version"].get<int64_t>();
   }
 
+  // In-memory weight update from an in-process trainer (ABI 1.1): every
+  // parameter by HF name, checked before anything is copied.
+  void update_weights_from_tensors(const areal_tensor_map& weights, int64_t version) {
+    std::map<std::string, const DLTensor*> by_name;
+    for (size_t i = 0; i < weights.count; ++i) by_name[std::string(sdk::view(weights.names[i]))] = weights.tensors[i];
+    std::vector<std::pair<torch::Tensor, torch::Tensor>> copies;  // (destination, source view)
+    for (const auto& [name, param] : model_->named_parameters()) {
+      auto it = by_name.find(name);
+      if (it == by_name.end()) throw sdk::invalid_argument("update_weights_from_tensors: tensor '" + name + "' is missing");
+      const DLTensor& t = *it->second;
+      if (t.device.device_type != kDLCPU || t.dtype.lanes != 1 || (t.dtype.code != kDLFloat && t.dtype.code != kDLBfloat))
+        throw sdk::invalid_argument("update_weights_from_tensors: '" + name + "' must be a floating-point CPU tensor");
+      if (t.strides != nullptr) throw sdk::invalid_argument("update_weights_from_tensors: '" + name + "' must be contiguous");
+      const std::vector<int64_t> shape(t.shape, t.shape + t.ndim);
+      if (c10::IntArrayRef(shape) != param.sizes())
+        throw sdk::invalid_argument("update_weights_from_tensors: '" + name + "' has the wrong shape");
+      torch::Dtype dt;
+      if (t.dtype.code == kDLBfloat && t.dtype.bits == 16) dt = torch::kBFloat16;
+      else if (t.dtype.bits == 16) dt = torch::kFloat16;
+      else if (t.dtype.bits == 32) dt = torch::kFloat32;
+      else if (t.dtype.bits == 64) dt = torch::kFloat64;
+      else throw sdk::invalid_argument("update_weights_from_tensors: '" + name + "' has an unsupported float width");
+      copies.emplace_back(param, torch::from_blob(static_cast<char*>(t.data) + t.byte_offset, shape, dt));
+    }
+    // Between two decode steps, all at once.
+    std::lock_guard<std::mutex> step(step_mutex_);
+    torch::NoGradGuard no_grad;
+    for (auto& [dst, src] : copies) const_cast<torch::Tensor&>(dst).copy_(src);
+    std::lock_guard<std::mutex> lock(mutex_);
+    version_ = version;
+  }
+
   int64_t version() {
     std::lock_guard<std::mutex> lock(mutex_);
     return version_;

@@ -226,6 +226,36 @@ class FsdpTrain {
         .dump();
   }
 
+  // The full weights as DLPack views, by HF name, for an in-memory weight
+  // update (collective when world_size > 1: every rank gathers).
+  void export_weights(const sdk::WeightsFn& fn) {
+    Gathered full(*shards_);
+    const auto& params = model_->named_parameters();
+    std::vector<std::string> names;
+    std::vector<torch::Tensor> held;
+    std::vector<std::vector<int64_t>> shapes;
+    for (const auto& [name, t] : params) {
+      names.push_back(name);
+      held.push_back(t.detach().contiguous());
+      shapes.emplace_back(held.back().sizes().begin(), held.back().sizes().end());
+    }
+    std::vector<DLTensor> dls(held.size());
+    std::vector<DLTensor*> ptrs;
+    std::vector<areal_str> strs;
+    for (size_t i = 0; i < held.size(); ++i) {
+      DLTensor& d = dls[i];
+      d.data = held[i].data_ptr();
+      d.device = {kDLCPU, 0};
+      d.ndim = static_cast<int32_t>(shapes[i].size());
+      d.dtype = {kDLFloat, static_cast<uint8_t>(held[i].element_size() * 8), 1};
+      d.shape = shapes[i].data();
+      ptrs.push_back(&d);
+      strs.push_back(sdk::str(names[i]));
+    }
+    const areal_tensor_map m{AREAL_OFFSET_OF_END(areal_tensor_map, count), strs.data(), ptrs.data(), ptrs.size()};
+    fn(m);
+  }
+
   // Rank 0 writes the model folder; every rank writes its optimizer slice.
   void save(std::string_view spec_text) {
     const json spec = sdk::parse_object(spec_text, "save: spec");

@@ -25,9 +25,11 @@ algorithm: {plugin: grpo}
 rollout: {dataset: data.jsonl, n_samples: 4}
 trainer: {total_steps: 12, batch_size: 4, recompute_logprob: true}
 YAML
+# Bound 0 updates the inference engine through HF files on disk, bound 1 in memory (ABI 1.1).
 for bound in 0 1; do
-  "$host" run --config "$work/cfg.yaml" rollout.max_head_offpolicyness=$bound experiment.trial=b$bound 2> "$work/b$bound.log" ||
-    { tail -20 "$work/b$bound.log"; exit 1; }
+  update=$([ $bound = 0 ] && echo disk || echo memory)
+  "$host" run --config "$work/cfg.yaml" rollout.max_head_offpolicyness=$bound experiment.trial=b$bound trainer.weight_update=$update \
+    2> "$work/b$bound.log" || { tail -20 "$work/b$bound.log"; exit 1; }
 done
 /usr/bin/python3 - "$work/runs/inline" <<'PY'
 import json, sys
@@ -41,6 +43,7 @@ for bound in (0, 1):
     if bound == 1:
         assert max(stale) == 1, "max_head_offpolicyness 1 never used its slack"
     assert all("algo_clip_fraction" in r and r["loss_tokens"] > 0 for r in rows)
+    assert {r["weight_update"] for r in rows} == {"disk" if bound == 0 else "memory"}
     episodes = [json.loads(l) for l in open(f"{root}/b{bound}/rollouts.jsonl")]
     assert len(episodes) >= 12 * 4 * 4 and all(e["status"] == "ok" for e in episodes)
     print(f"bound {bound}: max staleness {max(stale)}, {len(episodes)} episodes recorded")

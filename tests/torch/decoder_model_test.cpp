@@ -224,3 +224,81 @@ TEST(LocalInference, GenerationLogprobsEqualTrainingLogprobs) {
   EXPECT_LE(worst, 1e-4) << "largest |generation - training| logprob difference over " << expected.size() << " tokens";
   RecordProperty("max_abs_logprob_diff", std::to_string(worst));
 }
+
+// ABI 1.1 in-memory weight update: after a train step, the trainer's
+// export_weights feeds the local engine's update_weights_from_tensors, and
+// generation then reports the trained model's log-probs, stamped with the
+// new version. A map with a tensor missing is refused and changes nothing.
+TEST(LocalInference, InMemoryWeightUpdateServesTheTrainedWeights) {
+  areal::PluginCatalog catalog({AREAL_TEST_PLUGIN_DIR});
+  auto local = catalog.resolve("local", AREAL_KIND_INFERENCE);
+  auto fsdp = catalog.resolve("fsdp", AREAL_KIND_TRAIN);
+  ASSERT_NE(local->inference()->update_weights_from_tensors, nullptr);
+  ASSERT_NE(fsdp->train()->export_weights, nullptr);
+  std::string name = "test";
+  auto services = areal::make_services(name);
+  const std::string model = tiny_model("qwen3");
+  areal::PluginInstance gen(local, nlohmann::json{{"model_path", model}}.dump(), &services);
+  areal::PluginInstance train(fsdp, nlohmann::json{{"model_path", model}, {"lr", 0.05}}.dump(), &services);
+
+  areal::HostTensor<int32_t> ids(std::vector<int32_t>{5, 6, 7, 8, 9, 10}), cu(std::vector<int32_t>{0, 6}),
+      mask(std::vector<int32_t>{0, 1, 1, 1, 1, 1});
+  areal::TensorMapBuilder b;
+  b.add("input_ids", ids.dl()).add("cu_seqlens", cu.dl()).add("loss_mask", mask.dl());
+  areal_loss_fn nll = areal::testing::mean_nll_loss();
+  for (int i = 0; i < 3; ++i) areal::throw_if_status(fsdp->train()->train_step(train.self(), b.get(), &nll, nullptr), "train_step");
+
+  auto generate = [&](uint64_t seed) {
+    const std::vector<int32_t> prompt = {5, 6, 7};
+    areal_sampling_params s{};
+    s.struct_size = AREAL_OFFSET_OF_END(areal_sampling_params, stop_strings_count);
+    s.temperature = 1.0f, s.top_p = 1.0f, s.max_new_tokens = 8, s.seed = seed, s.has_seed = 1, s.ignore_eos = 1;
+    areal_gen_request r{AREAL_OFFSET_OF_END(areal_gen_request, sampling), areal::next_request_id(), {nullptr, 0}, prompt.data(), prompt.size(), &s};
+    areal::CollectingSink sink;
+    areal::throw_if_status(local->inference()->submit(gen.self(), &r, sink.sink()), "submit");
+    EXPECT_TRUE(sink.wait(std::chrono::seconds(60)));
+    return sink.result();
+  };
+
+  // A tensor short: refused, old weights and version stay.
+  struct Call {
+    const areal_inference_vtable* vt;
+    void* self;
+    int64_t version;
+    bool drop_one;
+  };
+  auto load = [](void* ctx, const areal_tensor_map* w) -> areal_status* {
+    auto* c = static_cast<Call*>(ctx);
+    areal_tensor_map m = *w;
+    if (c->drop_one) m.count -= 1;
+    return c->vt->update_weights_from_tensors(c->self, &m, c->version);
+  };
+  Call partial{local->inference(), gen.self(), 7, true};
+  EXPECT_EQ(areal::status_code(fsdp->train()->export_weights(train.self(), load, &partial)), AREAL_CODE_INVALID_ARGUMENT);
+  const auto before = generate(3);
+  EXPECT_EQ(before.versions.front(), 0);
+
+  Call full{local->inference(), gen.self(), 1, false};
+  areal::throw_if_status(fsdp->train()->export_weights(train.self(), load, &full), "export_weights");
+  const auto after = generate(3);
+  for (int64_t v : after.versions) EXPECT_EQ(v, 1);
+
+  // Generation log-probs now equal the trained model's on the same tokens.
+  std::vector<int32_t> seq = {5, 6, 7};
+  seq.insert(seq.end(), after.output_ids.begin(), after.output_ids.end());
+  areal::HostTensor<int32_t> sid(seq), scu(std::vector<int32_t>{0, static_cast<int32_t>(seq.size())});
+  areal::TensorMapBuilder q;
+  q.add("input_ids", sid.dl()).add("cu_seqlens", scu.dl());
+  DLManagedTensor* out = nullptr;
+  areal::throw_if_status(fsdp->train()->compute_logprobs(train.self(), q.get(), 1.0f, &out), "compute_logprobs");
+  const auto* lp = static_cast<const float*>(out->dl_tensor.data);
+  double worst = 0;
+  for (size_t t = 0; t < after.logprobs.size(); ++t) worst = std::max(worst, std::abs(static_cast<double>(lp[3 + t]) - after.logprobs[t]));
+  out->deleter(out);
+  EXPECT_LE(worst, 1e-4);
+  // And they differ from the untrained model's (the update really changed something).
+  double moved = 0;
+  for (size_t t = 0; t < std::min(before.logprobs.size(), after.logprobs.size()); ++t)
+    moved = std::max(moved, std::abs(static_cast<double>(before.logprobs[t]) - after.logprobs[t]));
+  EXPECT_GT(moved, 1e-3);
+}

@@ -137,6 +137,14 @@ TrainSummary run_trainer(const TrainerOptions& opt, const TrainerParts& parts, R
   else controller.set_version(version);
   controller.start();
 
+  const bool can_memory = train.export_weights != nullptr && inf.update_weights_from_tensors != nullptr;
+  if (opt.weight_update == "memory" && !can_memory)
+    throw Error(AREAL_CODE_UNSUPPORTED, "trainer.weight_update is memory, but the train plugin has no export_weights or the inference "
+                                        "plugin no update_weights_from_tensors (ABI 1.1); use disk or auto");
+  const bool in_memory = opt.weight_update == "memory" || (opt.weight_update == "auto" && can_memory);
+  log->info("weight updates go {}", in_memory ? "in memory (train.export_weights -> inference.update_weights_from_tensors)"
+                                               : "through HF files on disk (train.save -> inference.update_weights)");
+
   TrainSummary summary;
   std::string previous_weights;
   auto stop_and_rethrow = [&](const std::exception_ptr& e) {
@@ -198,16 +206,29 @@ TrainSummary run_trainer(const TrainerOptions& opt, const TrainerParts& parts, R
       controller.pause();
       call(inf.pause(parts.inference_self), "inference pause");
       call(train.set_version(parts.train_self, next_version), "train set_version");
-      const std::string weights = (fs::path(opt.run_dir) / "weights" / ("v" + std::to_string(next_version))).string();
-      call(train.save(parts.train_self, to_str(json_str({{"path", weights}, {"optimizer", false}}))), "train save weights");
-      call(inf.update_weights(parts.inference_self, to_str(json_str({{"type", "disk"}, {"path", weights}, {"version", next_version}}))),
-           "inference update_weights");
+      if (in_memory) {
+        struct Target {
+          const areal_inference_vtable* inf;
+          void* self;
+          int64_t version;
+        } to{&inf, parts.inference_self, next_version};
+        auto load = [](void* ctx, const areal_tensor_map* weights) -> areal_status* {
+          auto* t = static_cast<Target*>(ctx);
+          return t->inf->update_weights_from_tensors(t->self, weights, t->version);
+        };
+        call(train.export_weights(parts.train_self, load, &to), "weight update in memory");
+      } else {
+        const std::string weights = (fs::path(opt.run_dir) / "weights" / ("v" + std::to_string(next_version))).string();
+        call(train.save(parts.train_self, to_str(json_str({{"path", weights}, {"optimizer", false}}))), "train save weights");
+        call(inf.update_weights(parts.inference_self, to_str(json_str({{"type", "disk"}, {"path", weights}, {"version", next_version}}))),
+             "inference update_weights");
+        if (!previous_weights.empty()) fs::remove_all(previous_weights);
+        previous_weights = weights;
+      }
       version = next_version;
       controller.set_version(version);
       call(inf.resume(parts.inference_self), "inference resume");
       controller.resume();
-      if (!previous_weights.empty()) fs::remove_all(previous_weights);
-      previous_weights = weights;
       const double t_updated = seconds_since(t_update);
 
       if (opt.checkpoint_every > 0 && ((step + 1) % opt.checkpoint_every == 0 || step + 1 == opt.total_steps)) {
@@ -240,6 +261,7 @@ TrainSummary run_trainer(const TrainerOptions& opt, const TrainerParts& parts, R
                   {"seconds_rollout_wait", t_wait},
                   {"seconds_train", t_trained},
                   {"seconds_weight_update", t_updated},
+                  {"weight_update", in_memory ? "memory" : "disk"},
                   {"seconds_step", t_total},
                   {"seconds_elapsed", seconds_since(run_start)},
                   {"samples_per_second", static_cast<double>(batch.rows()) / std::max(t_total, 1e-9)},

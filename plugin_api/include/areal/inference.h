@@ -84,7 +84,7 @@ typedef struct areal_gen_sink {
  * THREADING: every slot may be called concurrently from many threads on the
  * same instance, except create/destroy. */
 typedef struct areal_inference_vtable {
-  uint32_t struct_size; /* AREAL_OFFSET_OF_END(areal_inference_vtable, info) */
+  uint32_t struct_size; /* AREAL_OFFSET_OF_END(areal_inference_vtable, update_weights_from_tensors) since 1.1; (.., info) in 1.0 */
 
   /* Creates an instance from its config section (a JSON object).
    * OWNERSHIP: config_json and services borrowed for the call (services
@@ -119,6 +119,17 @@ typedef struct areal_inference_vtable {
   /* Writes a JSON object describing the served model:
    * {"model": str, "vocab_size": int, "max_context": int, ...}. */
   areal_status* (*info)(void* self, const areal_writer* out_json);
+
+  /* --- ABI 1.1 (check struct_size; NULL when the plugin cannot) ---------- */
+
+  /* Loads new weights from memory (an in-process trainer, no disk): every
+   * tensor of the model by Hugging Face name, float of any width (converted
+   * to the engine's dtype), shapes as in the checkpoint. Applied between
+   * decoding steps, all tensors at once; afterwards every new token is
+   * stamped `version`. A missing or misshapen tensor is INVALID_ARGUMENT and
+   * leaves the old weights in place.
+   * OWNERSHIP: the map and tensors are borrowed for the call. */
+  areal_status* (*update_weights_from_tensors)(void* self, const areal_tensor_map* weights, int64_t version);
 } areal_inference_vtable;
 
 #ifdef __cplusplus

@@ -23,6 +23,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <functional>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -262,6 +263,9 @@ class Episode {
 // ---------------------------------------------------------------------------
 // Adapters: C vtables that forward to a C++ class
 // ---------------------------------------------------------------------------
+// What a train plugin's export_weights(fn) calls with its full weights (ABI 1.1).
+using WeightsFn = std::function<void(const areal_tensor_map&)>;
+
 namespace detail {
 
 template <class T, class = void>
@@ -324,10 +328,36 @@ T& self_of(void* self) {
   return *static_cast<T*>(self);
 }
 
+// Optional ABI 1.1 methods, detected at compile time: a class that has one
+// gets its slot filled and the longer struct_size; one that has none stays a
+// 1.0 table (the slot NULL).
+//   inference: void update_weights_from_tensors(const areal_tensor_map& weights, int64_t version)
+//   train:     void export_weights(const WeightsFn& fn)  (call fn once with the full weights)
+template <class T, class = void>
+struct has_update_weights_from_tensors : std::false_type {};
+template <class T>
+struct has_update_weights_from_tensors<T, std::void_t<decltype(std::declval<T&>().update_weights_from_tensors(
+                                              std::declval<const areal_tensor_map&>(), int64_t()))>> : std::true_type {};
+template <class T, class = void>
+struct has_export_weights : std::false_type {};
+template <class T>
+struct has_export_weights<T, std::void_t<decltype(std::declval<T&>().export_weights(std::declval<const WeightsFn&>()))>>
+    : std::true_type {};
+
 template <class T>
 struct InferenceAdapter {
+  static areal_status* update_weights_from_tensors(void* s, const areal_tensor_map* m, int64_t version) {
+    return guard([&] {
+      if constexpr (has_update_weights_from_tensors<T>::value) {
+        if (m == nullptr) throw invalid_argument("weights are required");
+        self_of<T>(s).update_weights_from_tensors(*m, version);
+      }
+    });
+  }
   static constexpr areal_inference_vtable vtable = {
-      /* .struct_size    = */ AREAL_OFFSET_OF_END(areal_inference_vtable, info),
+      /* .struct_size    = */ has_update_weights_from_tensors<T>::value
+          ? AREAL_OFFSET_OF_END(areal_inference_vtable, update_weights_from_tensors)
+          : AREAL_OFFSET_OF_END(areal_inference_vtable, info),
       /* .create         = */ &create<T>,
       /* .destroy        = */ &destroy<T>,
       /* .submit         = */
@@ -352,6 +382,8 @@ struct InferenceAdapter {
       /* .set_version    = */ [](void* s, int64_t v) { return guard([&] { self_of<T>(s).set_version(v); }); },
       /* .info           = */
       [](void* s, const areal_writer* w) { return guard([&] { write(w, self_of<T>(s).info()); }); },
+      /* .update_weights_from_tensors = */
+      has_update_weights_from_tensors<T>::value ? &InferenceAdapter::update_weights_from_tensors : nullptr,
   };
 };
 
@@ -399,8 +431,17 @@ struct AlgorithmAdapter {
 
 template <class T>
 struct TrainAdapter {
+  static areal_status* export_weights(void* s, areal_status* (*fn)(void*, const areal_tensor_map*), void* ctx) {
+    return guard([&] {
+      if constexpr (has_export_weights<T>::value) {
+        if (fn == nullptr) throw invalid_argument("fn is required");
+        self_of<T>(s).export_weights([&](const areal_tensor_map& m) { throw_if_error(fn(ctx, &m)); });
+      }
+    });
+  }
   static constexpr areal_train_vtable vtable = {
-      /* .struct_size      = */ AREAL_OFFSET_OF_END(areal_train_vtable, set_version),
+      /* .struct_size      = */ has_export_weights<T>::value ? AREAL_OFFSET_OF_END(areal_train_vtable, export_weights)
+                                                             : AREAL_OFFSET_OF_END(areal_train_vtable, set_version),
       /* .create           = */ &create<T>,
       /* .destroy          = */ &destroy<T>,
       /* .compute_logprobs = */
@@ -428,6 +469,7 @@ struct TrainAdapter {
         });
       },
       /* .set_version      = */ [](void* s, int64_t v) { return guard([&] { self_of<T>(s).set_version(v); }); },
+      /* .export_weights   = */ has_export_weights<T>::value ? &TrainAdapter::export_weights : nullptr,
   };
 };
 

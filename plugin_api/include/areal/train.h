@@ -36,7 +36,7 @@ typedef struct areal_loss_fn {
 
 /* THREADING: an instance is used from one thread at a time. */
 typedef struct areal_train_vtable {
-  uint32_t struct_size; /* AREAL_OFFSET_OF_END(areal_train_vtable, set_version) */
+  uint32_t struct_size; /* AREAL_OFFSET_OF_END(areal_train_vtable, export_weights) since 1.1; (.., set_version) in 1.0 */
 
   /* As for areal_inference_vtable.create. */
   areal_status* (*create)(areal_str config_json, const areal_services* services, void** out_self);
@@ -68,6 +68,17 @@ typedef struct areal_train_vtable {
   /* The policy version of the current weights. */
   areal_status* (*get_version)(void* self, int64_t* out_version);
   areal_status* (*set_version)(void* self, int64_t version);
+
+  /* --- ABI 1.1 (check struct_size; NULL when the plugin cannot) ---------- */
+
+  /* Calls fn once with the current full weights, by Hugging Face tensor
+   * name, as CPU DLTensors in the model's dtype: the sending side of an
+   * in-memory weight update (areal_inference_vtable.update_weights_from_tensors).
+   * With world_size > 1 it is collective and every rank's fn sees the full
+   * weights. Returns fn's status if it fails.
+   * OWNERSHIP: the map, its names and tensors are plugin-owned and valid only
+   * during fn. THREADING: fn runs on the calling thread. */
+  areal_status* (*export_weights)(void* self, areal_status* (*fn)(void* ctx, const areal_tensor_map* weights), void* ctx);
 } areal_train_vtable;
 
 #ifdef __cplusplus

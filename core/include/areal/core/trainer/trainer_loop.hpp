@@ -3,7 +3,8 @@
 //   take a batch of groups from the asynchronous rollout
 //   -> (recompute proximal log-probs) -> advantages (algorithm plugin)
 //   -> one optimizer step (train plugin, loss from the algorithm plugin)
-//   -> pause rollout and inference -> save weights -> inference loads them
+//   -> pause rollout and inference -> weights to the inference backend (in
+//      memory, or through HF files on disk)
 //   -> version + 1 everywhere -> resume
 //   -> metrics row, progress line, checkpoint when due.
 //
@@ -26,6 +27,10 @@ struct TrainerOptions {
   int64_t checkpoint_every = 0;     // steps; 0 = only the final one
   bool resume = false;              // continue from the newest checkpoint under run_dir
   bool save_final = true;           // HF model folder at run_dir/final
+  // "memory": train.export_weights -> inference.update_weights_from_tensors
+  // (ABI 1.1, both in this process); "disk": save HF files, inference
+  // reloads; "auto": memory when both plugins can, else disk.
+  std::string weight_update = "auto";
 };
 
 struct TrainerParts {
