@@ -67,6 +67,8 @@ std::string usage() {
 
 Usage:
   areal-host --config FILE.yaml [dotted.key=value ...]   run the job the config describes
+                                                        (a train section: the RL trainer; else rollouts only;
+                                                        also `areal-host run --config FILE.yaml`)
   areal-host serve [--config FILE.yaml] [--model DIR] [--port N] [--admin-key K] [--tokenizer DIR] [key=value ...]
                                                         serve the gateway and its inference backend, no training
                                                         (--model: a Hugging Face folder on the CPU engine)
