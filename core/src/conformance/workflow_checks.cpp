@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "areal/core/episode_recorder.hpp"
+#include "areal/core/gateway_control.hpp"
 #include "areal/core/plugin_instance.hpp"
 #include "checker.hpp"
 
@@ -48,12 +49,7 @@ void check_workflow(const std::shared_ptr<LoadedPlugin>& p, const ConformanceOpt
       gateway.reset();  // episodes then run without sessions
     }
   }
-  auto control = [&](const nlohmann::json& request) {
-    const std::string text = request.dump();
-    StringCollector out;
-    throw_if_status(gvt->control(gateway->self(), areal_str{text.data(), text.size()}, out.writer()), "gateway control");
-    return nlohmann::json::parse(out.text.empty() ? "{}" : out.text);
-  };
+  auto control = [&](const nlohmann::json& request) { return call_gateway_control(*gvt, gateway->self(), request); };
 
   std::unique_ptr<PluginInstance> inst;
   c.run("workflow: create with the given config", [&] {

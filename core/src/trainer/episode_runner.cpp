@@ -1,6 +1,7 @@
 #include "areal/core/trainer/episode_runner.hpp"
 
 #include "areal/core/error.hpp"
+#include "areal/core/gateway_control.hpp"
 #include "areal/core/string_writer.hpp"
 
 namespace areal::trainer {
@@ -8,10 +9,7 @@ namespace areal::trainer {
 namespace {
 
 nlohmann::json control(const EpisodeTarget& t, const nlohmann::json& request) {
-  const std::string text = request.dump();
-  StringCollector out;
-  throw_if_status(t.gateway->control(t.gateway_self, areal_str{text.data(), text.size()}, out.writer()), "gateway control");
-  return nlohmann::json::parse(out.text.empty() ? "{}" : out.text);
+  return call_gateway_control(*t.gateway, t.gateway_self, request);
 }
 
 }  // namespace

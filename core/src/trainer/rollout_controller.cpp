@@ -8,7 +8,7 @@
 #include "areal/core/error.hpp"
 #include "areal/core/logging.hpp"
 #include "areal/core/metrics.hpp"
-#include "areal/core/string_writer.hpp"
+#include "areal/core/gateway_control.hpp"
 
 namespace areal::trainer {
 
@@ -124,12 +124,7 @@ void RolloutController::record(nlohmann::json record) {
 }
 
 RolloutGroup RolloutController::run_online_task(int64_t task) {
-  auto control = [&](const nlohmann::json& request) {
-    const std::string text = request.dump();
-    StringCollector out;
-    throw_if_status(opt_.gateway->control(opt_.gateway_self, areal_str{text.data(), text.size()}, out.writer()), "gateway control");
-    return nlohmann::json::parse(out.text);
-  };
+  auto control = [&](const nlohmann::json& request) { return call_gateway_control(*opt_.gateway, opt_.gateway_self, request); };
   control({{"op", "grant_capacity"}, {"n", 1}});
   nlohmann::json session;
   for (;;) {
