@@ -36,6 +36,13 @@ int run_training(const ResolvedConfig& rc, const RolloutPlan& plan, const Runnin
   opt.resume = tr["resume"].get<bool>();
   opt.save_final = tr["save_final"].get<bool>();
   opt.weight_update = tr["weight_update"].get<std::string>();
+  // ABI 1.2 made behaviour log-probs those of the sampling distribution; an
+  // older inference plugin reports temperature-1 values, exact only at T = 1.
+  if (const auto& inf = rc.plugins.at("inference"); inf->info().abi_minor < 2 && !opt.recompute_logprob)
+    logging::get("trainer")->warn(
+        "inference plugin '{}' was built for ABI {}: its log-probs are temperature-1 values, which match the trainer's only "
+        "when sampling at temperature 1; set trainer.recompute_logprob=true (non-decoupled loss) to sample at another temperature",
+        inf->name(), inf->abi_version());
   opt.run_dir = rc.path(ex["output_dir"].get<std::string>() + "/" + ex["name"].get<std::string>() + "/" + ex["trial"].get<std::string>());
 
   trainer::RolloutOptions ro_opt;

@@ -15,6 +15,16 @@ uint64_t SplitMix64::next() {
 
 double SplitMix64::uniform() { return (next() >> 11) * (1.0 / 9007199254740992.0); }
 
+double sampling_logprob(const double* raw, int32_t n, float temperature, int32_t token) {
+  if (temperature <= 0.0f || temperature == 1.0f) return raw[token];
+  const double t = temperature;
+  double max_scaled = raw[0] / t;
+  for (int32_t i = 1; i < n; ++i) max_scaled = std::max(max_scaled, raw[i] / t);
+  double sum = 0;
+  for (int32_t i = 0; i < n; ++i) sum += std::exp(raw[i] / t - max_scaled);
+  return raw[token] / t - max_scaled - std::log(sum);
+}
+
 int32_t sample(const std::vector<double>& raw, float temperature, int32_t top_k, float top_p, SplitMix64& rng) {
   const int32_t n = static_cast<int32_t>(raw.size());
   if (temperature <= 0.0f) return static_cast<int32_t>(std::max_element(raw.begin(), raw.end()) - raw.begin());

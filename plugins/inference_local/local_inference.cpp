@@ -60,6 +60,7 @@ class LocalInference {
     "dtype": {"type": "string", "enum": ["float32", "float64"], "default": "float32", "doc": "Compute dtype on CPU."},
     "max_batch": {"type": "integer", "default": 8, "minimum": 1, "maximum": 1024, "doc": "Requests decoded together."},
     "max_context": {"type": "integer", "default": 0, "minimum": 0, "doc": "Prompt plus output limit; 0: the model's max_position_embeddings."},
+    "logprob_mode": {"type": "string", "enum": ["sampling", "raw"], "default": "sampling", "doc": "sampling: log-probs of softmax(logits / temperature), the ABI's convention and what training recomputes. raw: temperature-1 log-probs, which break that convention; only for test servers that emulate vLLM's or SGLang's raw mode."},
     "threads": {"type": "integer", "default": 0, "minimum": 0, "doc": "Torch intra-op threads; 0 keeps the default."}
   }})";
 
@@ -81,6 +82,7 @@ class LocalInference {
     name_ = c.value("model", std::string());
     if (name_.empty()) name_ = fs::path(path_).filename().string();
     max_batch_ = c.value("max_batch", 8);
+    raw_logprobs_ = c.value("logprob_mode", std::string("sampling")) == "raw";
     max_context_ = c.value("max_context", int64_t{0});
     if (max_context_ == 0) max_context_ = model_->config().max_position_embeddings;
     thread_ = std::thread([this] { schedule(); });
@@ -287,21 +289,27 @@ class LocalInference {
     for (int64_t b = 0; b < B; ++b) emit(*batch[b], lp[b]);
   }
 
-  // Samples the next token of `r` from its raw log-prob row and delivers it.
+  // Samples the next token of `r` from its raw log-prob row and delivers it
+  // with its log-prob under the sampling distribution (the ABI's convention).
   void emit(Request& r, const torch::Tensor& row) {
     const torch::Tensor contiguous = row.contiguous();
     const double* p = contiguous.data_ptr<double>();
     const auto& s = r.sampling;
     const auto n = static_cast<int32_t>(contiguous.numel());
     int32_t tok;
+    double lp_scaled;
     if (areal::sampling::samples_whole_distribution(n, s.temperature, s.top_k, s.top_p)) {
       // Weights in one vectorised pass; only the inverse-CDF walk is scalar.
-      const torch::Tensor w = ((contiguous - contiguous.max()) / static_cast<double>(s.temperature)).exp_();
-      tok = areal::sampling::sample_from_weights(w.data_ptr<double>(), n, w.sum().item<double>(), r.rng);
+      const double max = contiguous.max().item<double>(), t = s.temperature;
+      const torch::Tensor w = ((contiguous - max) / t).exp_();
+      const double sum = w.sum().item<double>();
+      tok = areal::sampling::sample_from_weights(w.data_ptr<double>(), n, sum, r.rng);
+      lp_scaled = (p[tok] - max) / t - std::log(sum);
     } else {
       tok = areal::sampling::sample(std::vector<double>(p, p + n), s.temperature, s.top_k, s.top_p, r.rng);
+      lp_scaled = areal::sampling::sampling_logprob(p, n, s.temperature, tok);
     }
-    const float lp = static_cast<float>(p[tok]);
+    const float lp = static_cast<float>(raw_logprobs_ ? p[tok] : lp_scaled);
     int64_t version;
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -385,6 +393,7 @@ class LocalInference {
   torch::Dtype dtype_ = torch::kFloat32;
   std::string path_, name_;
   int max_batch_ = 8;
+  bool raw_logprobs_ = false;
   int64_t max_context_ = 4096, version_ = 0;
 
   std::mutex mutex_;       // queue, active set, ids, flags, version

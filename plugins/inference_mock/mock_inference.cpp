@@ -47,6 +47,7 @@ class MockInference {
     "token_delay_ms": {"type": "number", "default": 0, "minimum": 0, "doc": "Sleep per generated token, to simulate a slow backend."},
     "workers": {"type": "integer", "default": 2, "minimum": 1, "maximum": 256, "doc": "Requests decoded in parallel."},
     "weights_seed": {"type": "integer", "default": 0, "doc": "Selects the bigram table; update_weights may change it."},
+    "logprob_mode": {"type": "string", "enum": ["sampling", "raw"], "default": "sampling", "doc": "sampling: log-probs of softmax(logits / temperature), the ABI's convention. raw: temperature-1 log-probs, which break that convention; only for test servers that emulate vLLM's or SGLang's raw mode."},
     "script": {"type": "array", "items": {"type": "array", "items": {"type": "integer"}}, "default": [], "doc": "Script mode: request n (in submission order) samples exactly script[n % len] (then STOP), logprobs still from the bigram table. For end-to-end tests of tool calls and agents."}
   }})";
 
@@ -58,6 +59,7 @@ class MockInference {
     max_context_ = c.value("max_context", 4096);
     delay_ms_ = c.value("token_delay_ms", 0.0);
     weights_seed_ = c.value("weights_seed", int64_t{0});
+    raw_logprobs_ = c.value("logprob_mode", std::string("sampling")) == "raw";
     if (vocab_ < 2) throw sdk::invalid_argument("mock_inference: vocab_size must be >= 2");
     script_ = c.value("script", std::vector<std::vector<int32_t>>{});
     for (const auto& reply : script_)
@@ -213,7 +215,7 @@ class MockInference {
       }
       auto row = areal::mock::log_probs(prev, vocab_, seed);
       int32_t tok = scripted ? (*scripted)[static_cast<size_t>(i)] : areal::mock::sample(row, s.temperature, s.top_k, s.top_p, rng);
-      float lp = static_cast<float>(row[tok]);
+      float lp = static_cast<float>(raw_logprobs_ ? row[tok] : areal::sampling::sampling_logprob(row.data(), vocab_, s.temperature, tok));
       areal_gen_chunk chunk{AREAL_OFFSET_OF_END(areal_gen_chunk, count), &tok, &lp, &version, 1};
       if (areal_status* st = r.sink.on_tokens(r.sink.ctx, &chunk)) {
         sdk::host().status_free(st);
@@ -235,6 +237,7 @@ class MockInference {
   int32_t eos_ = -1;
   int64_t max_context_ = 4096;
   double delay_ms_ = 0;
+  bool raw_logprobs_ = false;
   int64_t weights_seed_ = 0;
   int64_t version_ = 0;
   std::vector<std::vector<int32_t>> script_;

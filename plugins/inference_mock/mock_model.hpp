@@ -4,8 +4,10 @@
 //   logit(next = j | previous token p) = ((p * 31 + j * 17 + weights_seed * 7) mod 97) / 10
 //   p(j | p) = softmax over j in [0, vocab_size)
 //
-// Reported logprobs are log p(j | p) at temperature 1 (the raw distribution),
-// whatever temperature was used to sample, as the ABI requires.
+// Reported logprobs are log p(j | p) under softmax(logit / T) at the request's
+// temperature T (1 when greedy), the ABI's convention; `logprob_mode: raw`
+// reports temperature-1 values instead (for test servers that emulate a
+// backend's raw mode).
 #pragma once
 
 #include <cmath>

@@ -170,8 +170,9 @@ TEST(FsdpPlugin, ResumeFromACheckpointReproducesTheUninterruptedRun) {
 
 // The exactness promise: what the local backend reports while
 // sampling (batched KV-cache decoding of requests of different lengths) is
-// what the trainer computes for the same tokens, so the importance ratio
-// of an on-policy sample starts at exactly 1 (up to float rounding).
+// what the trainer computes for the same tokens at the sampling temperature
+// (ABI 1.2: log-probs of softmax(logits / T)), so the importance ratio of an
+// on-policy sample starts at exactly 1 (up to float rounding).
 TEST(LocalInference, GenerationLogprobsEqualTrainingLogprobs) {
   areal::PluginCatalog catalog({AREAL_TEST_PLUGIN_DIR});
   auto local = catalog.resolve("local", AREAL_KIND_INFERENCE);
@@ -216,7 +217,7 @@ TEST(LocalInference, GenerationLogprobsEqualTrainingLogprobs) {
   areal::TensorMapBuilder b;
   b.add("input_ids", ids_t.dl()).add("cu_seqlens", cu_t.dl());
   DLManagedTensor* out = nullptr;
-  areal::throw_if_status(fsdp->train()->compute_logprobs(train.self(), b.get(), 1.0f, &out), "compute_logprobs");
+  areal::throw_if_status(fsdp->train()->compute_logprobs(train.self(), b.get(), 0.8f, &out), "compute_logprobs");
   const auto* lp = static_cast<const float*>(out->dl_tensor.data);
   double worst = 0;
   for (const auto& [pos, want] : expected) worst = std::max(worst, std::abs(static_cast<double>(lp[pos]) - want));

@@ -11,8 +11,10 @@
 
 namespace {
 
-double reference_logprob(int prev, int tok, int vocab, int weights_seed) {
-  auto logit = [&](int j) { return ((prev * 31 + j * 17 + weights_seed * 7) % 97) / 10.0; };
+// log p(tok) under softmax(logit / temperature); greedy (0) counts as 1.
+double reference_logprob(int prev, int tok, int vocab, int weights_seed, double temperature = 1.0) {
+  const double t = temperature > 0 ? temperature : 1.0;
+  auto logit = [&](int j) { return ((prev * 31 + j * 17 + weights_seed * 7) % 97) / 10.0 / t; };
   double z = 0;
   for (int j = 0; j < vocab; ++j) z += std::exp(logit(j));
   return logit(tok) - std::log(z);
@@ -57,16 +59,29 @@ class MockInference : public ::testing::Test {
   std::unique_ptr<areal::PluginInstance> inst_;
 };
 
-TEST_F(MockInference, LogprobsAreTheRawDistributionWhateverTheTemperature) {
+// ABI 1.2: log-probs of the sampling distribution softmax(logits / T).
+TEST_F(MockInference, LogprobsAreThoseOfTheSamplingDistribution) {
   start(R"({"vocab_size": 50, "workers": 1})");
   for (float temperature : {0.0f, 0.7f, 1.0f, 1.5f}) {
     auto r = generate({3, 9}, 12, temperature, 11);
     ASSERT_EQ(r.output_ids.size(), 12u);
     int prev = 9;
     for (size_t i = 0; i < r.output_ids.size(); ++i) {
-      EXPECT_NEAR(r.logprobs[i], reference_logprob(prev, r.output_ids[i], 50, 0), 1e-5) << "token " << i;
+      EXPECT_NEAR(r.logprobs[i], reference_logprob(prev, r.output_ids[i], 50, 0, temperature), 1e-5) << "token " << i << " T " << temperature;
       prev = r.output_ids[i];
     }
+  }
+}
+
+// The test servers' emulation of a backend's raw mode: temperature-1 values.
+TEST_F(MockInference, RawLogprobModeReportsTemperatureOneValues) {
+  start(R"({"vocab_size": 50, "workers": 1, "logprob_mode": "raw"})");
+  auto r = generate({3, 9}, 8, 1.5f, 11);
+  int prev = 9;
+  for (size_t i = 0; i < r.output_ids.size(); ++i) {
+    EXPECT_NEAR(r.logprobs[i], reference_logprob(prev, r.output_ids[i], 50, 0), 1e-5) << "token " << i;
+    EXPECT_GT(std::abs(r.logprobs[i] - reference_logprob(prev, r.output_ids[i], 50, 0, 1.5)), 1e-4);
+    prev = r.output_ids[i];
   }
 }
 

@@ -30,8 +30,9 @@ extern "C" {
  * host reads a plugin struct only up to the plugin's struct_size, and the
  * plugin SDK checks the host's struct_size before using a newer host slot. */
 #define AREAL_ABI_MAJOR 1
-/* Bump when anything is appended to any struct or enum in this directory. */
-#define AREAL_ABI_MINOR 1
+/* Bump when anything is appended to any struct or enum in this directory, or
+ * when a member's documented meaning is refined (see the @since notes). */
+#define AREAL_ABI_MINOR 2
 
 /* Size of a struct up to and including member m, excluding trailing padding.
  * Every struct_size field is set with this to its last member. */

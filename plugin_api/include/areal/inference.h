@@ -10,6 +10,7 @@
 
 #include "areal/abi.h"
 #include "areal/services.h"
+#include "areal/tensors.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -58,7 +59,9 @@ typedef enum areal_finish_reason {
 typedef struct areal_gen_chunk {
   uint32_t struct_size;     /* AREAL_OFFSET_OF_END(areal_gen_chunk, count) */
   const int32_t* token_ids; /* sampled ids */
-  const float* logprobs;    /* log p(token) under the raw (temperature 1) distribution */
+  const float* logprobs;    /* log p(token) under the sampling distribution softmax(logits / T), T the
+                               request's temperature (1 when greedy), before top-k/top-p truncation.
+                               @since 1.2 (until 1.1: T = 1 whatever the temperature) */
   const int64_t* versions;  /* policy (weight) version that sampled each token */
   size_t count;             /* >= 1 */
 } areal_gen_chunk;

@@ -23,6 +23,11 @@ int32_t sample(const std::vector<double>& raw_logprobs, float temperature, int32
 // temperature > 0): a backend may then compute the weights itself, vectorised.
 bool samples_whole_distribution(int32_t n, float temperature, int32_t top_k, float top_p);
 
+// log p(token) under softmax(raw / temperature): the ABI's log-prob
+// convention (the sampling distribution before top-k/top-p; temperature 0,
+// greedy, counts as 1), from normalised raw log-probs.
+double sampling_logprob(const double* raw_logprobs, int32_t n, float temperature, int32_t token);
+
 // Inverse CDF in id order over n unnormalised weights summing to `sum`.
 int32_t sample_from_weights(const double* weights, int32_t n, double sum, SplitMix64& rng);
 
