@@ -160,3 +160,38 @@ TEST(InteractionCache, RewardErrors) {
     EXPECT_STREQ(e.what(), "Interaction zzz not found");
   }
 }
+
+// A call whose backend failed (the client got a 502) keeps the session
+// consistent: "the last call" for a reward is the last one that answered,
+// the failed call takes no reward, is no child in the discount chain and
+// yields no row (nor counts as in flight).
+TEST(InteractionCache, FailedCallsAreNeverRewardedDiscountedOrExported) {
+  InteractionCache c;
+  const size_t a = c.insert("a", msgs({{"user", "hi"}}));
+  finish(c, a, reply("hello"), {1, 2}, 10, 2, false);
+  Json next = msgs({{"user", "hi"}});
+  next.push_back({{"role", "assistant"}, {"content", "hello"}});
+  next.push_back({{"role", "user"}, {"content", "more"}});
+  const size_t b = c.insert("b", next);
+  EXPECT_EQ(c.get(b).parent, static_cast<int>(a));
+  c.fail(b);
+  c.set_reward("", 2.0);
+  EXPECT_EQ(c.get(a).reward.value_or(-1), 2.0);
+  EXPECT_FALSE(c.get(b).reward.has_value());
+  try {
+    c.set_reward("b", 1.0);
+    FAIL() << "a failed call took a reward";
+  } catch (const areal::Error& e) {
+    EXPECT_EQ(e.code(), AREAL_CODE_FAILED_PRECONDITION);
+  }
+  c.apply_discount(0.5);
+  EXPECT_DOUBLE_EQ(c.get(a).discounted_reward, 2.0);  // not 2 + 0.5 * 0 through the failed child
+  size_t skipped = 99;
+  const auto rows = c.export_rows(ExportStyle::kIndividual, &skipped);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].interaction_id, "a");
+  EXPECT_EQ(skipped, 0u);
+  InteractionCache only_failed;
+  only_failed.fail(only_failed.insert("x", msgs({{"user", "hi"}})));
+  EXPECT_THROW(only_failed.set_reward("", 1.0), areal::Error);
+}

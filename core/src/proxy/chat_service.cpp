@@ -205,7 +205,12 @@ ChatService::Completed ChatService::run(const ChatRequest& req, const std::share
   const bool record = session && req.store;
   size_t index = 0;
   if (record) index = session->cache.insert(c.id, req.messages);
-  c.gen = generate(std::move(prompt), req, session ? session->id : std::string(), on_delta);
+  try {
+    c.gen = generate(std::move(prompt), req, session ? session->id : std::string(), on_delta);
+  } catch (...) {
+    if (record) session->cache.fail(index);  // the client gets the error; the session stays consistent
+    throw;
+  }
   c.gen.concat_linked = linked;
   const bool tools_enabled = !req.tools.is_null() && req.tool_choice != "none";
   c.parsed = parse_output(c.gen.text, config_.parsers, tools_enabled, req.tool_call_id_prefix);

@@ -131,15 +131,26 @@ void InteractionCache::complete(size_t index, Json output, std::vector<int32_t> 
   }
 }
 
+void InteractionCache::fail(size_t index) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  items_.at(index).failed = true;
+}
+
 void InteractionCache::set_reward(const std::string& id, double reward) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (items_.empty()) throw Error(AREAL_CODE_FAILED_PRECONDITION, "No interactions in session");
   if (id.empty()) {
-    items_.back().reward = reward;
-    return;
+    for (size_t k = items_.size(); k-- > 0;)
+      if (!items_[k].failed) {
+        items_[k].reward = reward;
+        return;
+      }
+    throw Error(AREAL_CODE_FAILED_PRECONDITION, "Every interaction in the session failed; there is nothing to reward");
   }
   for (auto& it : items_)
     if (it.id == id) {
+      if (it.failed)
+        throw Error(AREAL_CODE_FAILED_PRECONDITION, "Interaction " + id + " failed (the backend returned an error); it has nothing to reward");
       it.reward = reward;
       return;
     }
@@ -155,6 +166,7 @@ void InteractionCache::apply_discount(double gamma) {
   std::vector<double> child_return(items_.size(), 0.0);
   for (size_t k = items_.size(); k-- > 0;) {
     const Interaction& it = items_[k];
+    if (it.failed) continue;  // not a child that could pass a return back
     ret[k] = it.reward.value_or(0.0) + (has_child[k] ? gamma * child_return[k] : 0.0);
     if (it.parent >= 0 && !has_child[it.parent]) {  // the latest child of that parent
       has_child[it.parent] = true;
@@ -205,6 +217,7 @@ std::vector<TrajectoryRow> InteractionCache::export_rows(ExportStyle style, size
   std::vector<TrajectoryRow> rows;
   size_t incomplete = 0;
   for (size_t k = 0; k < items_.size(); ++k) {
+    if (items_[k].failed) continue;
     if (!items_[k].complete()) {
       ++incomplete;
       continue;

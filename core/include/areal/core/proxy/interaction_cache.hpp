@@ -30,6 +30,7 @@ struct Interaction {
   std::vector<float> output_logprobs;
   std::vector<int64_t> output_versions;
   std::string finish_reason;
+  bool failed = false;           // the backend failed: no output; never rewarded, discounted or exported
   std::optional<double> reward;  // as set by the client
   double discounted_reward = 0;  // after apply_discount
   bool complete() const { return output.has_value(); }
@@ -66,8 +67,14 @@ class InteractionCache {
   void complete(size_t index, Json output, std::vector<int32_t> prompt_ids, std::vector<int32_t> output_ids,
                 std::vector<float> logprobs, std::vector<int64_t> versions, std::string finish_reason, bool concat);
 
-  // Sets the reward of `id`, or of the last inserted call when id is empty.
-  // Throws NOT_FOUND / FAILED_PRECONDITION (no interactions).
+  // Marks a call whose generation failed (the client got an error): it keeps
+  // its place but takes no reward and yields no row, so nothing half-made is
+  // trained on and a reward for "the last call" reaches the last real one.
+  void fail(size_t index);
+
+  // Sets the reward of `id`, or of the last call that did not fail when id
+  // is empty. Throws NOT_FOUND / FAILED_PRECONDITION (no interactions, or
+  // the call failed).
   void set_reward(const std::string& id, double reward);
 
   // Returns-to-go along each conversation: a call's discounted reward is its
