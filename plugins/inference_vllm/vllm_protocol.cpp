@@ -1,0 +1,77 @@
+#include "vllm_protocol.hpp"
+
+#include <stdexcept>
+
+namespace areal::remote {
+
+using nlohmann::json;
+
+json VLLMProtocol::generate_body(const Segment& seg) const {
+  const Sampling& s = seg.sampling;
+  json b = {{"prompt", *seg.input_ids},
+            {"max_tokens", s.max_new_tokens},
+            {"temperature", s.temperature},  // 0 is greedy
+            {"top_p", s.top_p},
+            {"ignore_eos", s.ignore_eos},
+            {"logprobs", 0},  // the sampled token's log-prob only
+            {"return_tokens_as_token_ids", true},
+            {"skip_special_tokens", false},
+            {"include_stop_str_in_output", true},
+            {"stream", true},
+            {"request_id", seg.rid}};
+  if (!model_.empty()) b["model"] = model_;
+  if (s.top_k > 0) b["top_k"] = s.top_k;  // absent: off (0 and -1 mean off in different versions)
+  if (s.has_seed) b["seed"] = s.seed;
+  if (!s.stop_ids.empty()) b["stop_token_ids"] = s.stop_ids;
+  if (!s.stop_strings.empty()) b["stop"] = s.stop_strings;
+  return b;
+}
+
+SegmentUpdate VLLMProtocol::parse_event(const json& event, size_t /*received*/) const {
+  if (!event.is_object() || !event.contains("choices") || !event["choices"].is_array())
+    throw std::runtime_error("a /v1/completions event without choices");
+  SegmentUpdate u;
+  if (event["choices"].empty()) return u;  // a usage-only chunk
+  const json& c = event["choices"][0];
+  if (c.contains("logprobs") && c["logprobs"].is_object()) {
+    const json& lp = c["logprobs"];
+    if (!lp.contains("tokens") || !lp.contains("token_logprobs") || !lp["tokens"].is_array() || !lp["token_logprobs"].is_array() ||
+        lp["tokens"].size() != lp["token_logprobs"].size())
+      throw std::runtime_error("choices[0].logprobs lacks matching tokens and token_logprobs");
+    for (size_t i = 0; i < lp["tokens"].size(); ++i) {
+      const json& tok = lp["tokens"][i];
+      const std::string prefix = "token_id:";
+      if (!tok.is_string() || tok.get<std::string>().rfind(prefix, 0) != 0)
+        throw std::runtime_error("choices[0].logprobs.tokens holds " + tok.dump() + ", not \"token_id:N\" (was return_tokens_as_token_ids honoured?)");
+      const json& v = lp["token_logprobs"][i];
+      if (!v.is_number()) throw std::runtime_error("choices[0].logprobs.token_logprobs holds " + v.dump());
+      u.ids.push_back(std::stoi(tok.get<std::string>().substr(prefix.size())));
+      u.logprobs.push_back(v.get<float>());
+    }
+  } else if (c.contains("text") && c["text"].is_string() && !c["text"].get<std::string>().empty()) {
+    throw std::runtime_error("a /v1/completions event with text but no logprobs (logprobs: 0 was sent)");
+  }
+  if (c.contains("finish_reason") && c["finish_reason"].is_string()) {
+    const std::string f = c["finish_reason"];
+    if (f == "stop") u.finish = Finish::kStop;
+    else if (f == "length") u.finish = Finish::kLength;
+    else if (f == "abort") u.finish = Finish::kAbort, u.message = "aborted by the server";
+    else throw std::runtime_error("unknown finish_reason '" + f + "'");
+  }
+  return u;
+}
+
+void VLLMProtocol::pause(const Url& server, double timeout_s) const {
+  post_control(server, routes_.pause, json::object(), timeout_s, "POST " + routes_.pause);
+}
+
+void VLLMProtocol::resume(const Url& server, double timeout_s) const {
+  post_control(server, routes_.resume, json::object(), timeout_s, "POST " + routes_.resume);
+}
+
+void VLLMProtocol::update_weights_from_disk(const Url& server, const std::string& path, int64_t /*version*/, double timeout_s) const {
+  // vLLM has no weight version of its own; the plugin stamps versions.
+  post_control(server, routes_.update_weights, {{"model_path", path}, {"load_format", "auto"}}, timeout_s, "POST " + routes_.update_weights);
+}
+
+}  // namespace areal::remote

@@ -1,0 +1,39 @@
+// vLLM's OpenAI-compatible completions protocol (facts: docs/backends.md):
+// POST /v1/completions with the prompt as token ids, streamed, with
+// return_tokens_as_token_ids so each token comes back as "token_id:N" beside
+// its log-prob. Stock vLLM aborts a request when its client disconnects.
+// Pause, resume and weight reload are routes of the launcher the servers
+// run (AReaL's vLLM server by default; stock vLLM's dev-mode /pause and
+// /resume by configuration).
+#pragma once
+
+#include "backend_protocol.hpp"
+
+namespace areal::remote {
+
+struct VLLMRoutes {
+  std::string pause = "/areal_pause_generation";
+  std::string resume = "/areal_continue_generation";
+  std::string update_weights = "/areal_update_weights";
+};
+
+class VLLMProtocol : public BackendProtocol {
+ public:
+  VLLMProtocol(std::string model, VLLMRoutes routes) : model_(std::move(model)), routes_(std::move(routes)) {}
+  std::string name() const override { return "vllm"; }
+  std::string generate_path() const override { return "/v1/completions"; }
+  nlohmann::json generate_body(const Segment& segment) const override;
+  SegmentUpdate parse_event(const nlohmann::json& event, size_t received) const override;
+  void pause(const Url& server, double timeout_s) const override;
+  void resume(const Url& server, double timeout_s) const override;
+  void update_weights_from_disk(const Url& server, const std::string& path, int64_t version, double timeout_s) const override;
+  std::string logprob_fix() const override {
+    return "start vLLM with --logprobs-mode processed_logprobs (its default, raw_logprobs, reports temperature-1 log-probs)";
+  }
+
+ private:
+  std::string model_;
+  VLLMRoutes routes_;
+};
+
+}  // namespace areal::remote

@@ -1,0 +1,73 @@
+// What differs between SGLang and vLLM: request bodies, stream events and
+// control routes. Everything else (servers, retries, pause, resubmission,
+// versions) is the RemoteEngine's, shared by both plugins.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "http_client.hpp"
+
+namespace areal::remote {
+
+// A request's sampling controls, owned (the ABI's are borrowed).
+struct Sampling {
+  float temperature = 1.0f;
+  float top_p = 1.0f;
+  int32_t top_k = 0;  // <= 0: off
+  int32_t max_new_tokens = 1;
+  bool has_seed = false;
+  uint64_t seed = 0;
+  bool ignore_eos = false;
+  std::vector<int32_t> stop_ids;
+  std::vector<std::string> stop_strings;
+};
+
+// One HTTP generation call: a request's prompt plus what it produced so far.
+struct Segment {
+  std::string rid;
+  const std::vector<int32_t>* input_ids = nullptr;
+  Sampling sampling;  // max_new_tokens = what is left
+};
+
+enum class Finish { kNone, kStop, kLength, kAbort };
+
+// What one stream event adds.
+struct SegmentUpdate {
+  std::vector<int32_t> ids;
+  std::vector<float> logprobs;
+  Finish finish = Finish::kNone;
+  std::string message;  // the server's words for an abort
+};
+
+class BackendProtocol {
+ public:
+  virtual ~BackendProtocol() = default;
+  virtual std::string name() const = 0;  // "sglang", "vllm"
+  virtual std::string generate_path() const = 0;
+  virtual nlohmann::json generate_body(const Segment& segment) const = 0;
+  // One SSE payload other than [DONE]. `received`: tokens of this segment
+  // taken so far (SGLang's default stream repeats them). Throws
+  // std::runtime_error on a malformed event.
+  virtual SegmentUpdate parse_event(const nlohmann::json& event, size_t received) const = 0;
+  virtual std::string health_path() const { return "/health"; }
+  // Control calls; throw std::runtime_error with the server's words on failure.
+  virtual void pause(const Url& server, double timeout_s) const = 0;
+  virtual void resume(const Url& server, double timeout_s) const = 0;
+  virtual void update_weights_from_disk(const Url& server, const std::string& path, int64_t version, double timeout_s) const = 0;
+  // Best effort, after the connection is closed (vLLM aborts on disconnect).
+  virtual void abort(const Url& /*server*/, const std::string& /*rid*/, double /*timeout_s*/) const {}
+  // How to make a server report log-probs of the sampling distribution.
+  virtual std::string logprob_fix() const = 0;
+};
+
+// POSTs a JSON body and throws std::runtime_error unless the server says 200
+// (and "success" is not false). Returns the parsed body (null when not JSON).
+nlohmann::json post_control(const Url& server, const std::string& path, const nlohmann::json& body, double timeout_s,
+                            const std::string& what);
+
+}  // namespace areal::remote

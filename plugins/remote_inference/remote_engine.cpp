@@ -1,0 +1,646 @@
+#include "remote_engine.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include <Poco/Exception.h>
+
+#include "areal/sdk.hpp"
+#include "areal/sdk_json.hpp"
+
+namespace areal::remote {
+
+namespace sdk = areal::sdk;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+EngineOptions EngineOptions::from_json(const json& c) {
+  EngineOptions o;
+  if (!c.contains("servers") || !c["servers"].is_array() || c["servers"].empty())
+    throw sdk::invalid_argument("'servers' is required: a list of base URLs such as [\"http://127.0.0.1:30000\"]");
+  for (const auto& s : c["servers"]) {
+    if (!s.is_string()) throw sdk::invalid_argument("'servers' holds strings");
+    o.servers.push_back(s.get<std::string>());
+  }
+  o.model = c.value("model", std::string());
+  o.max_context = c.value("max_context", int64_t{0});
+  o.connect_timeout_s = c.value("connect_timeout_s", 5.0);
+  o.idle_timeout_s = c.value("idle_timeout_s", 600.0);
+  o.control_timeout_s = c.value("control_timeout_s", 600.0);
+  o.max_retries = c.value("max_retries", 3);
+  o.retry_backoff_s = c.value("retry_backoff_s", 0.5);
+  o.health_check_interval_s = c.value("health_check_interval_s", 5.0);
+  o.startup_timeout_s = c.value("startup_timeout_s", 60.0);
+  o.pause_drain_timeout_s = c.value("pause_drain_timeout_s", 30.0);
+  o.verify_logprobs = c.value("verify_logprobs", true);
+  o.max_concurrency = c.value("max_concurrency", 1024);
+  return o;
+}
+
+json post_control(const Url& server, const std::string& path, const json& body, double timeout_s, const std::string& what) {
+  HttpResult r;
+  try {
+    r = http_call(server, "POST", path, body.dump(), timeout_s);
+  } catch (const Poco::Exception& e) {
+    throw std::runtime_error(what + " on " + server.text + " failed: " + e.displayText());
+  } catch (const std::exception& e) {
+    throw std::runtime_error(what + " on " + server.text + " failed: " + e.what());
+  }
+  if (r.status != 200) throw std::runtime_error(what + " on " + server.text + " answered " + std::to_string(r.status) + ": " + error_message(r.body));
+  json j = json::parse(r.body, nullptr, false);
+  if (j.is_discarded()) return json();
+  if (j.is_object() && j.contains("success") && j["success"] == false)
+    throw std::runtime_error(what + " on " + server.text + " failed: " + j.value("message", std::string("no message")));
+  return j;
+}
+
+struct RemoteEngine::Job {
+  uint64_t id = 0;
+  std::vector<int32_t> tokens;  // prompt, then every token received
+  size_t prompt_size = 0;
+  Sampling sampling;
+  std::string affinity;
+  areal_gen_sink sink{};
+  std::atomic<bool> aborted{false};
+  std::mutex call_mutex;  // guards call/server/rid for abort()
+  StreamCall* call = nullptr;
+  int server = -1;
+  std::string rid;
+};
+
+namespace {
+
+std::vector<Url> parse_servers(const std::vector<std::string>& texts) {
+  std::vector<Url> out;
+  for (const auto& t : texts) {
+    try {
+      out.push_back(parse_url(t));
+    } catch (const std::invalid_argument& e) {
+      throw sdk::invalid_argument(std::string("servers: ") + e.what());
+    }
+  }
+  return out;
+}
+
+std::string random_hex(size_t n) {
+  std::random_device rd;
+  std::string s;
+  const char* digits = "0123456789abcdef";
+  for (size_t i = 0; i < n; ++i) s += digits[rd() % 16];
+  return s;
+}
+
+}  // namespace
+
+RemoteEngine::RemoteEngine(std::unique_ptr<BackendProtocol> protocol, EngineOptions options)
+    : protocol_(std::move(protocol)), opt_(std::move(options)), pool_(parse_servers(opt_.servers)), rid_prefix_("areal-" + random_hex(8)) {
+  wait_for_servers();
+  if (opt_.verify_logprobs) verify_logprob_convention();
+  if (opt_.max_context == 0) opt_.max_context = fetch_max_context();
+  health_ = std::thread([this] { health_loop(); });
+}
+
+RemoteEngine::~RemoteEngine() {
+  std::vector<std::shared_ptr<Job>> live, queued;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+    for (auto& [_, j] : live_) live.push_back(j);
+    queued.assign(queue_.begin(), queue_.end());
+    queue_.clear();
+  }
+  for (auto& j : live) {
+    j->aborted = true;
+    std::lock_guard<std::mutex> lock(j->call_mutex);
+    if (j->call) j->call->cancel();
+  }
+  cv_.notify_all();
+  health_cv_.notify_all();
+  for (auto& t : workers_) t.join();
+  if (health_.joinable()) health_.join();
+  for (auto& j : queued) j->sink.on_done(j->sink.ctx, AREAL_FINISH_ABORT, nullptr);
+}
+
+void RemoteEngine::log(int level, const std::string& message) const {
+  sdk::log(static_cast<areal_log_level>(level), protocol_->name(), message);
+}
+
+void RemoteEngine::wait_for_servers() {
+  const auto deadline = Clock::now() + std::chrono::duration<double>(opt_.startup_timeout_s);
+  for (size_t i = 0; i < pool_.size(); ++i) {
+    std::string last;
+    while (true) {
+      try {
+        const HttpResult r = http_call(pool_.url(i), "GET", protocol_->health_path(), "", opt_.connect_timeout_s);
+        if (r.status == 200) break;
+        last = "answered " + std::to_string(r.status) + ": " + error_message(r.body);
+      } catch (const Poco::Exception& e) {
+        last = e.displayText();
+      } catch (const std::exception& e) {
+        last = e.what();
+      }
+      if (Clock::now() >= deadline)
+        throw sdk::unavailable(protocol_->name() + ": server " + pool_.url(i).text + " did not answer " + protocol_->health_path() +
+                               " within startup_timeout_s (" + std::to_string(opt_.startup_timeout_s) + " s); last error: " + last +
+                               ". Start the server first, or raise startup_timeout_s.");
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  }
+}
+
+// The ABI wants log-probs of softmax(logits / T). Two one-token requests per
+// server tell the conventions apart: greedy gives the argmax token's raw
+// log-prob lp0; temperature 2 with top_k 1 samples the same token, whose
+// log-prob equals lp0 only when the server reports raw (temperature-1)
+// values. (SGLang: temperature-scaled, differs; vLLM processed_logprobs: 0
+// after top-k, differs.) A flat distribution (lp0 near 0) cannot tell.
+void RemoteEngine::verify_logprob_convention() {
+  const std::vector<int32_t> prompt{0};
+  for (size_t i = 0; i < pool_.size(); ++i) {
+    auto one = [&](float temperature, int32_t top_k) {
+      Segment seg;
+      seg.rid = rid_prefix_ + "-probe-" + std::to_string(i) + "-" + std::to_string(top_k) + "-" + std::to_string(static_cast<int>(temperature));
+      seg.input_ids = &prompt;
+      seg.sampling.temperature = temperature;
+      seg.sampling.top_k = top_k;
+      seg.sampling.max_new_tokens = 1;
+      seg.sampling.ignore_eos = true;
+      seg.sampling.has_seed = true;
+      seg.sampling.seed = 1;
+      StreamCall call(pool_.url(i), opt_.connect_timeout_s, opt_.idle_timeout_s);
+      std::pair<int32_t, float> got{-1, 0.0f};
+      try {
+        const int status = call.post(protocol_->generate_path(), protocol_->generate_body(seg).dump());
+        if (status != 200) throw std::runtime_error("answered " + std::to_string(status) + ": " + error_message(call.read_rest()));
+        std::string line;
+        size_t received = 0;
+        while (call.read_line(line)) {
+          if (line.rfind("data:", 0) != 0) continue;
+          const std::string payload = line.substr(line.size() > 5 && line[5] == ' ' ? 6 : 5);
+          if (payload == "[DONE]") break;
+          const SegmentUpdate u = protocol_->parse_event(json::parse(payload), received);
+          for (size_t k = 0; k < u.ids.size(); ++k) got = {u.ids[k], u.logprobs[k]};
+          received += u.ids.size();
+        }
+      } catch (const Poco::Exception& e) {
+        throw sdk::unavailable(protocol_->name() + ": log-prob check on " + pool_.url(i).text + " failed: " + e.displayText());
+      } catch (const std::exception& e) {
+        throw sdk::unavailable(protocol_->name() + ": log-prob check on " + pool_.url(i).text + " failed: " + e.what());
+      }
+      if (got.first < 0) throw sdk::unavailable(protocol_->name() + ": log-prob check on " + pool_.url(i).text + " returned no token");
+      return got;
+    };
+    const auto greedy = one(0.0f, 0);
+    const auto hot = one(2.0f, 1);
+    if (greedy.second > -1e-3f) {
+      log(AREAL_LOG_WARN, "server " + pool_.url(i).text + ": the probe distribution is too peaked to check the log-prob convention; assuming it is right");
+      continue;
+    }
+    if (hot.first == greedy.first && std::abs(hot.second - greedy.second) < 1e-4f)
+      throw sdk::Error(AREAL_CODE_FAILED_PRECONDITION,
+                       protocol_->name() + ": server " + pool_.url(i).text +
+                           " reports raw (temperature 1) log-probs, but training needs log-probs of the sampling distribution "
+                           "softmax(logits / temperature) (the same token's log-prob was " + std::to_string(greedy.second) +
+                           " at temperature 0 and at temperature 2). Fix: " + protocol_->logprob_fix() +
+                           "; or set verify_logprobs: false and sample only at temperature 1.");
+  }
+}
+
+int64_t RemoteEngine::fetch_max_context() {
+  try {
+    const HttpResult r = http_call(pool_.url(0), "GET", "/v1/models", "", opt_.connect_timeout_s);
+    const json j = json::parse(r.body, nullptr, false);
+    if (r.status == 200 && j.is_object() && j.contains("data") && j["data"].is_array() && !j["data"].empty()) {
+      const json& m = j["data"][0];
+      if (opt_.model.empty() && m.contains("id") && m["id"].is_string()) opt_.model = m["id"];
+      if (m.contains("max_model_len") && m["max_model_len"].is_number_integer()) return m["max_model_len"].get<int64_t>();
+    }
+  } catch (const std::exception&) {
+  }
+  log(AREAL_LOG_WARN, "could not read max_model_len from " + pool_.url(0).text + "/v1/models; assuming 32768 (set max_context)");
+  return 32768;
+}
+
+void RemoteEngine::submit(const areal_gen_request& req, const areal_gen_sink& sink) {
+  if (req.input_ids == nullptr || req.input_ids_count == 0) throw sdk::invalid_argument("input_ids must not be empty");
+  if (req.sampling == nullptr) throw sdk::invalid_argument("sampling params are required");
+  if (sink.on_tokens == nullptr || sink.on_done == nullptr) throw sdk::invalid_argument("sink callbacks are required");
+  areal_sampling_params s{};
+  std::memcpy(&s, req.sampling, std::min<size_t>(req.sampling->struct_size, sizeof s));
+  if (s.max_new_tokens <= 0) throw sdk::invalid_argument("max_new_tokens must be > 0");
+  if (s.temperature < 0) throw sdk::invalid_argument("temperature must be >= 0");
+  if (s.top_p <= 0 || s.top_p > 1) throw sdk::invalid_argument("top_p must be in (0, 1]");
+  auto job = std::make_shared<Job>();
+  job->id = req.request_id;
+  job->tokens.assign(req.input_ids, req.input_ids + req.input_ids_count);
+  for (int32_t id : job->tokens)
+    if (id < 0) throw sdk::invalid_argument("input id " + std::to_string(id) + " is negative");
+  if (static_cast<int64_t>(job->tokens.size()) >= opt_.max_context)
+    throw sdk::invalid_argument("prompt of " + std::to_string(job->tokens.size()) + " tokens leaves no room in max_context " + std::to_string(opt_.max_context));
+  job->prompt_size = job->tokens.size();
+  Sampling& out = job->sampling;
+  out.temperature = s.temperature;
+  out.top_p = s.top_p;
+  out.top_k = s.top_k;
+  out.max_new_tokens = static_cast<int32_t>(std::min<int64_t>(s.max_new_tokens, opt_.max_context - static_cast<int64_t>(job->prompt_size)));
+  out.has_seed = s.has_seed != 0;
+  out.seed = s.seed;
+  out.ignore_eos = s.ignore_eos != 0;
+  if (s.stop_token_ids) out.stop_ids.assign(s.stop_token_ids, s.stop_token_ids + s.stop_token_ids_count);
+  for (size_t i = 0; s.stop_strings && i < s.stop_strings_count; ++i) out.stop_strings.emplace_back(sdk::view(s.stop_strings[i]));
+  job->affinity = std::string(sdk::view(req.affinity_key));
+  job->sink = sink;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopping_) throw sdk::unavailable(protocol_->name() + " is shutting down");
+    if (live_.count(job->id)) throw sdk::Error(AREAL_CODE_ALREADY_EXISTS, "request id " + std::to_string(job->id) + " is already in flight");
+    live_[job->id] = job;
+    queue_.push_back(job);
+    if (idle_workers_ == 0 && workers_.size() < static_cast<size_t>(opt_.max_concurrency)) workers_.emplace_back([this] { worker(); });
+  }
+  cv_.notify_all();
+}
+
+void RemoteEngine::worker() {
+  while (true) {
+    std::shared_ptr<Job> job;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      ++idle_workers_;
+      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      --idle_workers_;
+      if (stopping_) return;
+      job = queue_.front();
+      queue_.pop_front();
+    }
+    run(*job);
+    std::lock_guard<std::mutex> lock(mutex_);
+    live_.erase(job->id);
+  }
+}
+
+void RemoteEngine::run(Job& job) {
+  int32_t finish = 0;
+  std::string error;
+  int32_t error_code = AREAL_CODE_UNAVAILABLE;
+  int failures = 0, fruitless_aborts = 0;
+  size_t segment = 0;
+  while (finish == 0) {
+    int64_t version;
+    uint64_t epoch;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      cv_.wait(lock, [&] { return !paused_ || job.aborted || stopping_; });
+      if (job.aborted || stopping_) {
+        finish = AREAL_FINISH_ABORT;
+        break;
+      }
+      version = version_;
+      epoch = pause_epoch_;
+      ++segments_in_flight_;
+    }
+    SegmentResult r = run_segment(job, version, segment++);
+    bool paused_meanwhile;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      paused_meanwhile = pause_epoch_ != epoch;
+      if (--segments_in_flight_ == 0) drained_.notify_all();
+    }
+    const int64_t produced = static_cast<int64_t>(job.tokens.size() - job.prompt_size);
+    if (r.tokens > 0) failures = 0, fruitless_aborts = 0;
+    switch (r.outcome) {
+      case Outcome::kStop: finish = AREAL_FINISH_STOP; break;
+      case Outcome::kLength: finish = AREAL_FINISH_LENGTH; break;
+      case Outcome::kClientError:
+        finish = AREAL_FINISH_ERROR, error_code = AREAL_CODE_INVALID_ARGUMENT, error = r.message;
+        break;
+      case Outcome::kAbort:
+        if (job.aborted) {
+          finish = AREAL_FINISH_ABORT;
+        } else if (!paused_meanwhile && r.tokens == 0 && ++fruitless_aborts > opt_.max_retries) {
+          finish = AREAL_FINISH_ERROR, error = protocol_->name() + " server aborted the request " + std::to_string(fruitless_aborts) +
+                                               " times without output: " + r.message;
+        }
+        break;  // otherwise resubmitted (after resume when paused)
+      case Outcome::kServerError:
+        if (job.aborted) {
+          finish = AREAL_FINISH_ABORT;
+        } else if (paused_meanwhile) {
+          // a stream cut by pause: resubmitted after resume
+        } else if (++failures > opt_.max_retries) {
+          finish = AREAL_FINISH_ERROR;
+          error = protocol_->name() + ": the request failed " + std::to_string(failures) + " times (" + r.message + "); servers: " + pool_.describe();
+        } else {
+          const double delay = std::min(8.0, opt_.retry_backoff_s * std::pow(2.0, failures - 1));
+          log(AREAL_LOG_WARN, "request " + std::to_string(job.id) + ": " + r.message + "; retry " + std::to_string(failures) + " in " +
+                                  std::to_string(delay) + " s");
+          std::unique_lock<std::mutex> lock(mutex_);
+          cv_.wait_for(lock, std::chrono::duration<double>(delay), [&] { return job.aborted.load() || stopping_; });
+        }
+        break;
+    }
+    if (finish == 0 && produced >= job.sampling.max_new_tokens) finish = AREAL_FINISH_LENGTH;
+  }
+  if (finish == AREAL_FINISH_ERROR) {
+    log(AREAL_LOG_ERROR, "request " + std::to_string(job.id) + " failed: " + error);
+    areal_status* st = sdk::host().status_new(error_code, sdk::str(error));
+    job.sink.on_done(job.sink.ctx, finish, st);
+    sdk::host().status_free(st);
+  } else {
+    job.sink.on_done(job.sink.ctx, finish, nullptr);
+  }
+}
+
+RemoteEngine::SegmentResult RemoteEngine::run_segment(Job& job, int64_t version, size_t index) {
+  SegmentResult result;
+  const int64_t produced = static_cast<int64_t>(job.tokens.size() - job.prompt_size);
+  Segment seg;
+  char rid[96];
+  std::snprintf(rid, sizeof rid, "%s-%020llu-%04zu", rid_prefix_.c_str(), static_cast<unsigned long long>(job.id), index);
+  seg.rid = rid;
+  seg.input_ids = &job.tokens;
+  seg.sampling = job.sampling;
+  seg.sampling.max_new_tokens = static_cast<int32_t>(job.sampling.max_new_tokens - produced);
+  if (index > 0 && seg.sampling.has_seed) seg.sampling.seed += index;  // a fresh stream, not a replay of the first
+  const int server = pool_.acquire(job.affinity, -1);
+  if (server < 0) {
+    result.message = "no server is up";
+    return result;
+  }
+  StreamCall call(pool_.url(server), opt_.connect_timeout_s, opt_.idle_timeout_s);
+  {
+    std::lock_guard<std::mutex> lock(job.call_mutex);
+    job.call = &call, job.server = server, job.rid = seg.rid;
+    if (job.aborted) call.cancel();
+  }
+  const std::string where = pool_.url(server).text;
+  bool server_failed = false;
+  try {
+    const int status = call.post(protocol_->generate_path(), protocol_->generate_body(seg).dump());
+    if (status != 200) {
+      const std::string msg = where + " answered " + std::to_string(status) + ": " + error_message(call.read_rest());
+      if (status >= 400 && status < 500 && status != 408 && status != 429) {
+        result.outcome = Outcome::kClientError;
+      } else {
+        server_failed = true;
+      }
+      result.message = msg;
+    } else {
+      std::string line;
+      bool finished = false, done = false;
+      std::vector<int64_t> versions;
+      while (!done && call.read_line(line)) {
+        if (line.rfind("data:", 0) != 0) continue;
+        const std::string payload = line.substr(line.size() > 5 && line[5] == ' ' ? 6 : 5);
+        if (payload == "[DONE]") break;
+        const json event = json::parse(payload);
+        if (event.is_object() && event.contains("error")) {
+          result.outcome = Outcome::kClientError;
+          result.message = where + ": " + error_message(payload);
+          finished = true;
+          break;
+        }
+        SegmentUpdate u = protocol_->parse_event(event, result.tokens);
+        const size_t room = static_cast<size_t>(seg.sampling.max_new_tokens) - result.tokens;
+        if (u.ids.size() > room) u.ids.resize(room), u.logprobs.resize(room);
+        if (!u.ids.empty()) {
+          versions.assign(u.ids.size(), version);
+          areal_gen_chunk chunk{AREAL_OFFSET_OF_END(areal_gen_chunk, count), u.ids.data(), u.logprobs.data(), versions.data(), u.ids.size()};
+          job.tokens.insert(job.tokens.end(), u.ids.begin(), u.ids.end());
+          result.tokens += u.ids.size();
+          if (areal_status* st = job.sink.on_tokens(job.sink.ctx, &chunk)) {
+            sdk::host().status_free(st);
+            job.aborted = true;
+            call.cancel();
+            result.outcome = Outcome::kAbort;
+            finished = true;
+            break;
+          }
+        }
+        if (u.finish != Finish::kNone) {
+          finished = true;
+          result.outcome = u.finish == Finish::kStop ? Outcome::kStop : u.finish == Finish::kLength ? Outcome::kLength : Outcome::kAbort;
+          result.message = u.message;
+        }
+      }
+      if (!finished) {
+        if (job.aborted || call.cancelled()) {
+          result.outcome = Outcome::kAbort;
+        } else {
+          server_failed = true;
+          result.message = where + ": the stream ended without a finish reason";
+        }
+      }
+    }
+  } catch (const Poco::Exception& e) {
+    server_failed = !job.aborted && !call.cancelled();
+    result.outcome = server_failed ? Outcome::kServerError : Outcome::kAbort;
+    result.message = where + ": " + e.displayText();
+  } catch (const json::exception& e) {
+    server_failed = true;
+    result.message = where + ": malformed stream event: " + e.what();
+  } catch (const std::exception& e) {
+    server_failed = !job.aborted && !call.cancelled();
+    result.outcome = server_failed ? Outcome::kServerError : Outcome::kAbort;
+    result.message = where + ": " + e.what();
+  }
+  {
+    std::lock_guard<std::mutex> lock(job.call_mutex);
+    job.call = nullptr;
+  }
+  pool_.release(server);
+  if (server_failed) {
+    result.outcome = Outcome::kServerError;
+    // A stream cut by our own pause is not the server's fault.
+    bool pausing;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      pausing = paused_;
+    }
+    if (!pausing) {
+      pool_.mark_down(server, result.message);
+      log(AREAL_LOG_WARN, "server " + where + " taken out of rotation: " + result.message);
+    }
+  }
+  return result;
+}
+
+void RemoteEngine::abort(uint64_t id) {
+  std::shared_ptr<Job> job;
+  bool queued = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = live_.find(id);
+    if (it == live_.end()) throw sdk::not_found("no request " + std::to_string(id) + " in flight");
+    job = it->second;
+    job->aborted = true;
+    auto q = std::find(queue_.begin(), queue_.end(), job);
+    if (q != queue_.end()) {  // not started yet: end it now
+      queue_.erase(q);
+      live_.erase(it);
+      queued = true;
+    }
+  }
+  cv_.notify_all();  // wakes a request waiting out a pause or a retry delay
+  if (queued) {
+    job->sink.on_done(job->sink.ctx, AREAL_FINISH_ABORT, nullptr);
+    return;
+  }
+  std::string rid;
+  int server = -1;
+  {
+    std::lock_guard<std::mutex> call_lock(job->call_mutex);
+    if (job->call) job->call->cancel(), rid = job->rid, server = job->server;
+  }
+  if (server >= 0) {
+    try {
+      protocol_->abort(pool_.url(server), rid, opt_.connect_timeout_s);
+    } catch (const std::exception&) {  // best effort: the closed stream already ends it
+    }
+  }
+}
+
+void RemoteEngine::pause() {
+  std::lock_guard<std::mutex> control(control_mutex_);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (paused_) return;
+    paused_ = true;
+    ++pause_epoch_;
+  }
+  for (size_t i = 0; i < pool_.size(); ++i) {
+    try {
+      protocol_->pause(pool_.url(i), opt_.control_timeout_s);
+    } catch (const std::exception& e) {
+      log(AREAL_LOG_WARN, std::string("pause: ") + e.what());
+    }
+  }
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!drained_.wait_for(lock, std::chrono::duration<double>(opt_.pause_drain_timeout_s), [&] { return segments_in_flight_ == 0; })) {
+    log(AREAL_LOG_WARN, "pause: " + std::to_string(segments_in_flight_) + " streams still open after pause_drain_timeout_s; closing them");
+    for (auto& [_, j] : live_) {
+      std::lock_guard<std::mutex> call_lock(j->call_mutex);
+      if (j->call) j->call->cancel();
+    }
+    drained_.wait(lock, [&] { return segments_in_flight_ == 0; });
+  }
+}
+
+void RemoteEngine::resume() {
+  std::lock_guard<std::mutex> control(control_mutex_);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!paused_) return;
+  }
+  for (size_t i = 0; i < pool_.size(); ++i) {
+    try {
+      protocol_->resume(pool_.url(i), opt_.control_timeout_s);
+    } catch (const std::exception& e) {
+      log(AREAL_LOG_WARN, std::string("resume: ") + e.what());
+      pool_.mark_down(static_cast<int>(i), e.what());
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    paused_ = false;
+  }
+  cv_.notify_all();
+}
+
+void RemoteEngine::update_weights(std::string_view spec_text) {
+  const json spec = sdk::parse_object(spec_text, "update_weights: spec");
+  const std::string type = spec.value("type", "");
+  if (type == "nccl" || type == "distributed")
+    throw sdk::unsupported(protocol_->name() + ": weight updates over NCCL need a CUDA build of libtorch, which this build lacks; use {\"type\": \"disk\"}");
+  if (type != "disk") throw sdk::unsupported(protocol_->name() + " updates weights from disk: {\"type\": \"disk\", \"path\": DIR, \"version\": N}");
+  if (!spec.contains("path") || !spec["path"].is_string() || !spec.contains("version") || !spec["version"].is_number_integer())
+    throw sdk::invalid_argument("update_weights: string 'path' and integer 'version' are required");
+  const std::string path = spec["path"];
+  const int64_t version = spec["version"];
+  // A segment must never span two weight versions: pause around the update
+  // unless the caller (the trainer) already did.
+  bool was_paused;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    was_paused = paused_;
+  }
+  if (!was_paused) pause();
+  std::string failures;
+  size_t updated = 0;
+  {
+    std::lock_guard<std::mutex> control(control_mutex_);
+    for (size_t i = 0; i < pool_.size(); ++i) {
+      try {
+        protocol_->update_weights_from_disk(pool_.url(i), path, version, opt_.control_timeout_s);
+        pool_.set_stale(static_cast<int>(i), false);
+        ++updated;
+      } catch (const std::exception& e) {
+        // Serving the old weights under the new version would corrupt training data.
+        pool_.set_stale(static_cast<int>(i), true);
+        failures += std::string(failures.empty() ? "" : "; ") + e.what();
+      }
+    }
+    if (updated > 0) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      version_ = version;
+    }
+  }
+  if (!was_paused) resume();
+  if (!failures.empty()) {
+    const std::string msg = "update_weights to version " + std::to_string(version) + " failed on " + std::to_string(pool_.size() - updated) +
+                            " of " + std::to_string(pool_.size()) + " servers (they get no requests until an update reaches them): " + failures;
+    if (updated == 0) throw sdk::unavailable(msg);
+    log(AREAL_LOG_ERROR, msg);
+  }
+}
+
+int64_t RemoteEngine::version() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return version_;
+}
+
+void RemoteEngine::set_version(int64_t v) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  version_ = v;
+}
+
+std::string RemoteEngine::info() {
+  json servers = json::array();
+  for (const auto& s : opt_.servers) servers.push_back(s);
+  return json{{"model", opt_.model.empty() ? protocol_->name() : opt_.model}, {"max_context", opt_.max_context}, {"backend", protocol_->name()},
+              {"servers", servers}}
+      .dump();
+}
+
+void RemoteEngine::health_loop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!stopping_) {
+    health_cv_.wait_for(lock, std::chrono::duration<double>(opt_.health_check_interval_s), [&] { return stopping_; });
+    if (stopping_) return;
+    lock.unlock();
+    for (size_t i = 0; i < pool_.size(); ++i) {
+      std::string why;
+      try {
+        const HttpResult r = http_call(pool_.url(i), "GET", protocol_->health_path(), "", std::min(opt_.connect_timeout_s, opt_.health_check_interval_s + 1));
+        if (r.status != 200) why = protocol_->health_path() + " answered " + std::to_string(r.status);
+      } catch (const Poco::Exception& e) {
+        why = e.displayText();
+      } catch (const std::exception& e) {
+        why = e.what();
+      }
+      const int s = static_cast<int>(i);
+      if (why.empty()) {
+        if (pool_.mark_up(s)) log(AREAL_LOG_INFO, "server " + pool_.url(i).text + " is back in rotation");
+      } else if (pool_.healthy(s)) {
+        pool_.mark_down(s, why);
+        log(AREAL_LOG_WARN, "server " + pool_.url(i).text + " failed its health check: " + why);
+      }
+    }
+    lock.lock();
+  }
+}
+
+}  // namespace areal::remote

@@ -1,0 +1,55 @@
+// The servers behind one inference plugin: health, load and request
+// affinity. A session's calls go to the server that served it before (its
+// prefix cache); otherwise to the healthy server with the fewest requests in
+// flight. A server that failed a call or a health check is skipped until a
+// health check passes; one that missed a weight update is skipped until the
+// next update reaches it.
+#pragma once
+
+#include <deque>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "http_client.hpp"
+
+namespace areal::remote {
+
+class ServerPool {
+ public:
+  explicit ServerPool(std::vector<Url> servers);
+
+  size_t size() const { return servers_.size(); }
+  const Url& url(size_t i) const { return servers_[i].url; }
+
+  // A server for a call, counted as in flight until release(); -1 when none
+  // is usable. `avoid` (-1: none) is skipped when another is usable.
+  int acquire(const std::string& affinity_key, int avoid = -1);
+  void release(int server);
+
+  void mark_down(int server, const std::string& why);
+  bool mark_up(int server);                            // true if it was down
+  bool healthy(int server);
+  void set_stale(int server, bool stale);
+
+  std::string describe() const;  // "http://a (down: ...), http://b (up)"
+
+ private:
+  struct Server {
+    Url url;
+    bool healthy = true;
+    bool stale = false;
+    int inflight = 0;
+    std::string last_error;
+  };
+  bool usable(const Server& s) const { return s.healthy && !s.stale; }
+
+  mutable std::mutex mutex_;
+  std::vector<Server> servers_;
+  std::unordered_map<std::string, int> affinity_;
+  std::deque<std::string> affinity_order_;  // oldest first, for eviction
+  size_t next_ = 0;                         // round-robin among equals
+};
+
+}  // namespace areal::remote

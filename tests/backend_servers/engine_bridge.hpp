@@ -1,0 +1,100 @@
+// The engine under the test servers: any areal inference plugin (normally
+// `local`, the libtorch engine, or `mock_inference` for scripted replies),
+// loaded through the ABI. A Generation is one request whose output arrives
+// as a queue of events the HTTP handler thread drains.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "areal/core/plugin_instance.hpp"
+#include "areal/core/tokenizer/tokenizer.hpp"
+
+namespace areal::testserver {
+
+struct SamplingRequest {
+  float temperature = 1.0f;
+  float top_p = 1.0f;
+  int32_t top_k = 0;
+  int32_t max_new_tokens = 16;
+  std::optional<uint64_t> seed;
+  bool ignore_eos = false;
+  std::vector<int32_t> stop_ids;
+  std::vector<std::string> stop_strings;
+};
+
+struct Event {
+  std::vector<int32_t> ids;
+  std::vector<float> logprobs;
+  bool done = false;
+  int32_t finish = 0;  // areal_finish_reason when done
+  std::string error;
+};
+
+class Generation {
+ public:
+  std::string rid;
+  uint64_t id = 0;
+  // Blocks until an event arrives; false after the final one was taken.
+  bool next(Event& out);
+
+ private:
+  friend class Engine;
+  static areal_status* on_tokens(void* ctx, const areal_gen_chunk* chunk);
+  static void on_done(void* ctx, int32_t finish, const areal_status* error);
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<Event> events_;
+  bool finished_ = false, drained_ = false;
+  areal_gen_sink sink_{};
+  class Engine* engine_ = nullptr;
+};
+
+class Engine {
+ public:
+  Engine(const std::string& plugin_dir, const std::string& plugin, const std::string& config_json, const std::string& tokenizer_dir);
+  ~Engine();
+
+  // Throws areal::Error when the engine refuses the request.
+  std::shared_ptr<Generation> generate(const std::string& rid, const std::vector<int32_t>& prompt, const SamplingRequest& s);
+  void abort(const std::shared_ptr<Generation>& g);
+  // Aborts every live generation whose rid starts with `prefix` ("" = all)
+  // and waits until each has ended.
+  size_t abort_matching(const std::string& prefix, bool exact = false);
+  void pause();
+  void resume();
+  bool paused();
+  // Waits until no generation is live.
+  void wait_idle();
+  void update_weights_from_disk(const std::string& path, int64_t version);
+  nlohmann::json info();
+  int64_t max_context();
+  std::string decode(const std::vector<int32_t>& ids) const;  // "" without a tokenizer
+  bool has_tokenizer() const { return tokenizer_ != nullptr; }
+  int32_t eos_token_id();
+
+ private:
+  friend class Generation;
+  void finished(Generation* g);
+
+  std::shared_ptr<LoadedPlugin> plugin_;
+  std::string instance_name_ = "engine";
+  areal_services services_{};
+  std::unique_ptr<PluginInstance> instance_;
+  std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;
+  std::mutex mutex_;
+  std::condition_variable idle_cv_;
+  std::map<uint64_t, std::shared_ptr<Generation>> live_;
+  bool paused_ = false;
+};
+
+}  // namespace areal::testserver
