@@ -1,5 +1,6 @@
 #include "areal/core/config_loader.hpp"
 
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -79,7 +80,24 @@ Json yaml_to_json(const std::string& yaml_text, const std::string& source_name) 
   }
 }
 
-Json load_yaml_file(const std::string& path) {
+namespace {
+
+// Base keys, then the file's over them: mappings merge key by key, anything
+// else replaces. A section naming another plugin than the base's replaces
+// the base's section whole: its keys belonged to that other plugin.
+void merge_over(Json& base, const Json& top, bool top_level) {
+  for (auto it = top.begin(); it != top.end(); ++it) {
+    const Json& v = it.value();
+    const bool other_plugin = top_level && v.is_object() && base.contains(it.key()) && base[it.key()].is_object() &&
+                              v.contains("plugin") && base[it.key()].value("plugin", Json()) != v["plugin"];
+    if (v.is_object() && base.contains(it.key()) && base[it.key()].is_object() && !other_plugin)
+      merge_over(base[it.key()], v, false);
+    else
+      base[it.key()] = v;
+  }
+}
+
+Json load_file_with_extends(const std::string& path, int depth) {
   std::ifstream in(path);
   if (!in) throw Error(AREAL_CODE_NOT_FOUND, "cannot read config file '" + path + "'");
   std::stringstream ss;
@@ -87,8 +105,20 @@ Json load_yaml_file(const std::string& path) {
   Json j = yaml_to_json(ss.str(), path);
   if (j.is_null()) j = Json::object();  // an empty file is an empty config
   if (!j.is_object()) throw Error(AREAL_CODE_INVALID_ARGUMENT, path + ": the top level must be a mapping");
-  return j;
+  if (!j.contains("extends")) return j;
+  if (!j["extends"].is_string()) throw Error(AREAL_CODE_INVALID_ARGUMENT, path + ": 'extends' names one config file");
+  if (depth >= 8) throw Error(AREAL_CODE_INVALID_ARGUMENT, path + ": 'extends' chains deeper than 8 files (a cycle?)");
+  std::filesystem::path base_path(j["extends"].get<std::string>());
+  if (base_path.is_relative()) base_path = std::filesystem::path(path).parent_path() / base_path;
+  Json base = load_file_with_extends(base_path.lexically_normal().string(), depth + 1);
+  j.erase("extends");
+  merge_over(base, j, true);
+  return base;
 }
+
+}  // namespace
+
+Json load_yaml_file(const std::string& path) { return load_file_with_extends(path, 0); }
 
 void apply_override(Json& config, const std::string& assignment) {
   auto eq = assignment.find('=');

@@ -302,7 +302,7 @@ void RemoteEngine::run(Job& job) {
       epoch = pause_epoch_;
       ++segments_in_flight_;
     }
-    SegmentResult r = run_segment(job, version, segment++);
+    SegmentResult r = run_segment(job, version, epoch, segment++);
     bool paused_meanwhile;
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -354,7 +354,7 @@ void RemoteEngine::run(Job& job) {
   }
 }
 
-RemoteEngine::SegmentResult RemoteEngine::run_segment(Job& job, int64_t version, size_t index) {
+RemoteEngine::SegmentResult RemoteEngine::run_segment(Job& job, int64_t version, uint64_t epoch, size_t index) {
   SegmentResult result;
   const int64_t produced = static_cast<int64_t>(job.tokens.size() - job.prompt_size);
   Segment seg;
@@ -372,9 +372,10 @@ RemoteEngine::SegmentResult RemoteEngine::run_segment(Job& job, int64_t version,
   }
   StreamCall call(pool_.url(server), opt_.connect_timeout_s, opt_.idle_timeout_s);
   {
-    std::lock_guard<std::mutex> lock(job.call_mutex);
+    std::lock_guard<std::mutex> lock(mutex_);  // pause() reads calls under the same locks, in this order
+    std::lock_guard<std::mutex> call_lock(job.call_mutex);
     job.call = &call, job.server = server, job.rid = seg.rid;
-    if (job.aborted) call.cancel();
+    if (job.aborted || pause_epoch_ != epoch) call.cancel();
   }
   const std::string where = pool_.url(server).text;
   bool server_failed = false;
@@ -518,15 +519,30 @@ void RemoteEngine::pause() {
       log(AREAL_LOG_WARN, std::string("pause: ") + e.what());
     }
   }
+  // The servers aborted what they ran, but a request that reached a server
+  // just after its abort is held there until resume: close every stream
+  // still open (a segment that registers later sees the new epoch and closes
+  // itself). Tokens not yet read are dropped, never half-delivered: the
+  // request is resubmitted from what its sink received.
+  std::vector<std::pair<int, std::string>> to_abort;
   std::unique_lock<std::mutex> lock(mutex_);
-  if (!drained_.wait_for(lock, std::chrono::duration<double>(opt_.pause_drain_timeout_s), [&] { return segments_in_flight_ == 0; })) {
-    log(AREAL_LOG_WARN, "pause: " + std::to_string(segments_in_flight_) + " streams still open after pause_drain_timeout_s; closing them");
-    for (auto& [_, j] : live_) {
-      std::lock_guard<std::mutex> call_lock(j->call_mutex);
-      if (j->call) j->call->cancel();
+  for (auto& [_, j] : live_) {
+    std::lock_guard<std::mutex> call_lock(j->call_mutex);
+    if (j->call) {
+      j->call->cancel();
+      to_abort.emplace_back(j->server, j->rid);
     }
-    drained_.wait(lock, [&] { return segments_in_flight_ == 0; });
   }
+  lock.unlock();
+  for (const auto& [server, rid] : to_abort) {
+    try {
+      protocol_->abort(pool_.url(server), rid, opt_.connect_timeout_s);
+    } catch (const std::exception&) {  // best effort: the stream is closed already
+    }
+  }
+  lock.lock();
+  if (!drained_.wait_for(lock, std::chrono::duration<double>(opt_.pause_drain_timeout_s), [&] { return segments_in_flight_ == 0; }))
+    log(AREAL_LOG_WARN, "pause: " + std::to_string(segments_in_flight_) + " segments still running after pause_drain_timeout_s");
 }
 
 void RemoteEngine::resume() {

