@@ -181,8 +181,6 @@ class MockInference {
         queue_.pop_front();
       }
       run(*r);
-      std::lock_guard<std::mutex> lock(mutex_);
-      live_.erase(r->id);
     }
   }
 
@@ -228,6 +226,10 @@ class MockInference {
         reason = AREAL_FINISH_STOP;
         break;
       }
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);  // before on_done: the id is unknown from then on
+      live_.erase(r.id);
     }
     r.sink.on_done(r.sink.ctx, reason, nullptr);
   }

@@ -277,8 +277,6 @@ void RemoteEngine::worker() {
       queue_.pop_front();
     }
     run(*job);
-    std::lock_guard<std::mutex> lock(mutex_);
-    live_.erase(job->id);
   }
 }
 
@@ -343,6 +341,11 @@ void RemoteEngine::run(Job& job) {
         break;
     }
     if (finish == 0 && produced >= job.sampling.max_new_tokens) finish = AREAL_FINISH_LENGTH;
+  }
+  {
+    // Before on_done: from then on the id is unknown (abort says NOT_FOUND).
+    std::lock_guard<std::mutex> lock(mutex_);
+    live_.erase(job.id);
   }
   if (finish == AREAL_FINISH_ERROR) {
     log(AREAL_LOG_ERROR, "request " + std::to_string(job.id) + " failed: " + error);

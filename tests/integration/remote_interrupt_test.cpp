@@ -1,0 +1,175 @@
+// The sglang and vllm plugins' interruption contract (issue #7), against
+// areal-test-backend over the mock engine, whose bigram log-probs the test
+// recomputes:
+//  - a request paused mid-generation is aborted on the server and, after
+//    resume, resubmitted as prompt + tokens so far: the output is whole, each
+//    token stamped with the version that produced it, and every log-prob is
+//    the bigram's given the token before it (so the resubmitted prompt ended
+//    with the partial output);
+//  - abort() ends a running request with ABORT, its tokens so far delivered.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "areal/core/error.hpp"
+#include "areal/core/generation.hpp"
+#include "areal/core/plugin_catalog.hpp"
+#include "areal/core/plugin_instance.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+
+// areal-test-backend in a child process, stopped at scope exit.
+struct TestServer {
+  pid_t pid = -1;
+  std::string url;
+  explicit TestServer(const std::string& protocol) {
+    int fds[2];
+    if (pipe(fds) != 0) throw std::runtime_error("pipe");
+    const std::string engine = R"({"vocab_size": 50, "token_delay_ms": 15, "workers": 2})";
+    pid = fork();
+    if (pid == 0) {
+      dup2(fds[1], STDOUT_FILENO);
+      close(fds[0]);
+      std::vector<std::string> args = {AREAL_TEST_BACKEND_BIN, "--protocol", protocol, "--plugin", "mock_inference", "--plugin-dir",
+                                       AREAL_TEST_PLUGIN_DIR, "--engine-config", engine};
+      if (protocol == "vllm") args.insert(args.end(), {"--logprobs-mode", "processed_logprobs"});
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    close(fds[1]);
+    FILE* out = fdopen(fds[0], "r");
+    char line[512];
+    while (fgets(line, sizeof line, out) != nullptr) {
+      const std::string s(line);
+      const size_t at = s.find("http://");
+      if (at != std::string::npos) {
+        url = s.substr(at, s.find_first_of(" \n", at) - at);
+        break;
+      }
+    }
+    fclose(out);
+    if (url.empty()) throw std::runtime_error("areal-test-backend did not start");
+  }
+  ~TestServer() {
+    kill(pid, SIGTERM);
+    waitpid(pid, nullptr, 0);
+  }
+};
+
+// log p(tok | prev) of the mock's bigram at temperature 1 (docs/plugin-guide.md).
+double bigram_logprob(int prev, int tok, int vocab) {
+  auto logit = [&](int j) { return ((prev * 31 + j * 17) % 97) / 10.0; };
+  double z = 0;
+  for (int j = 0; j < vocab; ++j) z += std::exp(logit(j));
+  return logit(tok) - std::log(z);
+}
+
+class RemoteInterrupt : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    server_ = std::make_unique<TestServer>(GetParam());
+    areal::PluginCatalog catalog({AREAL_TEST_PLUGIN_DIR});
+    plugin_ = catalog.resolve(GetParam(), AREAL_KIND_INFERENCE);
+    services_ = areal::make_services(name_);
+    inst_ = std::make_unique<areal::PluginInstance>(plugin_, nlohmann::json{{"servers", {server_->url}}}.dump(), &services_);
+  }
+  void TearDown() override {
+    inst_.reset();
+    server_.reset();
+  }
+  void submit(areal::CollectingSink& sink, uint64_t id, int32_t max_new) {
+    areal_sampling_params s{};
+    s.struct_size = AREAL_OFFSET_OF_END(areal_sampling_params, stop_strings_count);
+    s.temperature = 1.0f;
+    s.top_p = 1.0f;
+    s.max_new_tokens = max_new;
+    s.ignore_eos = 1;
+    s.has_seed = 1;
+    s.seed = 5;
+    areal_gen_request r{};
+    r.struct_size = AREAL_OFFSET_OF_END(areal_gen_request, sampling);
+    r.request_id = id;
+    r.input_ids = prompt_.data();
+    r.input_ids_count = prompt_.size();
+    r.sampling = &s;
+    areal::throw_if_status(plugin_->inference()->submit(inst_->self(), &r, sink.sink()), "submit");
+  }
+  static void wait_for_tokens(const areal::CollectingSink& sink, size_t n) {
+    for (int i = 0; i < 1000 && sink.result().output_ids.size() < n; ++i) std::this_thread::sleep_for(5ms);
+  }
+
+  std::string name_ = "inference";
+  std::unique_ptr<TestServer> server_;
+  std::shared_ptr<areal::LoadedPlugin> plugin_;
+  areal_services services_{};
+  std::unique_ptr<areal::PluginInstance> inst_;
+  std::vector<int32_t> prompt_{3, 9, 4};
+};
+
+TEST_P(RemoteInterrupt, PauseAbortsOnTheServerAndResumeContinuesFromTheTokensSoFar) {
+  const auto& vt = *plugin_->inference();
+  areal::CollectingSink sink;
+  submit(sink, areal::next_request_id(), 40);
+  wait_for_tokens(sink, 8);
+  areal::throw_if_status(vt.pause(inst_->self()), "pause");
+  const size_t before = sink.result().output_ids.size();
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(sink.result().output_ids.size(), before) << "tokens arrived while paused";
+  areal::throw_if_status(vt.set_version(inst_->self(), 7), "set_version");
+  areal::throw_if_status(vt.resume(inst_->self()), "resume");
+  ASSERT_TRUE(sink.wait(30s));
+  const auto r = sink.result();
+  ASSERT_EQ(r.finish_reason, AREAL_FINISH_LENGTH) << r.error_message;
+  ASSERT_EQ(r.output_ids.size(), 40u);
+  size_t old_tokens = 0;
+  for (size_t i = 0; i < r.versions.size(); ++i) {
+    if (r.versions[i] == 0) {
+      ASSERT_EQ(old_tokens, i) << "a version-0 token after a version-7 one";
+      ++old_tokens;
+    } else {
+      ASSERT_EQ(r.versions[i], 7) << "token " << i;
+    }
+  }
+  EXPECT_EQ(old_tokens, before) << "tokens before the pause keep version 0, those after carry 7";
+  EXPECT_GE(old_tokens, 8u);
+  int prev = prompt_.back();
+  for (size_t i = 0; i < r.output_ids.size(); ++i) {
+    EXPECT_NEAR(r.logprobs[i], bigram_logprob(prev, r.output_ids[i], 50), 1e-4) << "token " << i;
+    prev = r.output_ids[i];
+  }
+}
+
+TEST_P(RemoteInterrupt, AbortEndsARunningRequestWithItsTokensSoFar) {
+  const auto& vt = *plugin_->inference();
+  areal::CollectingSink sink;
+  const uint64_t id = areal::next_request_id();
+  submit(sink, id, 200);
+  wait_for_tokens(sink, 3);
+  areal::throw_if_status(vt.abort(inst_->self(), id), "abort");
+  ASSERT_TRUE(sink.wait(10s));
+  const auto r = sink.result();
+  EXPECT_EQ(r.finish_reason, AREAL_FINISH_ABORT);
+  EXPECT_GE(r.output_ids.size(), 3u);
+  EXPECT_LT(r.output_ids.size(), 200u);
+  EXPECT_EQ(r.on_done_calls, 1);
+  areal::StatusPtr again(vt.abort(inst_->self(), id));
+  EXPECT_EQ(areal::status_code(again.get()), AREAL_CODE_NOT_FOUND);
+}
+
+INSTANTIATE_TEST_SUITE_P(Protocols, RemoteInterrupt, ::testing::Values("sglang", "vllm"));
+
+}  // namespace
