@@ -11,7 +11,7 @@ namespace areal {
 const std::vector<PluginSection>& plugin_sections() {
   static const std::vector<PluginSection> sections = {
       {"inference", AREAL_KIND_INFERENCE, "mock_inference", false,
-       "The inference backend that generates every token (mock_inference, and later sglang, vllm, local)."},
+       "The inference backend that generates every token: local, sglang, vllm or mock_inference (docs/backends.md)."},
       {"gateway", AREAL_KIND_GATEWAY, "gateway", true,
        "The HTTP gateway agents talk to; `plugin: none` runs without one."},
       {"workflow", AREAL_KIND_WORKFLOW, "", false, "The rollout workflow run once per dataset item."},
