@@ -54,17 +54,27 @@ int serve(const CommandLine& cl) {
   auto log = logging::get("host");
   try {
     std::string inference_name = "inference", gateway_name = "gateway";
+    // Router mode (gateway.workers): the workers serve the model; no backend here.
+    const Json& workers = rc.effective["gateway"].contains("workers") ? rc.effective["gateway"]["workers"] : Json();
+    const bool router = workers.is_array() && !workers.empty();
     areal_services inf_services = make_services(inference_name);
-    auto inference_plugin = rc.plugins.at("inference");
-    PluginInstance inference(inference_plugin, rc.section_json("inference"), &inf_services);
-    areal_inference_ref ref{AREAL_OFFSET_OF_END(areal_inference_ref, self), inference_plugin->inference(), inference.self()};
+    auto inference_plugin = router ? nullptr : rc.plugins.at("inference");
+    std::unique_ptr<PluginInstance> inference;
+    areal_inference_ref ref{};
     areal_services gw_services = make_services(gateway_name);
-    gw_services.inference = &ref;
+    if (!router) {
+      inference = std::make_unique<PluginInstance>(inference_plugin, rc.section_json("inference"), &inf_services);
+      ref = areal_inference_ref{AREAL_OFFSET_OF_END(areal_inference_ref, self), inference_plugin->inference(), inference->self()};
+      gw_services.inference = &ref;
+    }
     auto gateway_plugin = rc.plugins.at("gateway");
     PluginInstance gateway(gateway_plugin, rc.section_json("gateway"), &gw_services);
     StringCollector url;
     throw_if_status(gateway_plugin->gateway()->start(gateway.self(), url.writer()), "gateway start");
-    log->info("areal-host {} serving {} {} (no training)", AREAL_VERSION, inference_plugin->name(), inference_plugin->version());
+    if (router)
+      log->info("areal-host {} routing sessions over {} worker gateways (no model here)", AREAL_VERSION, workers.size());
+    else
+      log->info("areal-host {} serving {} {} (no training)", AREAL_VERSION, inference_plugin->name(), inference_plugin->version());
     logging::get("gateway")->info("gateway listening at {}", url.text);
     int sig = 0;
     sigwait(&stop_signals, &sig);

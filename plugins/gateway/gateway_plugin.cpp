@@ -33,6 +33,7 @@
 #include "responses_routes.hpp"
 #include "session_control.hpp"
 #include "session_routes.hpp"
+#include "worker_router.hpp"
 
 namespace {
 
@@ -55,6 +56,7 @@ struct GatewayState {
   std::unique_ptr<areal::gateway::ChatRoutes> chat_routes;
   std::unique_ptr<areal::gateway::AnthropicRoutes> anthropic_routes;
   std::unique_ptr<areal::gateway::ResponsesRoutes> responses_routes;
+  std::unique_ptr<areal::gateway::WorkerRouter> router;  // router mode (gateway.workers) only
 };
 
 constexpr const char* kDefaultAdminKey = "areal-admin-key";
@@ -77,9 +79,10 @@ class Handler : public HTTPRequestHandler {
     sdk::host().metric_add(sdk::str("areal_gateway_requests_total"), 1.0);
     try {
       if (path == "/health") return get_only(req, res, [&] { health(res); });
-      if (path == "/v1/models" || path == "/models") return get_only(req, res, [&] { models(res); });
       if (path == "/metrics") return get_only(req, res, [&] { metrics(res); });
       // Read every body before answering (see read_body).
+      if (state_->router) return state_->router->handle(path, req, areal::gateway::read_body(req, state_->max_request_bytes), res);
+      if (path == "/v1/models" || path == "/models") return get_only(req, res, [&] { models(res); });
       const std::string body = areal::gateway::read_body(req, state_->max_request_bytes);
       if (state_->session_routes->handle(path, req, body, res)) return;
       if (state_->chat_routes->handle(path, req, body, res)) return;
@@ -116,6 +119,7 @@ class Handler : public HTTPRequestHandler {
   }
 
   void health(HTTPServerResponse& res) {
+    if (state_->router) return areal::gateway::send_json(res, 200, state_->router->health().dump());
     json body{{"status", "ok"}, {"version", kGatewayVersion}};
     if (state_->inference != nullptr) {
       sdk::InferenceClient client(state_->inference);
@@ -173,7 +177,9 @@ class Gateway {
     "default_max_tokens": {"type": "integer", "default": 1024, "minimum": 1, "doc": "Completion budget when a request gives neither max_tokens nor max_completion_tokens."},
     "reasoning_parser": {"type": "string", "enum": ["qwen3", "none"], "default": "qwen3", "doc": "Splits <think>...</think> into reasoning_content."},
     "tool_call_parser": {"type": "string", "enum": ["qwen", "hermes", "none"], "default": "qwen", "doc": "Parses <tool_call>{json}</tool_call> blocks into tool_calls."},
-    "model": {"type": "string", "default": "", "doc": "Model name reported to clients; empty: the inference backend's."}
+    "model": {"type": "string", "default": "", "doc": "Model name reported to clients; empty: the inference backend's."},
+    "workers": {"type": "array", "items": {"type": "string"}, "default": [], "doc": "Router mode: base URLs of worker gateways (areal-host serve processes). Sessions are spread over them and every request of a session goes to its worker; this gateway then serves no model itself (docs/http-api.md)."},
+    "worker_idle_timeout_s": {"type": "number", "default": 3600, "minimum": 1, "doc": "Router mode: longest silence from a worker within one answer (no total timeout)."}
   }})";
 
   explicit Gateway(const sdk::CreateContext& ctx) : state_(std::make_shared<GatewayState>()) {
@@ -197,6 +203,17 @@ class Gateway {
     settings.max_request_bytes = c.value("max_request_bytes", size_t{32u << 20});
     state_->max_request_bytes = settings.max_request_bytes;
     state_->session_routes = std::make_unique<areal::gateway::SessionRoutes>(*state_->sessions, settings);
+    if (c.contains("workers") && c["workers"].is_array() && !c["workers"].empty()) {
+      if (!c.value("tokenizer", std::string()).empty())
+        throw sdk::invalid_argument("gateway: router mode (workers) serves no model itself; drop 'tokenizer' (each worker has its own)");
+      try {
+        state_->router = std::make_unique<areal::gateway::WorkerRouter>(c["workers"].get<std::vector<std::string>>(),
+                                                                         c.value("worker_idle_timeout_s", 3600.0),
+                                                                         [sessions = state_->sessions.get()](const std::string& t) { return sessions->is_admin(t); });
+      } catch (const std::exception& e) {
+        throw sdk::invalid_argument(e.what());
+      }
+    }
     std::shared_ptr<areal::proxy::ChatService> chat;
     const std::string tokenizer_dir = c.value("tokenizer", std::string());
     if (!tokenizer_dir.empty()) {

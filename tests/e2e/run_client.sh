@@ -28,8 +28,8 @@ PY
   extra+=("inference.script=$script_ids")
 fi
 log=$(mktemp)
-pid=""
-trap 'kill $pid ${BACKEND_PID:-} 2>/dev/null; wait $pid 2>/dev/null; rm -f "$log" "$log.backend"' EXIT
+pids=()
+trap 'kill ${pids[@]:-} ${BACKEND_PID:-} 2>/dev/null; wait 2>/dev/null; rm -f "$log" "$log.backend" "$log.w1" "$log.w2"' EXIT
 kind=${AREAL_BACKEND:-}
 if [ -n "$kind" ]; then
   source "$src/tests/support/test_backend.sh"
@@ -54,16 +54,33 @@ elif [ -n "$model" ]; then
 else
   backend=(--tokenizer "$tok" inference.vocab_size=151669)
 fi
-"$host" serve --port 0 --admin-key e2e-admin-key "${backend[@]}" \
-  gateway.prompt_mode=concat gateway.default_max_tokens=64 "${extra[@]}" 2> "$log" &
-pid=$!
-url=""
-for _ in $(seq 100); do
-  url=$(grep -o 'gateway listening at http://[0-9.:]*' "$log" | sed 's/gateway listening at //') && [ -n "$url" ] && break
-  kill -0 $pid 2>/dev/null || { cat "$log"; exit 1; }
-  sleep 0.1
-done
-[ -n "$url" ] || { echo "gateway did not start"; cat "$log"; exit 1; }
+# start_gateway LOG ARGS...: starts `areal-host serve`, sets url and adds its pid to pids.
+start_gateway() {
+  local glog=$1
+  shift
+  "$host" serve --port 0 --admin-key e2e-admin-key "$@" 2> "$glog" &
+  pids+=($!)
+  url=""
+  for _ in $(seq 100); do
+    url=$(grep -o 'gateway listening at http://[0-9.:]*' "$glog" | sed 's/gateway listening at //') && [ -n "$url" ] && return 0
+    kill -0 "${pids[-1]}" 2>/dev/null || { cat "$glog"; exit 1; }
+    sleep 0.1
+  done
+  echo "gateway did not start"; cat "$glog"; exit 1
+}
+worker_args=("${backend[@]}" gateway.prompt_mode=concat gateway.default_max_tokens=64 "${extra[@]}")
+if [ -n "${AREAL_ROUTER:-}" ]; then
+  # Two worker gateways behind a router gateway: sessions spread over the
+  # workers, each session's calls pinned to its worker (docs/http-api.md).
+  start_gateway "$log.w1" "${worker_args[@]}"
+  w1=$url
+  start_gateway "$log.w2" "${worker_args[@]}"
+  w2=$url
+  start_gateway "$log" "gateway.workers=[\"$w1\", \"$w2\"]"
+  echo "router at $url over workers $w1 $w2"
+else
+  start_gateway "$log" "${worker_args[@]}"
+fi
 echo "gateway at $url"
 cd "$src/tests/e2e/clients"
 case "$script" in
