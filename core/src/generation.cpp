@@ -38,8 +38,10 @@ void CollectingSink::on_done(void* ctx, int32_t reason, const areal_status* erro
       r.error_code = status_code(error);
       r.error_message = std::string(status_message(error));
     }
+    // Under the lock: once the waiter sees on_done_calls it may free this
+    // sink, so nothing of it may be touched after the lock is released.
+    self->done_cv_.notify_all();
   }
-  self->done_cv_.notify_all();
 }
 
 bool CollectingSink::wait(std::chrono::milliseconds timeout) {

@@ -45,7 +45,7 @@ class MockInference {
     "eos_token_id": {"type": "integer", "default": -1, "minimum": -1, "doc": "Sampling this id finishes with STOP; -1 disables."},
     "max_context": {"type": "integer", "default": 4096, "minimum": 1, "doc": "Prompt plus output may not exceed this; longer prompts are rejected."},
     "token_delay_ms": {"type": "number", "default": 0, "minimum": 0, "doc": "Sleep per generated token, to simulate a slow backend."},
-    "workers": {"type": "integer", "default": 2, "minimum": 1, "maximum": 256, "doc": "Requests decoded in parallel."},
+    "workers": {"type": "integer", "default": 2, "minimum": 1, "maximum": 4096, "doc": "Requests decoded in parallel (one thread each)."},
     "weights_seed": {"type": "integer", "default": 0, "doc": "Selects the bigram table; update_weights may change it."},
     "logprob_mode": {"type": "string", "enum": ["sampling", "raw"], "default": "sampling", "doc": "sampling: log-probs of softmax(logits / temperature), the ABI's convention. raw: temperature-1 log-probs, which break that convention; only for test servers that emulate vLLM's or SGLang's raw mode."},
     "script": {"type": "array", "items": {"type": "array", "items": {"type": "integer"}}, "default": [], "doc": "Script mode: request n (in submission order) samples exactly script[n % len] (then STOP), logprobs still from the bigram table. For end-to-end tests of tool calls and agents."}

@@ -86,8 +86,9 @@ class StreamingSink {
         self->error_code = status_code(error);
       }
       self->done_ = true;
+      // Under the lock: once wait() sees done_ the sink may be gone.
+      self->cv_.notify_all();
     }
-    self->cv_.notify_all();
   }
   // Passes text up to `upto` to the stream; a failing stream (client gone)
   // is remembered, and generation still completes and is recorded.
