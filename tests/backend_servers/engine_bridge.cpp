@@ -113,6 +113,13 @@ void Engine::abort(const std::shared_ptr<Generation>& g) {
   StatusPtr st(plugin_->inference()->abort(instance_->self(), g->id));  // NOT_FOUND: already finished
 }
 
+void Engine::abort_and_drain(const std::shared_ptr<Generation>& g) {
+  abort(g);
+  Event e;
+  while (g->next(e)) {
+  }
+}
+
 size_t Engine::abort_matching(const std::string& prefix, bool exact) {
   std::vector<std::shared_ptr<Generation>> hit;
   {

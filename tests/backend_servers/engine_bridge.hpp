@@ -67,6 +67,9 @@ class Engine {
   // Throws areal::Error when the engine refuses the request.
   std::shared_ptr<Generation> generate(const std::string& rid, const std::vector<int32_t>& prompt, const SamplingRequest& s);
   void abort(const std::shared_ptr<Generation>& g);
+  // The client of `g` left mid-stream: abort it, as both servers do, and
+  // take its remaining events.
+  void abort_and_drain(const std::shared_ptr<Generation>& g);
   // Aborts every live generation whose rid starts with `prefix` ("" = all)
   // and waits until each has ended.
   size_t abort_matching(const std::string& prefix, bool exact = false);

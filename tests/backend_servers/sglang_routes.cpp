@@ -177,16 +177,12 @@ class SGLangRoutes : public Routes {
         const size_t from = opt_.incremental_stream ? sent : 0;
         sent = out.size();
         if (!sse->event(body(from).dump())) {  // the client left: SGLang aborts the request
-          engine_.abort(g);
-          while (g->next(e)) {
-          }
-          return;
+          return engine_.abort_and_drain(g);
         }
       }
     }
     if (sse) {
-      sse->event("[DONE]");
-      return;
+      return (void)sse->event("[DONE]");
     }
     send_json(resp, 200, body(0));
   }

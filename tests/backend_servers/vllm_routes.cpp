@@ -176,16 +176,12 @@ class VLLMRoutes : public Routes {
                       {"choices", Json::array({choice(sent, finish, stop_reason)})}, {"usage", nullptr}};
         sent = out.size();
         if (!sse->event(chunk.dump())) {  // disconnected: vLLM aborts the request
-          engine_.abort(g);
-          while (g->next(e)) {
-          }
-          return;
+          return engine_.abort_and_drain(g);
         }
       }
     }
     if (sse) {
-      sse->event("[DONE]");
-      return;
+      return (void)sse->event("[DONE]");
     }
     send_json(resp, 200, {{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", opt_.model_name},
                           {"choices", Json::array({choice(0, finish, stop_reason)})},

