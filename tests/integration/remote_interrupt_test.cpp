@@ -170,6 +170,39 @@ TEST_P(RemoteInterrupt, AbortEndsARunningRequestWithItsTokensSoFar) {
   EXPECT_EQ(areal::status_code(again.get()), AREAL_CODE_NOT_FOUND);
 }
 
+// A request the server refuses (4xx) is the caller's mistake: one ERROR with
+// INVALID_ARGUMENT and the server's words, no retries, the server stays in
+// rotation. (The mock engine behind the test server has no tokenizer, so it
+// refuses stop strings.)
+TEST_P(RemoteInterrupt, ARequestTheServerRefusesEndsWithInvalidArgument) {
+  const auto& vt = *plugin_->inference();
+  areal_str stop{"never", 5};
+  areal_sampling_params s{};
+  s.struct_size = AREAL_OFFSET_OF_END(areal_sampling_params, stop_strings_count);
+  s.temperature = 1.0f;
+  s.top_p = 1.0f;
+  s.max_new_tokens = 4;
+  s.stop_strings = &stop;
+  s.stop_strings_count = 1;
+  areal_gen_request r{};
+  r.struct_size = AREAL_OFFSET_OF_END(areal_gen_request, sampling);
+  r.request_id = areal::next_request_id();
+  r.input_ids = prompt_.data();
+  r.input_ids_count = prompt_.size();
+  r.sampling = &s;
+  areal::CollectingSink sink;
+  areal::throw_if_status(vt.submit(inst_->self(), &r, sink.sink()), "submit");
+  ASSERT_TRUE(sink.wait(10s));
+  const auto res = sink.result();
+  EXPECT_EQ(res.finish_reason, AREAL_FINISH_ERROR);
+  EXPECT_EQ(res.error_code, AREAL_CODE_INVALID_ARGUMENT) << res.error_message;
+  EXPECT_NE(res.error_message.find("stop strings"), std::string::npos) << res.error_message;
+  areal::CollectingSink next;
+  submit(next, areal::next_request_id(), 4);  // the server is still in rotation
+  ASSERT_TRUE(next.wait(10s));
+  EXPECT_EQ(next.result().finish_reason, AREAL_FINISH_LENGTH) << next.result().error_message;
+}
+
 INSTANTIATE_TEST_SUITE_P(Protocols, RemoteInterrupt, ::testing::Values("sglang", "vllm"));
 
 }  // namespace

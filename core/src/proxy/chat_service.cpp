@@ -183,8 +183,12 @@ Generated ChatService::generate(std::vector<int32_t> prompt, const ChatRequest& 
   StreamingSink sink(tok_, req.stop, stop_ids_, on_delta);
   throw_if_status(inference_->vtable->submit(inference_->self, &r, sink.sink()), "inference backend");
   sink.wait();
-  if (sink.finish == AREAL_FINISH_ERROR)
+  if (sink.finish == AREAL_FINISH_ERROR) {
+    // A request the backend refused (e.g. a server's 400 for a prompt over its
+    // context) is the client's mistake; anything else is a dead backend (502).
+    if (sink.error_code == AREAL_CODE_INVALID_ARGUMENT) throw Error(AREAL_CODE_INVALID_ARGUMENT, "the inference backend refused the request: " + sink.error);
     throw Error(AREAL_CODE_UNAVAILABLE, "inference backend failed: " + sink.error);
+  }
   Generated g;
   g.prompt_ids = std::move(prompt);
   g.output_ids = std::move(sink.ids);
