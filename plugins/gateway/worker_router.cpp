@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include <Poco/Exception.h>
+#include <Poco/Net/NetException.h>
 #include <Poco/Net/HTTPRequest.h>
 #include <Poco/Net/HTTPResponse.h>
 #include <Poco/StreamCopier.h>
@@ -91,8 +92,10 @@ bool WorkerRouter::forward(Worker& w, Poco::Net::HTTPServerRequest& req, const s
   Poco::Net::HTTPResponse resp;
   std::unique_ptr<Poco::Net::HTTPClientSession> s;
   std::istream* in = nullptr;
-  // A reused keep-alive connection may have been closed by the worker:
-  // then one retry on a fresh connection (the request never reached it).
+  // A reused keep-alive connection may have been closed by the worker while
+  // idle: then one retry on a fresh connection, but only when nothing came
+  // back (sending failed, or no response at all), so a request the worker
+  // received is never sent twice.
   for (int attempt = 0; attempt < 2 && in == nullptr; ++attempt) {
     bool reused = false;
     {
@@ -108,14 +111,20 @@ bool WorkerRouter::forward(Worker& w, Poco::Net::HTTPServerRequest& req, const s
       s->setKeepAlive(true);
     }
     s->setTimeout(seconds(5), seconds(idle_timeout_s_), seconds(idle_timeout_s_));
+    bool sent = false;
     try {
       std::ostream& o = s->sendRequest(up);
       o << body;
+      sent = true;
       in = &s->receiveResponse(resp);
+    } catch (const Poco::Net::NoMessageException&) {
+      s.reset();
+      if (!reused) return false;
     } catch (const Poco::Exception&) {
       s.reset();
-      if (!reused) {
-        w.down_until_ms = now_ms() + 5000;
+      if (!reused || sent) {
+        if (!reused) w.down_until_ms = now_ms() + 5000;
+        if (sent && reused) throw HttpError(502, "worker gateway " + w.url + " failed while answering", "backend_unavailable");
         return false;
       }
     }
@@ -124,40 +133,44 @@ bool WorkerRouter::forward(Worker& w, Poco::Net::HTTPServerRequest& req, const s
   out.status = static_cast<int>(resp.getStatus());
   const std::string type = resp.getContentType();
   const bool stream = type.rfind("text/event-stream", 0) == 0;
-  try {
-    if (!send_to_client || capture || !stream) {
-      std::string text;
-      Poco::StreamCopier::copyToString(*in, text);
-      if (capture || !send_to_client) out.body = text;
-      if (send_to_client) {
-        res.setStatus(resp.getStatus());
-        res.setContentType(type);
-        res.setContentLength(static_cast<std::streamsize>(text.size()));
-        res.send() << text;
-      }
-    } else {
-      // Server-sent events: pass each line on, flushing at every event's end.
+  // std::istream turns a cut connection into a failed read: a body read to
+  // its end leaves eof set and bad clear, anything else is a truncated answer.
+  auto cut = [&] { return in->bad() || !in->eof(); };
+  if (!send_to_client || capture || !stream) {
+    std::string text;
+    Poco::StreamCopier::copyToString(*in, text);
+    if (cut()) throw HttpError(502, "worker gateway " + w.url + " went away mid-answer", "backend_unavailable");
+    if (capture || !send_to_client) out.body = text;
+    if (send_to_client) {
       res.setStatus(resp.getStatus());
       res.setContentType(type);
-      res.set("Cache-Control", "no-cache");
-      res.setChunkedTransferEncoding(true);
-      std::ostream& o = res.send();
-      std::string line;
-      while (std::getline(*in, line)) {
-        o << line << '\n';
-        if (line.empty() || line == "\r") o.flush();
-        if (!o.good()) {  // the client left; the worker finishes and records the call
-          s.reset();
-          return true;
-        }
-      }
-      o.flush();
+      res.setContentLength(static_cast<std::streamsize>(text.size()));
+      res.send() << text;
     }
-  } catch (const Poco::Exception&) {
-    s.reset();  // the worker went away mid-answer; the client sees a cut response
-    return true;
+  } else {
+    // Server-sent events: pass each line on, flushing at every event's end.
+    res.setStatus(resp.getStatus());
+    res.setContentType(type);
+    res.set("Cache-Control", "no-cache");
+    res.setChunkedTransferEncoding(true);
+    std::ostream& o = res.send();
+    std::string line;
+    while (std::getline(*in, line)) {
+      o << line << '\n';
+      if (line.empty() || line == "\r") o.flush();
+      if (!o.good()) return true;  // the client left; the worker finishes and records the call
+    }
+    if (cut()) {
+      // Too late for a status: say so in-band, as the gateway does for its own stream errors.
+      o << "data: " << nlohmann::json{{"error", {{"message", "worker gateway " + w.url + " went away mid-stream"}, {"type", "api_error"},
+                                                 {"param", nullptr}, {"code", "backend_unavailable"}}}}.dump()
+        << "\n\n";
+      o.flush();
+      return true;
+    }
+    o.flush();
   }
-  if (s && resp.getKeepAlive() && in->good() == false && in->eof()) {
+  if (s && resp.getKeepAlive()) {
     std::lock_guard<std::mutex> lock(w.idle_mutex);
     w.idle.push_back(std::move(s));
   }
@@ -170,11 +183,13 @@ void WorkerRouter::start_session(Poco::Net::HTTPServerRequest& req, const std::s
   if (b.is_object() && b.contains("api_key") && b["api_key"].is_string()) api_key = b["api_key"];
   std::vector<size_t> order(workers_.size());
   std::iota(order.begin(), order.end(), 0);
+  bool refresh = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = api_key.empty() ? by_key_.end() : by_key_.find(api_key);
     if (it != by_key_.end()) {
       order = {it->second};  // a refresh: the worker holding the key ends and exports its session
+      refresh = true;
     } else {
       const int64_t now = now_ms();
       auto rank = [&](size_t i) { return std::make_pair(workers_[i]->down_until_ms > now, workers_[i]->sessions.load()); };
@@ -196,7 +211,7 @@ void WorkerRouter::start_session(Poco::Net::HTTPServerRequest& req, const std::s
         remember(by_key_, key_order_, r.value("api_key", std::string()), i);
         remember(by_session_, session_order_, r.value("session_id", std::string()), i);
       }
-      ++workers_[i]->sessions;
+      if (!refresh) ++workers_[i]->sessions;  // a refresh replaces the session the worker ended
     }
     break;
   }

@@ -257,9 +257,17 @@ void RemoteEngine::submit(const areal_gen_request& req, const areal_gen_sink& si
     std::lock_guard<std::mutex> lock(mutex_);
     if (stopping_) throw sdk::unavailable(protocol_->name() + " is shutting down");
     if (live_.count(job->id)) throw sdk::Error(AREAL_CODE_ALREADY_EXISTS, "request id " + std::to_string(job->id) + " is already in flight");
+    // One worker per queued request, up to max_concurrency; idle workers
+    // count only until they wake, so compare with the queue, not with zero.
+    if (queue_.size() + 1 > idle_workers_ && workers_.size() < static_cast<size_t>(opt_.max_concurrency)) {
+      try {
+        workers_.emplace_back([this] { worker(); });
+      } catch (const std::system_error& e) {  // out of threads: refuse now, never call the sink later
+        if (workers_.empty()) throw sdk::unavailable(protocol_->name() + ": cannot start a worker thread: " + e.what());
+      }
+    }
     live_[job->id] = job;
     queue_.push_back(job);
-    if (idle_workers_ == 0 && workers_.size() < static_cast<size_t>(opt_.max_concurrency)) workers_.emplace_back([this] { worker(); });
   }
   cv_.notify_all();
 }
@@ -509,6 +517,10 @@ void RemoteEngine::abort(uint64_t id) {
 
 void RemoteEngine::pause() {
   std::lock_guard<std::mutex> control(control_mutex_);
+  pause_locked();
+}
+
+void RemoteEngine::pause_locked() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (paused_) return;
@@ -550,6 +562,10 @@ void RemoteEngine::pause() {
 
 void RemoteEngine::resume() {
   std::lock_guard<std::mutex> control(control_mutex_);
+  resume_locked();
+}
+
+void RemoteEngine::resume_locked() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!paused_) return;
@@ -557,9 +573,12 @@ void RemoteEngine::resume() {
   for (size_t i = 0; i < pool_.size(); ++i) {
     try {
       protocol_->resume(pool_.url(i), opt_.control_timeout_s);
+      pool_.set_held(static_cast<int>(i), false);
     } catch (const std::exception& e) {
-      log(AREAL_LOG_WARN, std::string("resume: ") + e.what());
-      pool_.mark_down(static_cast<int>(i), e.what());
+      // Still paused there: keep it out of rotation (a health check would not
+      // tell) and let the health loop retry the resume.
+      log(AREAL_LOG_WARN, std::string("resume: ") + e.what() + "; the server gets no requests until a resume reaches it");
+      pool_.set_held(static_cast<int>(i), true);
     }
   }
   {
@@ -580,34 +599,33 @@ void RemoteEngine::update_weights(std::string_view spec_text) {
   const std::string path = spec["path"];
   const int64_t version = spec["version"];
   // A segment must never span two weight versions: pause around the update
-  // unless the caller (the trainer) already did.
+  // unless the caller (the trainer) already did, all under one control lock
+  // so a concurrent pause, resume or update cannot interleave.
+  std::lock_guard<std::mutex> control(control_mutex_);
   bool was_paused;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     was_paused = paused_;
   }
-  if (!was_paused) pause();
+  if (!was_paused) pause_locked();
   std::string failures;
   size_t updated = 0;
-  {
-    std::lock_guard<std::mutex> control(control_mutex_);
-    for (size_t i = 0; i < pool_.size(); ++i) {
-      try {
-        protocol_->update_weights_from_disk(pool_.url(i), path, version, opt_.control_timeout_s);
-        pool_.set_stale(static_cast<int>(i), false);
-        ++updated;
-      } catch (const std::exception& e) {
-        // Serving the old weights under the new version would corrupt training data.
-        pool_.set_stale(static_cast<int>(i), true);
-        failures += std::string(failures.empty() ? "" : "; ") + e.what();
-      }
-    }
-    if (updated > 0) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      version_ = version;
+  for (size_t i = 0; i < pool_.size(); ++i) {
+    try {
+      protocol_->update_weights_from_disk(pool_.url(i), path, version, opt_.control_timeout_s);
+      pool_.set_stale(static_cast<int>(i), false);
+      ++updated;
+    } catch (const std::exception& e) {
+      // Serving the old weights under the new version would corrupt training data.
+      pool_.set_stale(static_cast<int>(i), true);
+      failures += std::string(failures.empty() ? "" : "; ") + e.what();
     }
   }
-  if (!was_paused) resume();
+  if (updated > 0) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    version_ = version;
+  }
+  if (!was_paused) resume_locked();
   if (!failures.empty()) {
     const std::string msg = "update_weights to version " + std::to_string(version) + " failed on " + std::to_string(pool_.size() - updated) +
                             " of " + std::to_string(pool_.size()) + " servers (they get no requests until an update reaches them): " + failures;
@@ -651,6 +669,23 @@ void RemoteEngine::health_loop() {
         why = e.what();
       }
       const int s = static_cast<int>(i);
+      if (why.empty() && pool_.held(s)) {
+        std::unique_lock<std::mutex> control(control_mutex_, std::try_to_lock);  // not during a pause/update
+        bool engine_paused;
+        {
+          std::lock_guard<std::mutex> lock(mutex_);
+          engine_paused = paused_;
+        }
+        if (control.owns_lock() && !engine_paused) {
+          try {
+            protocol_->resume(pool_.url(i), opt_.control_timeout_s);
+            pool_.set_held(s, false);
+            log(AREAL_LOG_INFO, "server " + pool_.url(i).text + " resumed; back in rotation");
+          } catch (const std::exception& e) {
+            why = std::string("resume still fails: ") + e.what();
+          }
+        }
+      }
       if (why.empty()) {
         if (pool_.mark_up(s)) log(AREAL_LOG_INFO, "server " + pool_.url(i).text + " is back in rotation");
       } else if (pool_.healthy(s)) {

@@ -92,6 +92,8 @@ class RemoteEngine {
     std::string message;
   };
 
+  void pause_locked();   // control_mutex_ held
+  void resume_locked();  // control_mutex_ held
   void wait_for_servers();
   void verify_logprob_convention();
   int64_t fetch_max_context();

@@ -78,6 +78,16 @@ void ServerPool::set_stale(int server, bool stale) {
   servers_[server].stale = stale;
 }
 
+void ServerPool::set_held(int server, bool held) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  servers_[server].held = held;
+}
+
+bool ServerPool::held(int server) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return servers_[server].held;
+}
+
 std::string ServerPool::describe() const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::string out;
@@ -86,6 +96,7 @@ std::string ServerPool::describe() const {
     out += s.url.text;
     if (!s.healthy) out += " (down: " + s.last_error + ")";
     else if (s.stale) out += " (missed the last weight update)";
+    else if (s.held) out += " (still paused: a resume failed)";
     else out += " (up)";
   }
   return out;

@@ -3,7 +3,7 @@
 // prefix cache); otherwise to the healthy server with the fewest requests in
 // flight. A server that failed a call or a health check is skipped until a
 // health check passes; one that missed a weight update is skipped until the
-// next update reaches it.
+// next update reaches it; one that did not take a resume, until one does.
 #pragma once
 
 #include <deque>
@@ -32,6 +32,9 @@ class ServerPool {
   bool mark_up(int server);                            // true if it was down
   bool healthy(int server);
   void set_stale(int server, bool stale);
+  // Paused on the server because a resume failed; cleared when one succeeds.
+  void set_held(int server, bool held);
+  bool held(int server);
 
   std::string describe() const;  // "http://a (down: ...), http://b (up)"
 
@@ -40,10 +43,11 @@ class ServerPool {
     Url url;
     bool healthy = true;
     bool stale = false;
+    bool held = false;
     int inflight = 0;
     std::string last_error;
   };
-  bool usable(const Server& s) const { return s.healthy && !s.stale; }
+  bool usable(const Server& s) const { return s.healthy && !s.stale && !s.held; }
 
   mutable std::mutex mutex_;
   std::vector<Server> servers_;
