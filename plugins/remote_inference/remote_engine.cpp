@@ -124,6 +124,10 @@ RemoteEngine::~RemoteEngine() {
   for (auto& j : queued) j->sink.on_done(j->sink.ctx, AREAL_FINISH_ABORT, nullptr);
 }
 
+void RemoteEngine::count(const char* what) const {
+  sdk::host().metric_add(sdk::str(std::string("areal_inference_") + what + "_total{backend=\"" + protocol_->name() + "\"}"), 1.0);
+}
+
 void RemoteEngine::log(int level, const std::string& message) const {
   sdk::log(static_cast<areal_log_level>(level), protocol_->name(), message);
 }
@@ -330,16 +334,18 @@ void RemoteEngine::run(Job& job) {
           finish = AREAL_FINISH_ERROR, error = protocol_->name() + " server aborted the request " + std::to_string(fruitless_aborts) +
                                                " times without output: " + r.message;
         }
+        if (finish == 0) count("resubmits");
         break;  // otherwise resubmitted (after resume when paused)
       case Outcome::kServerError:
         if (job.aborted) {
           finish = AREAL_FINISH_ABORT;
         } else if (paused_meanwhile) {
-          // a stream cut by pause: resubmitted after resume
+          count("resubmits");  // a stream cut by pause: resubmitted after resume
         } else if (++failures > opt_.max_retries) {
           finish = AREAL_FINISH_ERROR;
           error = protocol_->name() + ": the request failed " + std::to_string(failures) + " times (" + r.message + "); servers: " + pool_.describe();
         } else {
+          count("retries");
           const double delay = std::min(8.0, opt_.retry_backoff_s * std::pow(2.0, failures - 1));
           log(AREAL_LOG_WARN, "request " + std::to_string(job.id) + ": " + r.message + "; retry " + std::to_string(failures) + " in " +
                                   std::to_string(delay) + " s");
@@ -356,6 +362,7 @@ void RemoteEngine::run(Job& job) {
     live_.erase(job.id);
   }
   if (finish == AREAL_FINISH_ERROR) {
+    count("request_errors");
     log(AREAL_LOG_ERROR, "request " + std::to_string(job.id) + " failed: " + error);
     areal_status* st = sdk::host().status_new(error_code, sdk::str(error));
     job.sink.on_done(job.sink.ctx, finish, st);
@@ -473,6 +480,7 @@ RemoteEngine::SegmentResult RemoteEngine::run_segment(Job& job, int64_t version,
       pausing = paused_;
     }
     if (!pausing) {
+      count("server_failures");
       pool_.mark_down(server, result.message);
       log(AREAL_LOG_WARN, "server " + where + " taken out of rotation: " + result.message);
     }

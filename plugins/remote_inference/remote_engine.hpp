@@ -102,6 +102,8 @@ class RemoteEngine {
   SegmentResult run_segment(Job& job, int64_t version, uint64_t epoch, size_t segment_index);
   void health_loop();
   void log(int level, const std::string& message) const;
+  // Counters on /metrics: areal_inference_<what>_total{backend="sglang"}.
+  void count(const char* what) const;
 
   std::unique_ptr<BackendProtocol> protocol_;
   EngineOptions opt_;

@@ -59,6 +59,13 @@ async def main():
         body = await r.json()
         assert body["error"]["code"] == "backend_unavailable" and body["error"]["message"], body
         # 5. "The last call" for a reward is the last one that answered.
+        # The plugin counts what happened on /metrics.
+        metrics = await (await s.get("/metrics")).text()
+        counted = {l.split()[0]: float(l.split()[1]) for l in metrics.splitlines() if l.startswith("areal_inference_")}
+        kind = counted and next(iter(counted)).split('backend="')[1].split('"')[0]
+        assert counted.get(f'areal_inference_server_failures_total{{backend="{kind}"}}', 0) >= 2, counted
+        assert counted.get(f'areal_inference_retries_total{{backend="{kind}"}}', 0) >= 1, counted
+        assert counted.get(f'areal_inference_request_errors_total{{backend="{kind}"}}', 0) >= 1, counted
         r = await s.post("/rl/set_reward", json={"reward": 0.75})
         assert r.status == 200, await r.text()
         r = await s.post("/rl/end_session", json={})
