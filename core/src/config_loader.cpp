@@ -88,8 +88,9 @@ namespace {
 void merge_over(Json& base, const Json& top, bool top_level) {
   for (auto it = top.begin(); it != top.end(); ++it) {
     const Json& v = it.value();
+    if (v.is_null() && base.contains(it.key())) continue;  // an empty section (all keys commented out) changes nothing
     const bool other_plugin = top_level && v.is_object() && base.contains(it.key()) && base[it.key()].is_object() &&
-                              v.contains("plugin") && base[it.key()].value("plugin", Json()) != v["plugin"];
+                              v.contains("plugin") && base[it.key()].contains("plugin") && base[it.key()]["plugin"] != v["plugin"];
     if (v.is_object() && base.contains(it.key()) && base[it.key()].is_object() && !other_plugin)
       merge_over(base[it.key()], v, false);
     else

@@ -105,7 +105,18 @@ bool SessionRoutes::handle(const std::string& path, Poco::Net::HTTPServerRequest
       if (path == "/rl/v1/finalize" && body.contains("final_reward") && !body["final_reward"].is_null()) {
         if (!body["final_reward"].is_number() || !std::isfinite(body["final_reward"].get<double>()))
           throw HttpError(400, "'final_reward' must be a finite number");
-        session->cache.set_reward("", body["final_reward"].get<double>());
+        try {
+          session->cache.set_reward("", body["final_reward"].get<double>());
+        } catch (const Error& e) {
+          // No call answered (none made, or every one failed): the session still
+          // ends - it must not hold capacity - and the answer says the reward
+          // had nowhere to go.
+          if (e.code() != AREAL_CODE_FAILED_PRECONDITION) throw;
+          const size_t n = store_.end(session);
+          send_json(res, 200, J{{"message", "success"}, {"session_id", session->id}, {"interaction_count", n},
+                                {"final_reward_applied", false}, {"reason", e.what()}}.dump());
+          return true;
+        }
       }
       const size_t n = store_.end(session);
       send_json(res, 200, J{{"message", "success"}, {"session_id", session->id}, {"interaction_count", n}}.dump());

@@ -67,6 +67,7 @@ void WorkerRouter::remember(std::unordered_map<std::string, size_t>& map, std::d
     order.push_back(key);
     if (order.size() > kMaxRoutes) {
       map.erase(order.front());
+      if (&map == &by_key_) live_keys_.erase(order.front());
       order.pop_front();
     }
   } else {
@@ -139,7 +140,8 @@ bool WorkerRouter::forward(Worker& w, Poco::Net::HTTPServerRequest& req, const s
   if (!send_to_client || capture || !stream) {
     std::string text;
     Poco::StreamCopier::copyToString(*in, text);
-    if (cut()) throw HttpError(502, "worker gateway " + w.url + " went away mid-answer", "backend_unavailable");
+    // A worker that dies mid-body closes cleanly (EOF): compare with the length it announced.
+    if (cut() || (resp.hasContentLength() && static_cast<int64_t>(text.size()) != resp.getContentLength64())) throw HttpError(502, "worker gateway " + w.url + " went away mid-answer", "backend_unavailable");
     if (capture || !send_to_client) out.body = text;
     if (send_to_client) {
       res.setStatus(resp.getStatus());
@@ -154,13 +156,22 @@ bool WorkerRouter::forward(Worker& w, Poco::Net::HTTPServerRequest& req, const s
     res.set("Cache-Control", "no-cache");
     res.setChunkedTransferEncoding(true);
     std::ostream& o = res.send();
-    std::string line;
+    std::string line, last_data;
     while (std::getline(*in, line)) {
       o << line << '\n';
+      if (line.rfind("data:", 0) == 0) last_data = line;
       if (line.empty() || line == "\r") o.flush();
       if (!o.good()) return true;  // the client left; the worker finishes and records the call
     }
-    if (cut()) {
+    // A worker killed mid-stream closes cleanly too: a stream is whole only
+    // when its last event is one of the three APIs' terminal events (or the
+    // gateway's own in-band error).
+    const bool terminal = last_data.rfind("data: [DONE]", 0) == 0 || last_data.rfind("data: {\"error\"", 0) == 0 ||
+                          last_data.find("\"type\":\"message_stop\"") != std::string::npos ||
+                          last_data.find("\"type\":\"response.completed\"") != std::string::npos ||
+                          last_data.find("\"type\":\"response.failed\"") != std::string::npos ||
+                          last_data.find("\"type\":\"response.incomplete\"") != std::string::npos;
+    if (cut() || !terminal) {
       // Too late for a status: say so in-band, as the gateway does for its own stream errors.
       o << "data: " << nlohmann::json{{"error", {{"message", "worker gateway " + w.url + " went away mid-stream"}, {"type", "api_error"},
                                                  {"param", nullptr}, {"code", "backend_unavailable"}}}}.dump()
@@ -188,8 +199,10 @@ void WorkerRouter::start_session(Poco::Net::HTTPServerRequest& req, const std::s
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = api_key.empty() ? by_key_.end() : by_key_.find(api_key);
     if (it != by_key_.end()) {
-      order = {it->second};  // a refresh: the worker holding the key ends and exports its session
-      refresh = true;
+      // The worker that knows the key: a refresh (it ends and exports the live
+      // session first) or the reuse of an ended key (a new session there).
+      order = {it->second};
+      refresh = live_keys_.count(api_key) > 0;
     } else {
       const int64_t now = now_ms();
       auto rank = [&](size_t i) { return std::make_pair(workers_[i]->down_until_ms > now, workers_[i]->sessions.load()); };
@@ -209,6 +222,7 @@ void WorkerRouter::start_session(Poco::Net::HTTPServerRequest& req, const std::s
       if (r.is_object()) {
         std::lock_guard<std::mutex> lock(mutex_);
         remember(by_key_, key_order_, r.value("api_key", std::string()), i);
+        live_keys_.insert(r.value("api_key", std::string()));
         remember(by_session_, session_order_, r.value("session_id", std::string()), i);
       }
       if (!refresh) ++workers_[i]->sessions;  // a refresh replaces the session the worker ended
@@ -227,6 +241,7 @@ void WorkerRouter::handle(const std::string& path, Poco::Net::HTTPServerRequest&
   Forwarded f;
   if (path == "/rl/start_session" || path == "/rl/v1/start_session") return start_session(req, body, res);
   size_t target = 0;
+  std::string token;
   if (path == "/export_trajectories") {
     const json b = json::parse(body.empty() ? "{}" : body, nullptr, false);
     if (!b.is_object() || !b.contains("session_id") || !b["session_id"].is_string())
@@ -240,12 +255,15 @@ void WorkerRouter::handle(const std::string& path, Poco::Net::HTTPServerRequest&
   } else if (is_admin_path(path)) {
     target = 0;
   } else {
-    const std::string token = bearer_token(req);
+    token = bearer_token(req);
     target = is_admin_(token) ? next_capacity_++ % workers_.size() : worker_of_key(token);
   }
   Worker& w = *workers_[target];
   if (!forward(w, req, body, res, false, f)) throw HttpError(502, "worker gateway " + w.url + " is unreachable", "backend_unavailable");
-  if ((path == "/rl/end_session" || path == "/rl/v1/finalize") && f.status == 200) --w.sessions;
+  if ((path == "/rl/end_session" || path == "/rl/v1/finalize") && f.status == 200) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (live_keys_.erase(token) > 0) --w.sessions;
+  }
 }
 
 }  // namespace areal::gateway

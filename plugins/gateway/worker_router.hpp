@@ -18,6 +18,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include <Poco/Net/HTTPClientSession.h>
@@ -65,6 +66,7 @@ class WorkerRouter {
   std::function<bool(const std::string&)> is_admin_;
   std::mutex mutex_;  // the route tables
   std::unordered_map<std::string, size_t> by_key_, by_session_;
+  std::unordered_set<std::string> live_keys_;  // keys whose session has not ended through the router
   std::deque<std::string> key_order_, session_order_;  // oldest first, for bounded tables
   std::atomic<size_t> next_capacity_{0};
 };

@@ -120,7 +120,7 @@ void Engine::abort_and_drain(const std::shared_ptr<Generation>& g) {
   }
 }
 
-size_t Engine::abort_matching(const std::string& prefix, bool exact) {
+size_t Engine::abort_matching(const std::string& prefix, bool exact, bool wait) {
   std::vector<std::shared_ptr<Generation>> hit;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -128,6 +128,7 @@ size_t Engine::abort_matching(const std::string& prefix, bool exact) {
       if (exact ? g->rid == prefix : g->rid.rfind(prefix, 0) == 0) hit.push_back(g);
   }
   for (auto& g : hit) abort(g);
+  if (!wait) return hit.size();
   std::unique_lock<std::mutex> lock(mutex_);
   idle_cv_.wait(lock, [&] {
     for (auto& g : hit)

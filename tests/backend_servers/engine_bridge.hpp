@@ -70,9 +70,10 @@ class Engine {
   // The client of `g` left mid-stream: abort it, as both servers do, and
   // take its remaining events.
   void abort_and_drain(const std::shared_ptr<Generation>& g);
-  // Aborts every live generation whose rid starts with `prefix` ("" = all)
-  // and waits until each has ended.
-  size_t abort_matching(const std::string& prefix, bool exact = false);
+  // Aborts every live generation whose rid starts with `prefix` ("" = all);
+  // with `wait`, returns once each has ended (an engine finishes aborted
+  // running requests only while not paused: the pause routes abort first).
+  size_t abort_matching(const std::string& prefix, bool exact = false, bool wait = true);
   void pause();
   void resume();
   bool paused();

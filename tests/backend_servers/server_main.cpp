@@ -118,6 +118,11 @@ int main(int argc, char** argv) {
     std::cout << "areal-test-backend (" << protocol << ") listening at http://127.0.0.1:" << socket.address().port() << std::endl;
     int sig = 0;
     sigwait(&stop, &sig);
+    // Handler threads may wait on generations (a paused engine holds them):
+    // stop accepting, let the engine run, end every generation, then join.
+    server.stop();
+    if (engine.paused()) engine.resume();
+    engine.abort_matching("");
     server.stopAll(true);
     pool.joinAll();
   } catch (const std::exception& e) {

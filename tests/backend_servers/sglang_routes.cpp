@@ -26,7 +26,8 @@ class SGLangRoutes : public Routes {
       if (path == "/abort_request") {
         const Json b = read_json(req);
         const std::string rid = b.value("rid", std::string());
-        engine_.abort_matching(b.value("abort_all", false) ? std::string() : rid);
+        // SGLang answers at once; the aborted requests end on their own streams.
+        engine_.abort_matching(b.value("abort_all", false) ? std::string() : rid, false, false);
         return send_text(resp, 200, "");
       }
       if (path == "/pause_generation") {

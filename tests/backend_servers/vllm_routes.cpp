@@ -48,8 +48,8 @@ class VLLMRoutes : public Routes {
       if (path == "/abort_requests") {
         const Json b = read_json(req);
         const auto ids = b.value("request_ids", std::vector<std::string>{});
-        if (ids.empty()) engine_.abort_matching("");
-        for (const auto& id : ids) engine_.abort_matching(id, true);
+        if (ids.empty()) engine_.abort_matching("", false, false);
+        for (const auto& id : ids) engine_.abort_matching(id, true, false);
         return send_json(resp, 200, Json::object());
       }
       if (path == "/areal_pause_generation") {

@@ -58,6 +58,19 @@ async def main():
         assert r.status == 502, (r.status, await r.text())
         body = await r.json()
         assert body["error"]["code"] == "backend_unavailable" and body["error"]["message"], body
+        # 4b. A session whose only call failed still finalizes (and frees its
+        #     capacity); the answer says the reward had nowhere to go.
+        async with ClientSession(base_url=BASE, headers=admin) as a:
+            lonely = await (await a.post("/rl/start_session", json={"task_id": "lonely"})).json()
+        lk = {"Authorization": f"Bearer {lonely['api_key']}"}
+        r = await s.post("/v1/chat/completions", headers=lk, json={"model": "m", "messages": MESSAGES, "max_tokens": 4})
+        assert r.status == 502, await r.text()
+        r = await s.post("/rl/v1/finalize", headers=lk, json={"final_reward": 1.0})
+        assert r.status == 200, await r.text()
+        fin = await r.json()
+        assert fin["final_reward_applied"] is False and fin["reason"], fin
+        r = await s.post("/rl/set_reward", headers=lk, json={"reward": 1.0})
+        assert r.status == 410, await r.text()  # ended
         # 5. "The last call" for a reward is the last one that answered.
         # The plugin counts what happened on /metrics.
         metrics = await (await s.get("/metrics")).text()

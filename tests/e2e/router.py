@@ -120,10 +120,34 @@ async def main():
         assert h["mode"] == "router" and h["workers"] == 2, h
         ok("/health reports router mode and both workers")
 
-        # A dead worker: its sessions get 502, the other worker's keep working.
-        os.kill(W1_PID, signal.SIGKILL)
-        await asyncio.sleep(0.2)
+        # Ending sessions and reusing their keys keeps the router's counts sane.
+        for _ in range(3):
+            st = await start(s, "reuse", api_key="sk-reused-key-0001")
+            r = await s.post(f"{ROUTER}/rl/end_session", headers={"Authorization": "Bearer sk-reused-key-0001"}, json={})
+            assert r.status == 200, await r.text()
+        h = await (await s.get(f"{ROUTER}/health")).json()
+        assert all(w["sessions"] >= 0 for w in h["routes"]), h
+        ok("ending sessions and reusing a key never drives a worker's session count below zero")
+
+        # A worker killed mid-stream: the client's stream ends with an in-band error, not as if complete.
         dead = next(st for st in started[5:] if st["session_id"] in on1)
+        killer = asyncio.create_task(asyncio.sleep(0.15))
+        r = await chat(s, dead["api_key"], "a long answer", stream=True, max_tokens=16)
+        assert r.status == 200
+        lines = []
+        async def read_all():
+            async for raw in r.content:
+                lines.append(raw.decode().strip())
+        reader = asyncio.create_task(read_all())
+        await killer
+        os.kill(W1_PID, signal.SIGKILL)
+        await reader
+        data = [l for l in lines if l.startswith("data: ")]
+        assert data and '"backend_unavailable"' in data[-1] and "data: [DONE]" not in data, data[-3:]
+        ok("a worker killed mid-stream ends the client's stream with an in-band backend_unavailable error")
+
+        # A dead worker: its sessions get 502, the other worker's keep working.
+        await asyncio.sleep(0.2)
         alive = next(st for st in started[5:] if st["session_id"] in on2)
         r = await chat(s, dead["api_key"], "anyone there?")
         assert r.status == 502 and (await r.json())["error"]["code"] == "backend_unavailable", await r.text()

@@ -171,6 +171,13 @@ TEST(Extends, MergesOverTheBaseAndReplacesASectionThatNamesAnotherPlugin) {
   EXPECT_EQ(j["trainer"]["total_steps"], 10);   // merged key by key
   EXPECT_EQ(j["trainer"]["batch_size"], 64);
   EXPECT_EQ(j["inference"], Json::parse(R"({"plugin": "sglang", "servers": ["http://127.0.0.1:30000"]})"));  // replaced whole
+  // Naming the base's default plugin again, or leaving a section empty, keeps the base's keys.
+  std::ofstream(dir + "/base2.yaml") << "gateway: {port: 8000}\nworkflow: {plugin: token_match, episodes: 3}\n";
+  std::ofstream(dir + "/same.yaml") << "extends: base2.yaml\ngateway: {plugin: gateway, admin_api_key: k}\nworkflow:\n";
+  const Json same = config::load_yaml_file(dir + "/same.yaml");
+  EXPECT_EQ(same["gateway"]["port"], 8000);
+  EXPECT_EQ(same["gateway"]["admin_api_key"], "k");
+  EXPECT_EQ(same["workflow"]["episodes"], 3);
   std::ofstream(dir + "/loop.yaml") << "extends: loop.yaml\n";
   try {
     config::load_yaml_file(dir + "/loop.yaml");

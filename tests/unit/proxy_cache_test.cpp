@@ -195,3 +195,17 @@ TEST(InteractionCache, FailedCallsAreNeverRewardedDiscountedOrExported) {
   only_failed.fail(only_failed.insert("x", msgs({{"user", "hi"}})));
   EXPECT_THROW(only_failed.set_reward("", 1.0), areal::Error);
 }
+
+// A reward for "the last call" set while that call was in flight, which then
+// failed, goes to the last call that answered instead of vanishing.
+TEST(InteractionCache, ARewardSetOnACallThatThenFailsMovesToTheLastAnsweredCall) {
+  InteractionCache c;
+  const size_t a = c.insert("a", msgs({{"user", "hi"}}));
+  finish(c, a, reply("hello"), {1, 2}, 10, 2, false);
+  const size_t b = c.insert("b", msgs({{"user", "other"}}));  // in flight
+  c.set_reward("", 0.5);
+  EXPECT_EQ(c.get(b).reward.value_or(-1), 0.5);
+  c.fail(b);
+  EXPECT_EQ(c.get(a).reward.value_or(-1), 0.5);
+  EXPECT_FALSE(c.get(b).reward.has_value());
+}

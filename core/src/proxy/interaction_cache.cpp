@@ -133,7 +133,19 @@ void InteractionCache::complete(size_t index, Json output, std::vector<int32_t> 
 
 void InteractionCache::fail(size_t index) {
   std::lock_guard<std::mutex> lock(mutex_);
-  items_.at(index).failed = true;
+  Interaction& it = items_.at(index);
+  it.failed = true;
+  // A reward set for "the last call" while this one was still in flight was
+  // meant for the last call that answers: move it there unless that call has
+  // its own.
+  if (it.reward.has_value()) {
+    for (size_t k = index; k-- > 0;)
+      if (!items_[k].failed && items_[k].complete()) {
+        if (!items_[k].reward.has_value()) items_[k].reward = it.reward;
+        break;
+      }
+    it.reward.reset();
+  }
 }
 
 void InteractionCache::set_reward(const std::string& id, double reward) {

@@ -17,8 +17,9 @@ Json yaml_to_json(const std::string& yaml_text, const std::string& source_name);
 
 // Reads and parses a YAML file; errors name the file. `extends: OTHER.yaml`
 // (relative to the file) loads OTHER first and merges this file over it:
-// mappings key by key, other values replace; a section that names another
-// `plugin` than OTHER's replaces that section whole. Relative paths in either
+// mappings key by key, other values replace, an empty (null) section changes
+// nothing; a section that names another `plugin` than OTHER's section names
+// replaces that section whole. Relative paths in either
 // file resolve against the directory of the file given to the host.
 Json load_yaml_file(const std::string& path);
 

@@ -69,7 +69,9 @@ class InteractionCache {
 
   // Marks a call whose generation failed (the client got an error): it keeps
   // its place but takes no reward and yields no row, so nothing half-made is
-  // trained on and a reward for "the last call" reaches the last real one.
+  // trained on and a reward for "the last call" reaches the last real one
+  // (a reward already set on it moves to the last earlier call that answered,
+  // unless that call has one).
   void fail(size_t index);
 
   // Sets the reward of `id`, or of the last call that did not fail when id
