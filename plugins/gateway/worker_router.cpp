@@ -29,10 +29,6 @@ int64_t now_ms() {
 
 Poco::Timespan seconds(double s) { return Poco::Timespan(static_cast<Poco::Timespan::TimeDiff>(s * 1e6)); }
 
-bool is_admin_path(const std::string& p) {
-  return p == "/rl/start_session" || p == "/rl/v1/start_session" || p == "/grant_capacity" || p == "/export_trajectories";
-}
-
 }  // namespace
 
 WorkerRouter::WorkerRouter(const std::vector<std::string>& urls, double idle_timeout_s, std::function<bool(const std::string&)> is_admin)
@@ -252,8 +248,6 @@ void WorkerRouter::handle(const std::string& path, Poco::Net::HTTPServerRequest&
     target = it->second;
   } else if (path == "/grant_capacity" || path == "/v1/models" || path == "/models") {
     target = next_capacity_++ % workers_.size();
-  } else if (is_admin_path(path)) {
-    target = 0;
   } else {
     token = bearer_token(req);
     target = is_admin_(token) ? next_capacity_++ % workers_.size() : worker_of_key(token);

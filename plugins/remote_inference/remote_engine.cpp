@@ -73,6 +73,18 @@ struct RemoteEngine::Job {
 
 namespace {
 
+// The next server-sent event's payload ("data: X" -> X); false at the end
+// of the stream or at "[DONE]".
+bool next_event(StreamCall& call, std::string& payload) {
+  std::string line;
+  while (call.read_line(line)) {
+    if (line.rfind("data:", 0) != 0) continue;
+    payload = line.substr(line.size() > 5 && line[5] == ' ' ? 6 : 5);
+    return payload != "[DONE]";
+  }
+  return false;
+}
+
 std::vector<Url> parse_servers(const std::vector<std::string>& texts) {
   std::vector<Url> out;
   for (const auto& t : texts) {
@@ -179,12 +191,9 @@ void RemoteEngine::verify_logprob_convention() {
       try {
         const int status = call.post(protocol_->generate_path(), protocol_->generate_body(seg).dump());
         if (status != 200) throw std::runtime_error("answered " + std::to_string(status) + ": " + error_message(call.read_rest()));
-        std::string line;
+        std::string payload;
         size_t received = 0;
-        while (call.read_line(line)) {
-          if (line.rfind("data:", 0) != 0) continue;
-          const std::string payload = line.substr(line.size() > 5 && line[5] == ' ' ? 6 : 5);
-          if (payload == "[DONE]") break;
+        while (next_event(call, payload)) {
           const SegmentUpdate u = protocol_->parse_event(json::parse(payload), received);
           for (size_t k = 0; k < u.ids.size(); ++k) got = {u.ids[k], u.logprobs[k]};
           received += u.ids.size();
@@ -383,7 +392,7 @@ RemoteEngine::SegmentResult RemoteEngine::run_segment(Job& job, int64_t version,
   seg.sampling = job.sampling;
   seg.sampling.max_new_tokens = static_cast<int32_t>(job.sampling.max_new_tokens - produced);
   if (index > 0 && seg.sampling.has_seed) seg.sampling.seed += index;  // a fresh stream, not a replay of the first
-  const int server = pool_.acquire(job.affinity, -1);
+  const int server = pool_.acquire(job.affinity);
   if (server < 0) {
     result.message = "no server is up";
     return result;
@@ -408,13 +417,10 @@ RemoteEngine::SegmentResult RemoteEngine::run_segment(Job& job, int64_t version,
       }
       result.message = msg;
     } else {
-      std::string line;
-      bool finished = false, done = false;
+      std::string payload;
+      bool finished = false;
       std::vector<int64_t> versions;
-      while (!done && call.read_line(line)) {
-        if (line.rfind("data:", 0) != 0) continue;
-        const std::string payload = line.substr(line.size() > 5 && line[5] == ' ' ? 6 : 5);
-        if (payload == "[DONE]") break;
+      while (next_event(call, payload)) {
         const json event = json::parse(payload);
         if (event.is_object() && event.contains("error")) {
           result.outcome = Outcome::kClientError;

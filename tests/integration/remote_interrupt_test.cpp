@@ -91,7 +91,7 @@ class RemoteInterrupt : public ::testing::TestWithParam<std::string> {
     inst_.reset();
     server_.reset();
   }
-  void submit(areal::CollectingSink& sink, uint64_t id, int32_t max_new) {
+  void submit(areal::CollectingSink& sink, uint64_t id, int32_t max_new, const areal_str* stop = nullptr) {
     areal_sampling_params s{};
     s.struct_size = AREAL_OFFSET_OF_END(areal_sampling_params, stop_strings_count);
     s.temperature = 1.0f;
@@ -100,6 +100,8 @@ class RemoteInterrupt : public ::testing::TestWithParam<std::string> {
     s.ignore_eos = 1;
     s.has_seed = 1;
     s.seed = 5;
+    s.stop_strings = stop;
+    s.stop_strings_count = stop ? 1 : 0;
     areal_gen_request r{};
     r.struct_size = AREAL_OFFSET_OF_END(areal_gen_request, sampling);
     r.request_id = id;
@@ -175,23 +177,9 @@ TEST_P(RemoteInterrupt, AbortEndsARunningRequestWithItsTokensSoFar) {
 // rotation. (The mock engine behind the test server has no tokenizer, so it
 // refuses stop strings.)
 TEST_P(RemoteInterrupt, ARequestTheServerRefusesEndsWithInvalidArgument) {
-  const auto& vt = *plugin_->inference();
-  areal_str stop{"never", 5};
-  areal_sampling_params s{};
-  s.struct_size = AREAL_OFFSET_OF_END(areal_sampling_params, stop_strings_count);
-  s.temperature = 1.0f;
-  s.top_p = 1.0f;
-  s.max_new_tokens = 4;
-  s.stop_strings = &stop;
-  s.stop_strings_count = 1;
-  areal_gen_request r{};
-  r.struct_size = AREAL_OFFSET_OF_END(areal_gen_request, sampling);
-  r.request_id = areal::next_request_id();
-  r.input_ids = prompt_.data();
-  r.input_ids_count = prompt_.size();
-  r.sampling = &s;
+  const areal_str stop{"never", 5};
   areal::CollectingSink sink;
-  areal::throw_if_status(vt.submit(inst_->self(), &r, sink.sink()), "submit");
+  submit(sink, areal::next_request_id(), 4, &stop);
   ASSERT_TRUE(sink.wait(10s));
   const auto res = sink.result();
   EXPECT_EQ(res.finish_reason, AREAL_FINISH_ERROR);
