@@ -42,12 +42,21 @@ AnthropicRoutes::AnthropicRoutes(std::shared_ptr<proxy::ChatService> chat, Sessi
 
 bool AnthropicRoutes::handle(const std::string& path, Poco::Net::HTTPServerRequest& req, const std::string& raw_body,
                              Poco::Net::HTTPServerResponse& res) {
-  if (path != "/v1/messages") return false;
+  if (path != "/v1/messages" && path != "/v1/messages/count_tokens") return false;
   require_post(path, req, res);
   const auto session = calling_session(req, sessions_, store_);
-  const J body = parse_json_object(raw_body, req.getContentType());
+  J body = parse_json_object(raw_body, req.getContentType());
   require_chat(chat_, "messages");
+  if (path == "/v1/messages/count_tokens") {
+    // The prompt as it would be served (template, tools, thinking switch); nothing is recorded.
+    if (!body.contains("max_tokens")) body["max_tokens"] = 1;
+    const proxy::ChatRequest r = proxy::anthropic_to_chat_request(body);
+    count_fields(r.fields, "anthropic");
+    send_json(res, 200, J{{"input_tokens", chat_->count_prompt_tokens(r)}}.dump());
+    return true;
+  }
   const proxy::ChatRequest r = proxy::anthropic_to_chat_request(body);
+  count_fields(r.fields, "anthropic");
   if (r.stream) {
     stream(r, session, res);
     return true;
@@ -77,7 +86,7 @@ void AnthropicRoutes::stream(const proxy::ChatRequest& r, const std::shared_ptr<
     const J block = type == "thinking" ? J{{"type", "thinking"}, {"thinking", ""}, {"signature", ""}} : J{{"type", "text"}, {"text", ""}};
     send("content_block_start", {{"type", "content_block_start"}, {"index", index}, {"content_block", block}});
   };
-  const bool tools = !r.tools.is_null() && r.tool_choice != "none" && chat_->config().parsers.tool_call_parser != "none";
+  const bool tools = r.tools_enabled() && chat_->config().parsers.tool_call_parser != "none";
   StreamSplitter splitter(chat_->config().parsers.reasoning_parser == "qwen3", tools);
   auto emit = [&](const std::string& raw_delta, bool final) {
     std::string reasoning, content;
@@ -109,7 +118,7 @@ void AnthropicRoutes::stream(const proxy::ChatRequest& r, const std::shared_ptr<
       send("content_block_stop", {{"type", "content_block_stop"}, {"index", index}});
     }
     send("message_delta", {{"type", "message_delta"},
-                           {"delta", {{"stop_reason", proxy::anthropic_stop_reason(done, r)}, {"stop_sequence", nullptr}}},
+                           {"delta", {{"stop_reason", proxy::anthropic_stop_reason(done, r)}, {"stop_sequence", proxy::anthropic_stop_sequence(done)}}},
                            {"usage", {{"input_tokens", done.gen.prompt_ids.size()}, {"output_tokens", done.gen.output_ids.size()}}}});
     send("message_stop", {{"type", "message_stop"}});
   } catch (const Error& e) {

@@ -1,6 +1,10 @@
 #include "api_call.hpp"
 
 #include <chrono>
+#include <mutex>
+#include <set>
+
+#include "areal/sdk.hpp"
 
 #include "http_error.hpp"
 #include "request.hpp"
@@ -30,6 +34,43 @@ std::ostream& start_event_stream(Poco::Net::HTTPServerResponse& res) {
   res.set("X-Accel-Buffering", "no");  // tell reverse proxies not to buffer the stream
   res.setChunkedTransferEncoding(true);
   return res.send();
+}
+
+namespace {
+
+// A field name as a Prometheus label value: printable ASCII without quotes
+// or backslashes, at most 64 characters.
+std::string label_safe(const std::string& field) {
+  std::string out;
+  for (char ch : field.substr(0, 64)) out.push_back(ch >= 0x20 && ch < 0x7f && ch != '"' && ch != '\\' ? ch : '?');
+  return out;
+}
+
+}  // namespace
+
+void count_fields(const proxy::FieldNotes& notes, const char* api) {
+  // Unknown names come from clients: past this many distinct ones they are
+  // counted under "_other", so a client cannot grow /metrics without bound.
+  constexpr size_t kMaxUnknownNames = 256;
+  static std::mutex mutex;
+  static std::set<std::string> seen;
+  for (const auto& f : notes.ignored)
+    areal::sdk::host().metric_add(areal::sdk::str("areal_gateway_ignored_fields_total{api=\"" + std::string(api) + "\",field=\"" + label_safe(f) + "\"}"), 1.0);
+  for (const auto& f : notes.unknown) {
+    std::string name = label_safe(f);
+    bool first = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      const std::string key = std::string(api) + "/" + name;
+      if (!seen.count(key)) {
+        if (seen.size() >= kMaxUnknownNames) name = "_other";
+        else first = seen.insert(key).second;
+      }
+    }
+    if (first)
+      areal::sdk::log(AREAL_LOG_INFO, "gateway", "accepting unknown field '" + name + "' in " + api + " requests (ignored; counted on /metrics)");
+    areal::sdk::host().metric_add(areal::sdk::str("areal_gateway_unknown_fields_total{api=\"" + std::string(api) + "\",field=\"" + name + "\"}"), 1.0);
+  }
 }
 
 int64_t unix_seconds() {

@@ -33,4 +33,10 @@ std::ostream& start_event_stream(Poco::Net::HTTPServerResponse& res);
 // Unix seconds, for the `created` / `created_at` fields of API objects.
 int64_t unix_seconds();
 
+// Counts what a request sent that the gateway did not act on, by field name,
+// on /metrics (areal_gateway_ignored_fields_total and
+// areal_gateway_unknown_fields_total, labelled api and field), and logs each
+// unknown field the first time it is seen.
+void count_fields(const proxy::FieldNotes& notes, const char* api);
+
 }  // namespace areal::gateway

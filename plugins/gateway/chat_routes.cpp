@@ -24,6 +24,7 @@ bool ChatRoutes::handle(const std::string& path, Poco::Net::HTTPServerRequest& r
   const J body = parse_json_object(raw_body, req.getContentType());
   require_chat(chat_, "chat completions");
   const proxy::ChatRequest r = proxy::parse_chat_request(body);
+  count_fields(r.fields, "chat");
   if (r.stream) {
     stream(r, session, res);
     return true;
@@ -42,40 +43,47 @@ void ChatRoutes::stream(const proxy::ChatRequest& r, const std::shared_ptr<proxy
     os.flush();
     if (!os) throw std::runtime_error("client disconnected");
   };
+  int32_t choice = 0;
   auto chunk = [&](J delta, J finish) {
     return J{{"id", id}, {"object", "chat.completion.chunk"}, {"created", created}, {"model", model},
-             {"choices", J::array({{{"index", 0}, {"delta", std::move(delta)}, {"logprobs", nullptr}, {"finish_reason", std::move(finish)}}})}};
+             {"choices", J::array({{{"index", choice}, {"delta", std::move(delta)}, {"logprobs", nullptr}, {"finish_reason", std::move(finish)}}})}};
   };
   const bool reasoning = chat_->config().parsers.reasoning_parser == "qwen3";
-  const bool tools = !r.tools.is_null() && r.tool_choice != "none" && chat_->config().parsers.tool_call_parser != "none";
-  StreamSplitter splitter(reasoning, tools);
-  auto emit = [&](const std::string& raw_delta, bool final) {
-    std::string reasoning_delta, content_delta;
-    splitter.push(raw_delta, final, reasoning_delta, content_delta);
-    if (!reasoning_delta.empty()) send(chunk({{"reasoning_content", reasoning_delta}}, nullptr));
-    if (!content_delta.empty()) send(chunk({{"content", content_delta}}, nullptr));
-  };
+  const bool tools = r.tools_enabled() && chat_->config().parsers.tool_call_parser != "none";
+  size_t prompt_tokens = 0, completion_tokens = 0;
   try {
-    send(chunk({{"role", "assistant"}, {"content", ""}}, nullptr));
-    auto done = chat_->run(r, session, [&](const std::string& delta) { emit(delta, false); });
-    emit("", true);
-    if (done.message.contains("tool_calls")) {
-      J calls = J::array();
-      size_t index = 0;
-      for (const auto& c : done.message["tool_calls"]) {
-        J call = c;
-        call["index"] = index++;
-        calls.push_back(call);
+    // n > 1: the choices are generated one after another, each a call of its own.
+    for (choice = 0; choice < r.n; ++choice) {
+      StreamSplitter splitter(reasoning, tools);
+      auto emit = [&](const std::string& raw_delta, bool final) {
+        std::string reasoning_delta, content_delta;
+        splitter.push(raw_delta, final, reasoning_delta, content_delta);
+        if (!reasoning_delta.empty()) send(chunk({{"reasoning_content", reasoning_delta}}, nullptr));
+        if (!content_delta.empty()) send(chunk({{"content", content_delta}}, nullptr));
+      };
+      send(chunk({{"role", "assistant"}, {"content", ""}}, nullptr));
+      auto done = chat_->run(r, session, [&](const std::string& delta) { emit(delta, false); });
+      emit("", true);
+      if (done.message.contains("tool_calls")) {
+        J calls = J::array();
+        size_t index = 0;
+        for (const auto& c : done.message["tool_calls"]) {
+          J call = c;
+          call["index"] = index++;
+          calls.push_back(call);
+        }
+        send(chunk({{"tool_calls", calls}}, nullptr));
       }
-      send(chunk({{"tool_calls", calls}}, nullptr));
+      J last = chunk(J::object(), done.finish_reason);
+      if (r.logprobs) last["choices"][0]["logprobs"] = chat_->logprobs_json(done);
+      send(last);
+      prompt_tokens = done.gen.prompt_ids.size();
+      completion_tokens += done.gen.output_ids.size();
     }
-    J last = chunk(J::object(), done.finish_reason);
-    if (r.logprobs) last["choices"][0]["logprobs"] = chat_->logprobs_json(done);
-    send(last);
     if (r.stream_usage) {
       J usage = chunk(J::object(), nullptr);
       usage["choices"] = J::array();
-      usage["usage"] = chat_->usage(done);
+      usage["usage"] = {{"prompt_tokens", prompt_tokens}, {"completion_tokens", completion_tokens}, {"total_tokens", prompt_tokens + completion_tokens}};
       send(usage);
     }
     os << "data: [DONE]\n\n";

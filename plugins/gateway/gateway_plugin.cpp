@@ -72,17 +72,20 @@ class Handler : public HTTPRequestHandler {
   void handleRequest(HTTPServerRequest& req, HTTPServerResponse& res) override {
     state_->requests++;
     std::string path = req.getURI();
-    if (auto q = path.find('?'); q != std::string::npos) path.resize(q);
+    if (auto q = path.find('?'); q != std::string::npos) path.resize(q);  // e.g. Claude Code's ?beta=true
     // Agents get the OpenAI base URL (".../v1"); their SDK resolves /rl/* under it.
     if (path.rfind("/v1/rl/", 0) == 0) path.erase(0, 3);
-    const bool anthropic = path == "/v1/messages";  // errors in Anthropic's body shape
+    bool anthropic = path == "/v1/messages" || path == "/v1/messages/count_tokens";  // errors in Anthropic's body shape
     sdk::host().metric_add(sdk::str("areal_gateway_requests_total"), 1.0);
     try {
+      if (!state_->router && scoped_to_session(req, path)) anthropic = path == "/v1/messages" || path == "/v1/messages/count_tokens";
       if (path == "/health") return get_only(req, res, [&] { health(res); });
       if (path == "/metrics") return get_only(req, res, [&] { metrics(res); });
       // Read every body before answering (see read_body).
       if (state_->router) return state_->router->handle(path, req, areal::gateway::read_body(req, state_->max_request_bytes), res);
       if (path == "/v1/models" || path == "/models") return get_only(req, res, [&] { models(res); });
+      if (path.rfind("/v1/models/", 0) == 0 || path.rfind("/models/", 0) == 0)
+        return get_only(req, res, [&] { model(res, path.substr(path.rfind("/models/") + 8)); });
       const std::string body = areal::gateway::read_body(req, state_->max_request_bytes);
       if (state_->session_routes->handle(path, req, body, res)) return;
       if (state_->chat_routes->handle(path, req, body, res)) return;
@@ -128,10 +131,60 @@ class Handler : public HTTPRequestHandler {
     areal::gateway::send_json(res, 200, body.dump());
   }
 
+  // The gateway serves one model under any name a client asks for (requests
+  // echo their `model`), so every id resolves; the list names the real one.
+  static json model_object(const std::string& id) {
+    return {{"id", id}, {"object", "model"}, {"created", 0}, {"owned_by", "areal"},
+            {"type", "model"}, {"display_name", id}, {"created_at", "1970-01-01T00:00:00Z"}};  // Anthropic's fields too
+  }
+
   void models(HTTPServerResponse& res) {
-    json data = json::array();
-    data.push_back({{"id", state_->model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "areal"}});
-    areal::gateway::send_json(res, 200, json{{"object", "list"}, {"data", data}}.dump());
+    const json data = json::array({model_object(state_->model_name)});
+    areal::gateway::send_json(res, 200, json{{"object", "list"}, {"data", data}, {"has_more", false},
+                                             {"first_id", state_->model_name}, {"last_id", state_->model_name}}.dump());
+  }
+
+  void model(HTTPServerResponse& res, const std::string& id) {
+    if (id.empty()) throw areal::gateway::HttpError(404, "No model id in the path");
+    areal::gateway::send_json(res, 200, model_object(id).dump());
+  }
+
+  // Session-scoped base URLs (the agent-workflow seed): /{session}/v1/...,
+  // /{session}/chat/completions, /{session}/rl/... where {session} is a
+  // session id or a session key, for agents that can set a base URL but no
+  // key. The path is rewritten and the session's key stands in for whatever
+  // credential the request carried. Returns whether the path was scoped.
+  bool scoped_to_session(HTTPServerRequest& req, std::string& path) {
+    const size_t slash = path.find('/', 1);
+    if (path.size() < 2 || slash == std::string::npos) return false;
+    const std::string head = path.substr(1, slash - 1), rest = path.substr(slash);
+    static const char* const kTopLevel[] = {"v1", "rl", "chat", "responses", "messages", "models", "health", "metrics",
+                                            "grant_capacity", "export_trajectories"};
+    for (const char* t : kTopLevel)
+      if (head == t) return false;
+    const bool api = rest.rfind("/v1/", 0) == 0 || rest.rfind("/rl/", 0) == 0 || rest == "/chat/completions" || rest == "/responses" ||
+                     rest == "/messages" || rest == "/models";
+    if (!api) return false;
+    std::shared_ptr<areal::proxy::Session> session;
+    try {
+      session = state_->sessions->find(head);
+    } catch (const sdk::Error&) {
+    }
+    if (!session) {
+      try {
+        session = state_->sessions->authorize(head);
+      } catch (const sdk::Error& e) {
+        if (e.code() == AREAL_CODE_FAILED_PRECONDITION) throw areal::gateway::HttpError(410, e.what());
+      }
+    }
+    if (!session) throw areal::gateway::HttpError(404, "Unknown session '" + head + "' in the URL: start one with /rl/start_session");
+    path = rest;
+    if (path.rfind("/v1/rl/", 0) == 0) path.erase(0, 3);
+    if (path == "/messages") path = "/v1/messages";
+    if (path == "/models") path = "/v1/models";
+    req.set("Authorization", "Bearer " + session->api_key);
+    req.erase("x-api-key");
+    return true;
   }
 
   void metrics(HTTPServerResponse& res) {
@@ -175,6 +228,7 @@ class Gateway {
     "tokenizer": {"type": "string", "format": "path", "default": "", "doc": "Hugging Face tokenizer folder (tokenizer.json + tokenizer_config.json with its chat_template); required for chat completions."},
     "prompt_mode": {"type": "string", "enum": ["hf", "concat"], "default": "hf", "doc": "hf: re-render the conversation each call; concat: extend the previous call's exact tokens (needed for concat export)."},
     "default_max_tokens": {"type": "integer", "default": 1024, "minimum": 1, "doc": "Completion budget when a request gives neither max_tokens nor max_completion_tokens."},
+    "max_completion_tokens": {"type": "integer", "default": 0, "minimum": 0, "doc": "Caps every request's completion budget (agents ask for up to 32000); 0: only the context limits it."},
     "reasoning_parser": {"type": "string", "enum": ["qwen3", "none"], "default": "qwen3", "doc": "Splits <think>...</think> into reasoning_content."},
     "tool_call_parser": {"type": "string", "enum": ["qwen", "hermes", "none"], "default": "qwen", "doc": "Parses <tool_call>{json}</tool_call> blocks into tool_calls."},
     "model": {"type": "string", "default": "", "doc": "Model name reported to clients; empty: the inference backend's."},
@@ -223,6 +277,7 @@ class Gateway {
       areal::proxy::ChatServiceConfig cc;
       cc.prompt_mode = c.value("prompt_mode", std::string("hf"));
       cc.default_max_tokens = c.value("default_max_tokens", int64_t{1024});
+      cc.max_completion_tokens = c.value("max_completion_tokens", int64_t{0});
       cc.parsers.reasoning_parser = c.value("reasoning_parser", std::string("qwen3"));
       cc.parsers.tool_call_parser = c.value("tool_call_parser", std::string("qwen"));
       const json info = json::parse(ctx.inference().info());
@@ -254,7 +309,8 @@ class Gateway {
       state_->inference = ctx.services()->inference;
       try {
         json info = json::parse(ctx.inference().info());
-        state_->model_name = info.value("model", "default");
+        const std::string configured = c.value("model", std::string());
+        state_->model_name = configured.empty() ? info.value("model", "default") : configured;
       } catch (const json::exception&) {
         // info() is validated by conformance; a bad one only costs the model name.
       }

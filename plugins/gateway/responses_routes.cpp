@@ -33,19 +33,61 @@ bool ResponsesRoutes::handle(const std::string& path, Poco::Net::HTTPServerReque
   const auto session = calling_session(req, sessions_, store_);
   const J body = parse_json_object(raw_body, req.getContentType());
   require_chat(chat_, "responses");
-  proxy::ChatRequest r = proxy::responses_to_chat_request(body);
+  J history = nullptr;
+  std::string continued_call;
+  if (body.contains("previous_response_id") && !body["previous_response_id"].is_null()) {
+    if (!body["previous_response_id"].is_string()) throw HttpError(400, "'previous_response_id' must be a string");
+    StoredResponse prev = stored(body["previous_response_id"], session);
+    history = std::move(prev.history);
+    continued_call = prev.interaction_id;
+  }
+  proxy::ChatRequest r = proxy::responses_to_chat_request(body, history);
+  count_fields(r.fields, "responses");
+  // Continue the stored call's exact tokens when this conversation really
+  // extends it (it does not if the instructions changed).
+  int continues = -1;
+  if (session && !continued_call.empty()) {
+    const int index = session->cache.index_of(continued_call);
+    if (index >= 0 && session->cache.find_parent(r.messages) == index) continues = index;
+  }
   if (r.stream) {
-    stream(r, body, session, res);
+    stream(r, body, session, continues, res);
     return true;
   }
-  const auto done = chat_->run(r, session, nullptr);
+  const auto done = chat_->run(r, session, nullptr, continues);
   J obj = proxy::responses_object(done, r, body, r.model.empty() ? chat_->config().model_name : r.model, unix_seconds());
   obj["usage"] = usage(done);
+  remember(obj["id"], body, r, done, session);
   send_json(res, 200, obj.dump());
   return true;
 }
 
-void ResponsesRoutes::stream(const proxy::ChatRequest& r, const J& body, const std::shared_ptr<proxy::Session>& session,
+ResponsesRoutes::StoredResponse ResponsesRoutes::stored(const std::string& response_id, const std::shared_ptr<proxy::Session>& session) {
+  std::lock_guard<std::mutex> lock(stored_mutex_);
+  const auto it = stored_.find(response_id);
+  if (it == stored_.end() || it->second.session_id != (session ? session->id : std::string()))
+    throw HttpError(404, "Previous response with id '" + response_id + "' not found.", "previous_response_not_found");
+  return it->second;
+}
+
+void ResponsesRoutes::remember(const std::string& response_id, const J& body, const proxy::ChatRequest& r,
+                               const proxy::ChatService::Completed& done, const std::shared_ptr<proxy::Session>& session) {
+  if (body.contains("store") && body["store"] == false) return;
+  StoredResponse s;
+  s.session_id = session ? session->id : std::string();
+  s.interaction_id = done.id;
+  s.history = r.messages;
+  if (body.contains("instructions") && body["instructions"].is_string() && !s.history.empty()) s.history.erase(s.history.begin());
+  s.history.push_back(done.message);
+  std::lock_guard<std::mutex> lock(stored_mutex_);
+  if (stored_.emplace(response_id, std::move(s)).second) stored_order_.push_back(response_id);
+  while (stored_order_.size() > kMaxStored) {
+    stored_.erase(stored_order_.front());
+    stored_order_.pop_front();
+  }
+}
+
+void ResponsesRoutes::stream(const proxy::ChatRequest& r, const J& body, const std::shared_ptr<proxy::Session>& session, int continues,
                              Poco::Net::HTTPServerResponse& res) {
   std::ostream& os = start_event_stream(res);
   int64_t seq = 0;
@@ -99,7 +141,7 @@ void ResponsesRoutes::stream(const proxy::ChatRequest& r, const J& body, const s
             {"part", {{"type", "output_text"}, {"text", ""}, {"annotations", J::array()}}}});
     }
   };
-  const bool tools = !r.tools.is_null() && r.tool_choice != "none" && chat_->config().parsers.tool_call_parser != "none";
+  const bool tools = r.tools_enabled() && chat_->config().parsers.tool_call_parser != "none";
   StreamSplitter splitter(chat_->config().parsers.reasoning_parser == "qwen3", tools);
   auto emit = [&](const std::string& raw_delta, bool final) {
     std::string reasoning, content;
@@ -118,7 +160,8 @@ void ResponsesRoutes::stream(const proxy::ChatRequest& r, const J& body, const s
   try {
     send({{"type", "response.created"}, {"response", skeleton}});
     send({{"type", "response.in_progress"}, {"response", skeleton}});
-    auto done = chat_->run(r, session, [&](const std::string& delta) { emit(delta, false); });
+    auto done = chat_->run(r, session, [&](const std::string& delta) { emit(delta, false); }, continues);
+    remember(resp_id, body, r, done, session);
     emit("", true);
     if (output_index < 0 && done.parsed.tool_calls.empty()) open_item("message");  // an empty reply is one empty message
     close_open();

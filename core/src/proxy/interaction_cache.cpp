@@ -251,6 +251,13 @@ std::string InteractionCache::last_id() const {
   return items_.empty() ? std::string() : items_.back().id;
 }
 
+int InteractionCache::index_of(const std::string& id) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (size_t i = items_.size(); i-- > 0;)
+    if (items_[i].id == id) return static_cast<int>(i);
+  return -1;
+}
+
 Interaction InteractionCache::get(size_t index) const {
   std::lock_guard<std::mutex> lock(mutex_);
   if (index >= items_.size()) throw Error(AREAL_CODE_NOT_FOUND, "no interaction " + std::to_string(index));

@@ -31,6 +31,13 @@ std::string random_hex(size_t n) {
   return out;
 }
 
+std::string forced_tool_call_prefix(const OutputParserConfig& config, const std::string& tool_name) {
+  if (config.tool_call_parser == "none") return "";
+  std::string prefix = "<tool_call>\n";
+  if (!tool_name.empty()) prefix += "{\"name\": " + nlohmann::json(tool_name).dump() + ", \"arguments\": ";
+  return prefix;
+}
+
 ParsedOutput parse_output(const std::string& text, const OutputParserConfig& config, bool tools_enabled,
                           const std::string& tool_call_id_prefix) {
   if (config.reasoning_parser != "qwen3" && config.reasoning_parser != "none")

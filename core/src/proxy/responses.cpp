@@ -11,111 +11,147 @@ using J = nlohmann::ordered_json;
   throw Error(AREAL_CODE_INVALID_ARGUMENT, "'" + field + "': " + why);
 }
 
-std::string parts_text(const J& content, const std::string& where) {
+bool present(const J& body, const char* key) { return body.contains(key) && !body[key].is_null(); }
+
+// Text of a content value: text parts count; image, file and audio parts
+// are dropped (a text model cannot see them) and noted.
+std::string parts_text(const J& content, const std::string& where, FieldNotes& notes) {
   if (content.is_string()) return content;
   if (!content.is_array()) bad(where, "must be a string or an array of content parts");
   std::string out;
   for (const auto& p : content) {
-    const std::string type = p.is_object() ? p.value("type", "") : "";
-    if (type != "input_text" && type != "output_text" && type != "text")
-      bad(where, "content part type '" + type + "' is not supported (input_text, output_text)");
-    out += p.value("text", "");
+    if (!p.is_object() || !p.contains("type") || !p["type"].is_string()) bad(where, "each content part must be an object with a type");
+    const std::string type = p["type"];
+    if (type == "input_text" || type == "output_text" || type == "text" || type == "reasoning_text" || type == "summary_text") {
+      out += p.value("text", "");
+    } else if (type == "refusal") {
+      out += p.value("refusal", "");
+    } else {
+      notes.ignore("input[].content[]." + type);
+    }
   }
   return out;
 }
 
 std::string suffix_of(const std::string& id) { return id.substr(id.find('-') + 1); }
 
-}  // namespace
-
-ChatRequest responses_to_chat_request(const J& body) {
-  for (const char* unsupported : {"previous_response_id", "conversation", "background", "prompt"})
-    if (body.contains(unsupported) && !body[unsupported].is_null())
-      bad(unsupported, "is not supported: send the conversation in 'input' (the proxy must see every token)");
-  if (body.contains("include") && body["include"].is_array() && !body["include"].empty()) bad("include", "is not supported");
-  if (!body.contains("input")) bad("input", "is required");
-  J messages = J::array();
-  if (body.contains("instructions") && !body["instructions"].is_null()) {
-    if (!body["instructions"].is_string()) bad("instructions", "must be a string");
-    messages.push_back({{"role", "system"}, {"content", body["instructions"]}});
-  }
-  const J& input = body["input"];
+// Input items -> chat messages. One assistant turn arrives as consecutive
+// items (reasoning, message, function calls); they merge into one
+// assistant message.
+void convert_input(const J& input, J& messages, FieldNotes& notes) {
   if (input.is_string()) {
     messages.push_back({{"role", "user"}, {"content", input}});
-  } else if (input.is_array()) {
-    // One assistant turn arrives as consecutive items (reasoning, message,
-    // function calls); they merge into one assistant message.
-    auto assistant = [&]() -> J& {
-      if (messages.empty() || messages.back().value("role", "") != "assistant") messages.push_back({{"role", "assistant"}, {"content", ""}});
-      return messages.back();
-    };
-    for (size_t i = 0; i < input.size(); ++i) {
-      const J& item = input[i];
-      const std::string where = "input[" + std::to_string(i) + "]";
-      if (!item.is_object()) bad(where, "must be an object");
-      const std::string type = item.value("type", item.contains("role") ? "message" : "");
-      if (type == "message") {
-        const std::string role = item.value("role", "");
-        if (role != "user" && role != "system" && role != "developer" && role != "assistant") bad(where + ".role", "must be user, system, developer or assistant");
-        const std::string text = parts_text(item.value("content", J("")), where + ".content");
-        if (role == "assistant") {
-          J& a = assistant();
-          a["content"] = a["content"].get<std::string>() + text;
-        } else {
-          messages.push_back({{"role", role == "developer" ? "system" : role}, {"content", text}});
-        }
-      } else if (type == "reasoning") {
-        std::string text;
-        for (const auto& s : item.value("summary", J::array())) text += s.value("text", "");
-        J& a = assistant();
-        a["reasoning_content"] = a.value("reasoning_content", std::string()) + text;
-      } else if (type == "function_call") {
-        if (!item.contains("call_id") || !item.contains("name")) bad(where, "function_call needs call_id and name");
-        J& a = assistant();
-        if (!a.contains("tool_calls")) a["tool_calls"] = J::array();
-        a["tool_calls"].push_back({{"id", item["call_id"]}, {"type", "function"},
-                                   {"function", {{"name", item["name"]}, {"arguments", item.value("arguments", std::string("{}"))}}}});
-      } else if (type == "function_call_output") {
-        if (!item.contains("call_id")) bad(where, "function_call_output needs call_id");
-        const J& out = item.value("output", J(""));
-        messages.push_back({{"role", "tool"}, {"tool_call_id", item["call_id"]}, {"content", out.is_string() ? out.get<std::string>() : out.dump()}});
-      } else {
-        bad(where + ".type", "item type '" + type + "' is not supported (message, reasoning, function_call, function_call_output)");
-      }
-    }
-  } else {
-    bad("input", "must be a string or an array of items");
+    return;
   }
+  if (!input.is_array()) bad("input", "must be a string or an array of items");
+  auto assistant = [&]() -> J& {
+    if (messages.empty() || messages.back().value("role", "") != "assistant") messages.push_back({{"role", "assistant"}, {"content", ""}});
+    return messages.back();
+  };
+  for (size_t i = 0; i < input.size(); ++i) {
+    const J& item = input[i];
+    const std::string where = "input[" + std::to_string(i) + "]";
+    if (!item.is_object()) bad(where, "must be an object");
+    if (item.contains("type") && !item["type"].is_string()) bad(where + ".type", "must be a string");
+    const std::string type = item.value("type", item.contains("role") ? "message" : "");
+    if (type == "message") {
+      if (!item.contains("role") || !item["role"].is_string()) bad(where + ".role", "is required");
+      const std::string role = item["role"];
+      if (role != "user" && role != "system" && role != "developer" && role != "assistant") bad(where + ".role", "must be user, system, developer or assistant");
+      const std::string text = parts_text(item.value("content", J("")), where + ".content", notes);
+      if (role == "assistant") {
+        J& a = assistant();
+        a["content"] = a["content"].get<std::string>() + text;
+      } else {
+        messages.push_back({{"role", role == "developer" ? "system" : role}, {"content", text}});
+      }
+    } else if (type == "reasoning") {
+      std::string text;
+      for (const auto& s : item.value("summary", J::array())) text += s.value("text", "");
+      if (text.empty() && item.contains("content") && item["content"].is_array()) text = parts_text(item["content"], where + ".content", notes);
+      if (present(item, "encrypted_content")) notes.ignore("input[].reasoning.encrypted_content");
+      J& a = assistant();
+      a["reasoning_content"] = a.value("reasoning_content", std::string()) + text;
+    } else if (type == "function_call") {
+      if (!item.contains("call_id") || !item.contains("name")) bad(where, "function_call needs call_id and name");
+      J& a = assistant();
+      if (!a.contains("tool_calls")) a["tool_calls"] = J::array();
+      a["tool_calls"].push_back({{"id", item["call_id"]}, {"type", "function"},
+                                 {"function", {{"name", item["name"]}, {"arguments", item.value("arguments", std::string("{}"))}}}});
+    } else if (type == "function_call_output") {
+      if (!item.contains("call_id")) bad(where, "function_call_output needs call_id");
+      const J& out = item.value("output", J(""));
+      const std::string text = out.is_string() ? out.get<std::string>() : out.is_array() ? parts_text(out, where + ".output", notes) : out.dump();
+      messages.push_back({{"role", "tool"}, {"tool_call_id", item["call_id"]}, {"content", text}});
+    } else {
+      // Hosted-tool calls (web_search_call, file_search_call, ...), item
+      // references and custom tool calls: nothing the template can render.
+      notes.ignore("input[].type=" + type);
+    }
+  }
+}
+
+}  // namespace
+
+ChatRequest responses_to_chat_request(const J& body, const J& history) {
+  FieldNotes notes;
+  note_fields(body, responses_fields(), notes);
+  if (present(body, "conversation"))
+    throw Error(AREAL_CODE_NOT_FOUND, "Conversation " + body["conversation"].dump() +
+                                          " not found: this gateway keeps no conversations; send the history in 'input' or use 'previous_response_id'");
+  if (present(body, "prompt"))
+    throw Error(AREAL_CODE_NOT_FOUND, "Prompt " + body["prompt"].dump() + " not found: stored prompts live at OpenAI; send the text in 'input'");
+  if (!body.contains("input")) bad("input", "is required");
+  J messages = history.is_array() ? history : J::array();
+  if (present(body, "instructions")) {
+    if (!body["instructions"].is_string()) bad("instructions", "must be a string");
+    // A previous response's instructions are not carried over (OpenAI's rule): `history` has none.
+    messages.insert(messages.begin(), J{{"role", "system"}, {"content", body["instructions"]}});
+  }
+  convert_input(body["input"], messages, notes);
   J openai = {{"messages", messages}};
-  if (body.contains("max_output_tokens") && !body["max_output_tokens"].is_null()) openai["max_tokens"] = body["max_output_tokens"];
-  for (const char* k : {"temperature", "top_p", "stream", "model", "store"})
-    if (body.contains(k) && !body[k].is_null()) openai[k] = body[k];
-  if (body.contains("tools") && body["tools"].is_array()) {
+  if (present(body, "max_output_tokens")) openai["max_tokens"] = body["max_output_tokens"];
+  for (const char* k : {"temperature", "top_p", "stream", "model"})
+    if (present(body, k)) openai[k] = body[k];
+  if (present(body, "tools")) {
+    if (!body["tools"].is_array()) bad("tools", "must be an array");
     J tools = J::array();
     for (const auto& t : body["tools"]) {
-      if (t.value("type", "") != "function") bad("tools", "only function tools are supported, not '" + t.value("type", std::string("?")) + "'");
+      if (!t.is_object()) bad("tools", "each tool must be an object");
+      const std::string type = t.value("type", std::string("function"));
+      if (type != "function") {  // hosted tools run at OpenAI; namespaces and custom tools have no template form
+        notes.ignore("tools[].type=" + type);
+        continue;
+      }
+      if (!t.contains("name") || !t["name"].is_string()) bad("tools", "each function tool needs a name");
       tools.push_back({{"type", "function"},
-                       {"function", {{"name", t.value("name", "")}, {"description", t.value("description", "")}, {"parameters", t.value("parameters", J::object())}}}});
+                       {"function", {{"name", t["name"]}, {"description", t.value("description", "")}, {"parameters", t.value("parameters", J::object())}}}});
     }
     if (!tools.empty()) openai["tools"] = tools;
   }
-  if (body.contains("tool_choice") && !body["tool_choice"].is_null()) {
-    const J& tc = body["tool_choice"];
-    if (tc.is_string()) openai["tool_choice"] = tc;
-    else bad("tool_choice", "forcing a specific tool needs constrained decoding; use auto");
+  if (present(body, "tool_choice")) openai["tool_choice"] = body["tool_choice"];
+  if (present(body, "reasoning")) {
+    if (!body["reasoning"].is_object()) bad("reasoning", "must be an object");
+    if (present(body["reasoning"], "effort")) {
+      if (!body["reasoning"]["effort"].is_string()) bad("reasoning.effort", "must be a string");
+      openai["chat_template_kwargs"] = {{"enable_thinking", thinking_for_effort(body["reasoning"]["effort"])}};
+    }
+    if (present(body["reasoning"], "summary")) notes.ignore("reasoning.summary");
   }
-  if (body.contains("reasoning") && body["reasoning"].is_object() && body["reasoning"].contains("effort") && !body["reasoning"]["effort"].is_null()) {
-    // The only control Qwen-style templates have: thinking on or off.
-    openai["chat_template_kwargs"] = {{"enable_thinking", body["reasoning"]["effort"] != "minimal" && body["reasoning"]["effort"] != "none"}};
+  if (present(body, "text")) {
+    if (!body["text"].is_object()) bad("text", "must be an object");
+    if (present(body["text"], "format") && body["text"]["format"].value("type", "text") != "text") notes.ignore("text.format");
+    if (present(body["text"], "verbosity")) notes.ignore("text.verbosity");
   }
-  if (body.contains("text") && body["text"].is_object() && body["text"].contains("format") && body["text"]["format"].value("type", "text") != "text")
-    bad("text.format", "structured output needs constrained decoding, which this proxy does not do");
+  if (present(body, "store") && !body["store"].is_boolean()) bad("store", "must be a boolean");
   ChatRequest r;
   try {
     r = parse_chat_request(openai);
   } catch (const Error& e) {
     throw Error(e.code(), std::string("(as a chat request) ") + e.what());
   }
+  for (const auto& f : notes.ignored) r.fields.ignore(f);
+  r.fields.unknown = notes.unknown;
   return r;
 }
 
@@ -159,12 +195,12 @@ J responses_object(const ChatService::Completed& c, const ChatRequest& req, cons
           {"model", model},
           {"output", responses_output(c)},
           {"parallel_tool_calls", true},
-          {"previous_response_id", nullptr},
-          {"reasoning", {{"effort", nullptr}, {"summary", nullptr}}},
-          {"store", req.store},
+          {"previous_response_id", body.value("previous_response_id", J(nullptr))},
+          {"reasoning", {{"effort", body.contains("reasoning") && body["reasoning"].is_object() ? body["reasoning"].value("effort", J(nullptr)) : J(nullptr)}, {"summary", nullptr}}},
+          {"store", body.value("store", J(true))},
           {"temperature", req.temperature},
           {"text", {{"format", {{"type", "text"}}}}},
-          {"tool_choice", req.tool_choice},
+          {"tool_choice", body.contains("tool_choice") && !body["tool_choice"].is_null() ? body["tool_choice"] : J("auto")},
           {"tools", tools},
           {"top_p", req.top_p},
           {"truncation", "disabled"},

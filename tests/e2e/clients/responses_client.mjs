@@ -38,12 +38,15 @@ for (let turn = 0; turn < 3; turn++) {
   const r = await client.responses.create({ model: 'mock', input, max_output_tokens: 4 });
   input = [...input, ...r.output, { role: 'user', content: `Continue ${turn}.` }];
 }
-await assert.rejects(client.responses.create({ model: 'mock', input: 'x', previous_response_id: first.id }), (e) => e.status === 400);
+// A stored response continues by id (its conversation is the prefix); an unknown id is OpenAI's 404.
+const continued = await client.responses.create({ model: 'mock', input: 'x', previous_response_id: first.id, max_output_tokens: 4 });
+assert.equal(continued.previous_response_id, first.id);
+await assert.rejects(client.responses.create({ model: 'mock', input: 'x', previous_response_id: 'resp_unknown' }), (e) => e.status === 404);
 await client.post('/rl/end_session', { body: {} });
 const exported = await admin('/export_trajectories', { session_id: session.session_id, style: 'concat' });
-// create + stream + 3 turns: the three echoed turns may only link when the
-// prompt mode is concat; every call must be in the export either way.
+// create + stream + 3 turns + the continued one: the three echoed turns may
+// only link when the prompt mode is concat; every call must be in the export.
 const turns = exported.rows.reduce((n, r) => n + r.turns, 0);
-assert.equal(turns, 5, `turns over rows: ${exported.rows.map((r) => r.turns)}`);
+assert.equal(turns, 6, `turns over rows: ${exported.rows.map((r) => r.turns)}`);
 assert.ok(exported.rows.some((r) => r.turns === 3), 'the echoed conversation is one row');
 console.log('responses api e2e: 4 passed, 0 failed');

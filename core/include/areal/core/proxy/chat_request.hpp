@@ -1,6 +1,7 @@
-// An OpenAI chat completions request, validated. Every field the proxy
-// cannot honour is a clear INVALID_ARGUMENT naming the parameter (HTTP 400),
-// never silently dropped (AReaL drops seed, top_k, logprobs, ...).
+// An OpenAI chat completions request, validated. Field by field the policy
+// is api_fields.hpp's table: honoured, or accepted and ignored (counted);
+// only a malformed request is an INVALID_ARGUMENT naming the parameter
+// (HTTP 400). The Responses and Anthropic parsers build the same struct.
 #pragma once
 
 #include <cstdint>
@@ -10,30 +11,41 @@
 
 #include <nlohmann/json.hpp>
 
+#include "areal/core/proxy/api_fields.hpp"
+
 namespace areal::proxy {
 
 struct ChatRequest {
   nlohmann::ordered_json messages;
   nlohmann::ordered_json tools;            // null when absent
-  std::string tool_choice = "auto";        // "none" | "auto" | "required" (named choice: its name)
+  std::string tool_choice = "auto";        // "none" | "auto" | "required" | "function" (forced_tool names it)
+  std::string forced_tool;                 // the named function when tool_choice is "function"
   float temperature = 1.0f;
   float top_p = 1.0f;
   int32_t top_k = 0;
   std::optional<int64_t> max_tokens;       // max_tokens or max_completion_tokens
+  std::optional<int64_t> max_total_tokens; // prompt + completion cap (AReaL's extension)
+  int32_t n = 1;                           // choices (chat completions only)
   std::vector<std::string> stop;
   std::optional<uint64_t> seed;
   bool logprobs = false;
-  int32_t top_logprobs = 0;
   bool store = true;                       // false: served but not recorded for training
   bool stream = false;
   bool stream_usage = false;               // stream_options.include_usage
   nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
   std::string model;
   std::string tool_call_id_prefix = "call_";  // "toolu_" when serving Anthropic's API
+  FieldNotes fields;                       // what was accepted without being acted on
+
+  bool tools_enabled() const { return !tools.is_null() && tool_choice != "none"; }
+  bool forces_tool_call() const { return !tools.is_null() && (tool_choice == "required" || tool_choice == "function"); }
 };
 
 // Parses a request body. Throws areal::Error(INVALID_ARGUMENT) with
 // "<param>: <problem>" messages.
 ChatRequest parse_chat_request(const nlohmann::ordered_json& body);
+
+// The template's thinking switch for an effort level ("none"/"minimal": off).
+bool thinking_for_effort(const std::string& effort);
 
 }  // namespace areal::proxy

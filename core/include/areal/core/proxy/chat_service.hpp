@@ -28,6 +28,7 @@ namespace areal::proxy {
 struct ChatServiceConfig {
   std::string prompt_mode = "hf";  // "hf" | "concat"
   int64_t default_max_tokens = 1024;
+  int64_t max_completion_tokens = 0;  // > 0: caps every request's completion budget
   int64_t max_context = 32768;     // prompt + completion
   std::string model_name = "default";
   OutputParserConfig parsers;
@@ -39,8 +40,10 @@ struct Generated {
   std::vector<int32_t> output_ids;
   std::vector<float> logprobs;
   std::vector<int64_t> versions;
+  std::string forced_prefix;  // text appended to the prompt to force a tool call (prompt tokens)
   std::string text;           // decoded output, stop token and stop string removed
   std::string finish_reason;  // "stop" | "length"
+  std::string stop_string;    // the stop string that ended it, if one did
   bool concat_linked = false;
 };
 
@@ -52,6 +55,7 @@ class ChatService {
   // Non-streaming completion. `session` may be null (admin use: served, not
   // recorded). Throws areal::Error: INVALID_ARGUMENT (400) for client
   // mistakes, UNAVAILABLE (502) when the backend fails.
+  // `req.n` choices, each a call of its own in the session.
   nlohmann::ordered_json complete(const ChatRequest& req, const std::shared_ptr<Session>& session);
 
   // Streaming: `on_delta(text)` receives content as it is sampled (stop
@@ -64,7 +68,14 @@ class ChatService {
     nlohmann::ordered_json message;  // the assistant message returned
     std::string finish_reason;       // after tool-call detection
   };
-  Completed run(const ChatRequest& req, const std::shared_ptr<Session>& session, const std::function<void(const std::string&)>& on_delta);
+  // `continues`: the index of an earlier call of `session` this request
+  // explicitly continues (Responses' previous_response_id): its exact prompt
+  // + sampled ids are the prefix, whatever gateway.prompt_mode says.
+  Completed run(const ChatRequest& req, const std::shared_ptr<Session>& session, const std::function<void(const std::string&)>& on_delta,
+                int continues = -1);
+
+  // Prompt tokens of a request as it would be served (count_tokens).
+  size_t count_prompt_tokens(const ChatRequest& req) const;
 
   nlohmann::ordered_json usage(const Completed& c) const;
   nlohmann::ordered_json logprobs_json(const Completed& c) const;
@@ -72,7 +83,7 @@ class ChatService {
   const tokenizer::Tokenizer& tokenizer() const { return *tok_; }
 
  private:
-  std::vector<int32_t> build_prompt(const ChatRequest& req, const std::shared_ptr<Session>& session, bool* concat_linked) const;
+  std::vector<int32_t> build_prompt(const ChatRequest& req, const std::shared_ptr<Session>& session, int continues, bool* concat_linked) const;
   Generated generate(std::vector<int32_t> prompt, const ChatRequest& req, const std::string& affinity_key,
                      const std::function<void(const std::string&)>& on_delta);
 

@@ -92,6 +92,7 @@ class InteractionCache {
 
   size_t size() const;
   std::string last_id() const;
+  int index_of(const std::string& id) const;  // -1 if absent
   Interaction get(size_t index) const;
 
   // Drops null-valued keys recursively (pydantic exclude_none), the form

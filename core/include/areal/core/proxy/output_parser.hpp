@@ -36,6 +36,12 @@ struct OutputParserConfig {
 ParsedOutput parse_output(const std::string& text, const OutputParserConfig& config, bool tools_enabled,
                           const std::string& tool_call_id_prefix = "call_");
 
+// What a forced tool call starts with, appended to the prompt so the model
+// samples only the rest: the parser's opening tag ("<tool_call>\n"), and for
+// a named tool also `{"name": "<tool>", "arguments": `. Empty when the
+// parser is "none" (nothing would read the call).
+std::string forced_tool_call_prefix(const OutputParserConfig& config, const std::string& tool_name);
+
 std::string random_hex(size_t n);
 
 }  // namespace areal::proxy

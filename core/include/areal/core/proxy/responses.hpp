@@ -2,7 +2,7 @@
 //
 // Input: a string, or items — messages (input_text / output_text parts),
 // reasoning items, function_call and function_call_output items — plus
-// `instructions`. Items echoed back from an earlier response re-convert to
+// `instructions`; what a text model cannot render is dropped and noted. Items echoed back from an earlier response re-convert to
 // the same assistant message that was recorded, so parent matching holds.
 // Output: reasoning (summary_text), message (output_text) and function_call
 // items; usage with reasoning_tokens.
@@ -14,8 +14,11 @@
 
 namespace areal::proxy {
 
-// Throws areal::Error(INVALID_ARGUMENT) naming the field.
-ChatRequest responses_to_chat_request(const nlohmann::ordered_json& body);
+// `history`: the conversation of the response named by
+// previous_response_id (its messages without its instructions, then its
+// reply), or null. Throws areal::Error: INVALID_ARGUMENT naming the field,
+// NOT_FOUND for a conversation or stored-prompt reference.
+ChatRequest responses_to_chat_request(const nlohmann::ordered_json& body, const nlohmann::ordered_json& history = nullptr);
 
 // Output items of a finished call; ids are derived from the call id so the
 // streamed and final forms agree.

@@ -1,0 +1,262 @@
+// The compatibility policy (docs/http-api.md): every field of each API's
+// schema is accepted (honoured or ignored and counted), the request shapes
+// Claude Code and Codex CLI send are served and recorded, forced tool calls
+// keep the forcing tokens out of what was sampled, and the endpoints agents
+// call besides generation answer. Real HTTP on loopback, the real Qwen3
+// tokenizer and template, the mock backend (scripted where a reply matters).
+#include "gateway_fixture.hpp"
+
+using nlohmann::ordered_json;
+
+namespace {
+
+class Compat : public GatewayFixture {
+ protected:
+  // The prompt (loss mask 0) and sampled (mask 1) parts of an exported row, decoded.
+  std::pair<std::string, std::string> split_row(const ordered_json& row) {
+    const auto ids = row["input_ids"].get<std::vector<int32_t>>();
+    const auto mask = row["loss_mask"].get<std::vector<int32_t>>();
+    std::vector<int32_t> prompt, sampled;
+    for (size_t i = 0; i < ids.size(); ++i) (mask[i] ? sampled : prompt).push_back(ids[i]);
+    return {tok_->decode(prompt), tok_->decode(sampled)};
+  }
+  static std::string ignored(const std::string& api, const std::string& field) {
+    return "areal_gateway_ignored_fields_total{api=\"" + api + "\",field=\"" + field + "\"}";
+  }
+  static std::string unknown(const std::string& api, const std::string& field) {
+    return "areal_gateway_unknown_fields_total{api=\"" + api + "\",field=\"" + field + "\"}";
+  }
+};
+
+const ordered_json kWeatherTool = {{"type", "function"},
+                                   {"function", {{"name", "get_weather"}, {"description", "Weather of a city"},
+                                                 {"parameters", {{"type", "object"}, {"properties", {{"city", {{"type", "string"}}}}}}}}}};
+
+TEST_F(Compat, ChatAcceptsEveryFieldOfItsSchemaAndCountsWhatItIgnores) {
+  start("hf");
+  const std::string key = start_session("chatfields");
+  const ordered_json body = {
+      {"messages", {{{"role", "system"}, {"content", "S"}}, {{"role", "developer"}, {"content", "D"}},
+                    {{"role", "user"}, {"content", {{{"type", "text"}, {"text", "Look: "}}, {{"type", "image_url"}, {"image_url", {{"url", "data:image/png;base64,AAAA"}}}}}}}}},
+      {"model", "gpt-4o"}, {"max_completion_tokens", 4}, {"temperature", 0.7}, {"top_p", 0.9}, {"stop", {"\n\n\n"}}, {"seed", 1},
+      {"logprobs", true}, {"top_logprobs", 2}, {"stream", false}, {"tools", {kWeatherTool}}, {"tool_choice", "auto"},
+      {"parallel_tool_calls", true}, {"n", 1}, {"store", true}, {"reasoning_effort", "low"}, {"response_format", {{"type", "json_object"}}},
+      {"frequency_penalty", 0.1}, {"presence_penalty", 0.1}, {"logit_bias", {{"50256", -100}}}, {"metadata", {{"a", "b"}}},
+      {"user", "u"}, {"safety_identifier", "s"}, {"prompt_cache_key", "k"}, {"prompt_cache_retention", "24h"}, {"service_tier", "auto"},
+      {"verbosity", "low"}, {"modalities", {"text"}}, {"prediction", {{"type", "content"}, {"content", "x"}}}, {"web_search_options", ordered_json::object()},
+      {"top_k", 5}, {"chat_template_kwargs", ordered_json::object()}, {"min_p", 0.1}, {"repetition_penalty", 1.0},
+      {"x_brand_new_field", 1}};
+  const double unknown_before = metric(unknown("chat", "x_brand_new_field"));
+  const double image_before = metric(ignored("chat", "messages[].content[].image_url"));
+  const double metadata_before = metric(ignored("chat", "metadata"));
+  auto [status, reply] = post("/v1/chat/completions", body, key);
+  ASSERT_EQ(status, 200) << reply.dump();
+  EXPECT_EQ(reply["model"], "gpt-4o");
+  EXPECT_EQ(reply["choices"].size(), 1u);
+  EXPECT_EQ(metric(unknown("chat", "x_brand_new_field")), unknown_before + 1);
+  EXPECT_EQ(metric(ignored("chat", "messages[].content[].image_url")), image_before + 1);
+  EXPECT_EQ(metric(ignored("chat", "metadata")), metadata_before + 1);
+  const auto exported = end_and_export(key, "chatfields-0");
+  ASSERT_EQ(exported["rows"].size(), 1u);
+  const auto [prompt, sampled] = split_row(exported["rows"][0]);
+  EXPECT_NE(prompt.find("Look: "), std::string::npos) << prompt;
+  EXPECT_EQ(prompt.find("image"), std::string::npos) << "the image part is dropped, not rendered: " << prompt;
+}
+
+TEST_F(Compat, ClaudeCodesRequestIsServedAndRecordedWithItsSystemEntryInPlace) {
+  start("concat", {}, {{"max_completion_tokens", 8}});
+  const std::string key = start_session("claude");
+  const ordered_json cache = {{"type", "ephemeral"}};
+  const ordered_json body = {
+      {"model", "claude-sonnet-4-5"},
+      {"system", {{{"type", "text"}, {"text", "You are Claude Code."}, {"cache_control", cache}}, {{"type", "text"}, {"text", "Be terse."}}}},
+      {"messages", {{{"role", "user"}, {"content", {{{"type", "text"}, {"text", "<system-reminder>ctx</system-reminder>"}},
+                                                   {{"type", "text"}, {"text", "List files."}, {"cache_control", cache}}}}},
+                    {{"role", "system"}, {"content", {{{"type", "text"}, {"text", "Reminder: be safe."}, {"cache_control", cache}}}}}}},
+      {"tools", {{{"name", "Bash"}, {"description", "Runs a command"}, {"input_schema", {{"type", "object"}, {"properties", {{"command", {{"type", "string"}}}}}}}},
+                 {{"name", "Read"}, {"description", "Reads a file"}, {"input_schema", {{"type", "object"}}}, {"defer_loading", true}},
+                 {{"type", "web_search_20250305"}, {"name", "web_search"}, {"max_uses", 5}}}},
+      {"metadata", {{"user_id", "user_abc"}}},
+      {"max_tokens", 32000},
+      {"thinking", {{"type", "adaptive"}, {"display", "omitted"}}},
+      {"context_management", {{"edits", {{{"type", "clear_thinking_20251015"}, {"keep", "all"}}}}}},
+      {"output_config", {{"effort", "high"}}},
+      {"stream", true}};
+  const double cm_before = metric(ignored("anthropic", "context_management"));
+  const double ws_before = metric(ignored("anthropic", "tools[].type=web_search_20250305"));
+  auto [status, text] = request("POST", "/v1/messages?beta=true", body.dump(), {{"x-api-key", key}, {"anthropic-version", "2023-06-01"}});
+  ASSERT_EQ(status, 200) << text;
+  EXPECT_NE(text.find("event: message_stop"), std::string::npos) << text;
+  EXPECT_EQ(metric(ignored("anthropic", "context_management")), cm_before + 1);
+  EXPECT_EQ(metric(ignored("anthropic", "tools[].type=web_search_20250305")), ws_before + 1);
+  uint64_t output_tokens = 0;
+  for (const auto& event : sse_data(text))
+    if (event["type"] == "message_delta") output_tokens = event["usage"]["output_tokens"];
+  EXPECT_EQ(output_tokens, 8u) << "max_tokens 32000 is capped by gateway.max_completion_tokens";
+  const auto exported = end_and_export(key, "claude-0");
+  ASSERT_EQ(exported["rows"].size(), 1u);
+  const auto [prompt, sampled] = split_row(exported["rows"][0]);
+  const size_t sys = prompt.find("You are Claude Code.\nBe terse."), usr = prompt.find("List files."),
+               reminder = prompt.find("<|im_start|>system\nReminder: be safe.<|im_end|>");
+  ASSERT_NE(sys, std::string::npos) << prompt;
+  ASSERT_NE(reminder, std::string::npos) << "the system entry is rendered in place: " << prompt;
+  EXPECT_LT(sys, usr);
+  EXPECT_LT(usr, reminder);
+  EXPECT_NE(prompt.find("\"Bash\""), std::string::npos);
+  EXPECT_EQ(prompt.find("web_search"), std::string::npos) << "server tools are not rendered";
+  EXPECT_EQ(prompt.find("<think>"), std::string::npos) << "adaptive thinking at high effort leaves thinking on (no empty think block)";
+}
+
+TEST_F(Compat, CodexsRequestIsServedAndRecordedThoughItSaysStoreFalse) {
+  start("concat");
+  const std::string key = start_session("codex");
+  auto text_part = [](const std::string& t) { return ordered_json::array({{{"type", "input_text"}, {"text", t}}}); };
+  const ordered_json body = {
+      {"model", "gpt-5-codex"}, {"stream", true}, {"store", false}, {"include", {"reasoning.encrypted_content"}},
+      {"reasoning", {{"summary", "auto"}}}, {"prompt_cache_key", "0199-abc"}, {"client_metadata", {{"originator", "codex_exec"}}},
+      {"tool_choice", "auto"}, {"parallel_tool_calls", true}, {"max_output_tokens", 6},
+      {"instructions", nullptr},
+      {"input", {{{"type", "message"}, {"id", "msg_1"}, {"role", "developer"}, {"content", text_part("You are Codex.")}},
+                 {{"type", "message"}, {"role", "developer"}, {"content", text_part("Sandbox: none.")}},
+                 {{"type", "message"}, {"role", "user"}, {"content", text_part("Say hi")}}}},
+      {"tools", {{{"type", "function"}, {"name", "exec_command"}, {"description", "Runs a command"}, {"strict", false},
+                  {"parameters", {{"type", "object"}, {"properties", {{"cmd", {{"type", "string"}}}}}}}},
+                 {{"type", "namespace"}, {"name", "multi_agent_v1"}, {"tools", ordered_json::array()}},
+                 {{"type", "web_search"}}}}};
+  const double include_before = metric(ignored("responses", "include"));
+  const double ns_before = metric(ignored("responses", "tools[].type=namespace"));
+  auto [status, text] = raw("/v1/responses", body.dump(), key);
+  ASSERT_EQ(status, 200) << text;
+  EXPECT_NE(text.find("\"type\":\"response.incomplete\""), std::string::npos) << "6 tokens end it: " << text;
+  EXPECT_EQ(metric(ignored("responses", "include")), include_before + 1);
+  EXPECT_EQ(metric(ignored("responses", "tools[].type=namespace")), ns_before + 1);
+  const auto exported = end_and_export(key, "codex-0");
+  ASSERT_EQ(exported["rows"].size(), 1u) << "store: false is OpenAI's storage flag, not 'do not train'";
+  const auto [prompt, sampled] = split_row(exported["rows"][0]);
+  EXPECT_NE(prompt.find("You are Codex."), std::string::npos);
+  EXPECT_NE(prompt.find("\"exec_command\""), std::string::npos);
+}
+
+TEST_F(Compat, AForcedToolCallsOpeningIsPromptNotSampled) {
+  start("hf", {"{\"city\": \"Paris\"}}\n</tool_call><|im_end|>", "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}\n</tool_call><|im_end|>",
+               "{\"city\": \"Oslo\"}}\n</tool_call><|im_end|>"});
+  const std::string key = start_session("forced");
+  const ordered_json named = {{"messages", {user("Weather in Paris?")}}, {"tools", {kWeatherTool}}, {"max_tokens", 40},
+                              {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_weather"}}}}}};
+  auto [s1, r1] = post("/v1/chat/completions", named, key);
+  ASSERT_EQ(s1, 200) << r1.dump();
+  ASSERT_EQ(r1["choices"][0]["message"]["tool_calls"].size(), 1u) << r1.dump();
+  EXPECT_EQ(r1["choices"][0]["message"]["tool_calls"][0]["function"]["name"], "get_weather");
+  EXPECT_EQ(ordered_json::parse(r1["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"].get<std::string>()), (ordered_json{{"city", "Paris"}}));
+  EXPECT_EQ(r1["choices"][0]["finish_reason"], "tool_calls");
+  ordered_json required = named;
+  required["tool_choice"] = "required";
+  required["messages"] = {user("Weather in Rome?")};
+  auto [s2, r2] = post("/v1/chat/completions", required, key);
+  ASSERT_EQ(s2, 200) << r2.dump();
+  ASSERT_EQ(r2["choices"][0]["message"]["tool_calls"].size(), 1u) << r2.dump();
+  EXPECT_EQ(ordered_json::parse(r2["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"].get<std::string>()), (ordered_json{{"city", "Rome"}}));
+  // Anthropic's named tool choice.
+  const ordered_json anthropic = {{"max_tokens", 40}, {"messages", {user("Weather in Oslo?")}},
+                                  {"tools", {{{"name", "get_weather"}, {"input_schema", kWeatherTool["function"]["parameters"]}}}},
+                                  {"tool_choice", {{"type", "tool"}, {"name", "get_weather"}}}};
+  auto [s3, r3] = post("/v1/messages", anthropic, key);
+  ASSERT_EQ(s3, 200) << r3.dump();
+  EXPECT_EQ(r3["stop_reason"], "tool_use");
+  EXPECT_EQ(r3["content"].back()["input"], (ordered_json{{"city", "Oslo"}}));
+  const auto exported = end_and_export(key, "forced-0");
+  ASSERT_EQ(exported["rows"].size(), 3u);
+  const std::vector<std::pair<std::string, std::string>> expected = {
+      {"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": ", "{\"city\": \"Paris\"}}\n</tool_call><|im_end|>"},
+      {"<tool_call>\n", "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}\n</tool_call><|im_end|>"},
+      {"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": ", "{\"city\": \"Oslo\"}}\n</tool_call><|im_end|>"}};
+  for (size_t i = 0; i < 3; ++i) {
+    const auto [prompt, sampled] = split_row(exported["rows"][i]);
+    const std::string& opening = expected[i].first;
+    ASSERT_GE(prompt.size(), opening.size());
+    EXPECT_EQ(prompt.substr(prompt.size() - opening.size()), opening) << "the forcing tokens end the prompt (mask 0)";
+    EXPECT_EQ(sampled, expected[i].second) << "only what the model sampled has mask 1";
+  }
+  EXPECT_EQ(r1["usage"]["completion_tokens"].get<size_t>(), tok_->encode(expected[0].second, false).size());
+}
+
+TEST_F(Compat, SeveralChoicesAreEachRecorded) {
+  start("hf");
+  const std::string key = start_session("nchoices");
+  auto [status, reply] = post("/v1/chat/completions", {{"messages", {user("Hi")}}, {"n", 3}, {"max_tokens", 3}}, key);
+  ASSERT_EQ(status, 200) << reply.dump();
+  ASSERT_EQ(reply["choices"].size(), 3u);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(reply["choices"][i]["index"], i);
+  EXPECT_EQ(end_and_export(key, "nchoices-0")["rows"].size(), 3u);
+}
+
+TEST_F(Compat, PreviousResponseIdContinuesTheStoredResponsesExactTokens) {
+  start("hf");  // even without concat mode: the client named the parent
+  const std::string key = start_session("prev");
+  auto [s1, r1] = post("/v1/responses", {{"input", "Hi"}, {"instructions", "Be brief."}, {"max_output_tokens", 5}}, key);
+  ASSERT_EQ(s1, 200) << r1.dump();
+  auto [s2, r2] = post("/v1/responses", {{"input", "More"}, {"instructions", "Be brief."}, {"previous_response_id", r1["id"]}, {"max_output_tokens", 5}}, key);
+  ASSERT_EQ(s2, 200) << r2.dump();
+  EXPECT_EQ(r2["previous_response_id"], r1["id"]);
+  auto [s3, r3] = post("/v1/responses", {{"input", "x"}, {"previous_response_id", "resp_nope"}}, key);
+  EXPECT_EQ(s3, 404) << r3.dump();
+  EXPECT_EQ(r3["error"]["code"], "previous_response_not_found");
+  auto [s4, r4] = post("/v1/responses", {{"input", "x"}, {"store", false}, {"max_output_tokens", 2}}, key);
+  ASSERT_EQ(s4, 200);
+  EXPECT_EQ(post("/v1/responses", {{"input", "y"}, {"previous_response_id", r4["id"]}}, key).first, 404) << "store: false keeps nothing to continue";
+  auto [s5, r5] = post("/v1/responses", {{"input", "x"}, {"conversation", "conv_1"}}, key);
+  EXPECT_EQ(s5, 404) << r5.dump();
+  const auto exported = end_and_export(key, "prev-0");
+  ASSERT_EQ(exported["rows"].size(), 3u);
+  const auto first = exported["rows"][0]["input_ids"].get<std::vector<int32_t>>();
+  const auto second = exported["rows"][1]["input_ids"].get<std::vector<int32_t>>();
+  ASSERT_GT(second.size(), first.size());
+  EXPECT_TRUE(std::equal(first.begin(), first.end(), second.begin())) << "turn 2 extends turn 1's prompt + sampled ids";
+}
+
+TEST_F(Compat, SessionScopedBaseUrlsNeedNoKey) {
+  start("hf");
+  const std::string key = start_session("scoped");
+  auto [s1, t1] = request("POST", "/scoped-0/v1/chat/completions", ordered_json{{"messages", {user("Hi")}}, {"max_tokens", 2}}.dump(), {});
+  EXPECT_EQ(s1, 200) << t1;
+  auto [s2, t2] = request("POST", "/" + key + "/v1/messages", ordered_json{{"messages", {user("Hi")}}, {"max_tokens", 2}}.dump(),
+                          {{"x-api-key", "sk-whatever-the-sdk-insists-on"}});
+  EXPECT_EQ(s2, 200) << t2;
+  auto [s3, t3] = request("POST", "/scoped-0/chat/completions", ordered_json{{"messages", {user("Hi")}}, {"max_tokens", 2}}.dump(), {});
+  EXPECT_EQ(s3, 200) << t3;
+  auto [s4, t4] = request("POST", "/nobody-7/v1/chat/completions", ordered_json{{"messages", {user("Hi")}}}.dump(), {});
+  EXPECT_EQ(s4, 404) << t4;
+  EXPECT_EQ(request("POST", "/scoped-0/rl/set_reward", ordered_json{{"reward", 0.5}}.dump(), {}).first, 200);
+  EXPECT_EQ(request("POST", "/scoped-0/rl/end_session", "{}", {}).first, 200);
+  auto [status, exported] = post("/export_trajectories", {{"session_id", "scoped-0"}}, "admin-k");
+  ASSERT_EQ(status, 200);
+  ASSERT_EQ(exported["rows"].size(), 3u);
+  EXPECT_DOUBLE_EQ(exported["rows"][2]["reward"].get<double>(), 0.5);
+}
+
+TEST_F(Compat, CountTokensMatchesWhatTheCallUses) {
+  start("hf");
+  const ordered_json body = {{"system", "Be brief."}, {"messages", {user("How many tokens is this?")}},
+                             {"tools", {{{"name", "Bash"}, {"input_schema", {{"type", "object"}}}}}}, {"thinking", {{"type", "disabled"}}}};
+  auto [s1, counted] = post("/v1/messages/count_tokens", body, "admin-k");
+  ASSERT_EQ(s1, 200) << counted.dump();
+  ordered_json call = body;
+  call["max_tokens"] = 2;
+  auto [s2, served] = post("/v1/messages", call, "admin-k");
+  ASSERT_EQ(s2, 200) << served.dump();
+  EXPECT_EQ(counted["input_tokens"], served["usage"]["input_tokens"]);
+  auto [s3, model] = request("GET", "/v1/models/claude-opus-4-1", "", {});
+  ASSERT_EQ(s3, 200) << model;
+  EXPECT_EQ(ordered_json::parse(model)["id"], "claude-opus-4-1");
+}
+
+TEST_F(Compat, StopSequenceIsReportedByName) {
+  start("hf", {"Hello STOP world<|im_end|>"});
+  auto [status, reply] = post("/v1/messages", {{"max_tokens", 20}, {"messages", {user("Hi")}}, {"stop_sequences", {"STOP", "NEVER"}}}, "admin-k");
+  ASSERT_EQ(status, 200) << reply.dump();
+  EXPECT_EQ(reply["stop_reason"], "stop_sequence");
+  EXPECT_EQ(reply["stop_sequence"], "STOP");
+  EXPECT_EQ(reply["content"][0]["text"], "Hello ");
+}
+
+}  // namespace
