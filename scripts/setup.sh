@@ -37,14 +37,20 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends nodejs npm
 fi
 # npm projects pinned by their package-lock.json: the parity references
-# (HF's tokenizer and Jinja), the real client SDKs of the e2e tests, and
-# the quickstart's example agent.
-# Skipped when the installed copy matches the lock file.
-for dir in tests/parity tests/e2e/clients examples/quickstart_agent; do
+# (HF's tokenizer and Jinja), the real client SDKs of the e2e tests, the
+# real agent programs (Claude Code, Codex CLI) and the quickstart's example
+# agent. Skipped when the installed copy matches the lock file.
+for dir in tests/parity tests/e2e/clients tests/e2e/agents examples/quickstart_agent; do
   if [ ! -f "$dir/node_modules/.package-lock.json" ] || ! cmp -s "$dir/package-lock.json" "$dir/node_modules/.areal-lock-copy"; then
     (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error && cp package-lock.json node_modules/.areal-lock-copy)
   fi
 done
+# Claude Code's package carries its native binary; where npm skipped the
+# package's postinstall and the binary does not run, its installer places it.
+if ! tests/e2e/agents/node_modules/.bin/claude --version >/dev/null 2>&1; then
+  (cd tests/e2e/agents/node_modules/@anthropic-ai/claude-code && node install.cjs)
+fi
+tests/e2e/agents/node_modules/.bin/claude --version >/dev/null && tests/e2e/agents/node_modules/.bin/codex --version >/dev/null
 
 build_dir=${BUILD_DIR:-build}
 jobs=${JOBS:-$(nproc)}

@@ -1,5 +1,6 @@
-// `areal-host init-model --family qwen3|qwen2|llama3 --preset tiny|small
-//  --tokenizer DIR|bytes --out DIR [--seed N] [--dtype float32|bfloat16|float16] [--shard-mb N]`
+// `areal-host init-model --family qwen3|qwen2|llama3 --preset tiny|small|agent
+//  --tokenizer DIR|bytes --out DIR [--seed N] [--dtype float32|bfloat16|float16] [--shard-mb N]
+//  [--max-position-embeddings N] [--end-turn-logit L]`
 #include <iostream>
 #include <set>
 
@@ -9,7 +10,7 @@
 namespace areal::host {
 
 int init_model(const CommandLine& cl) {
-  static const std::set<std::string> kFlags = {"family", "preset", "tokenizer", "out", "seed", "dtype", "shard-mb"};
+  static const std::set<std::string> kFlags = {"family", "preset", "tokenizer", "out", "seed", "dtype", "shard-mb", "max-position-embeddings", "end-turn-logit"};
   for (const auto& [flag, _] : cl.flags)
     if (!kFlags.count(flag)) {
       std::cerr << "areal-host init-model: unknown flag --" << flag << "\n";
@@ -18,8 +19,8 @@ int init_model(const CommandLine& cl) {
   for (const char* required : {"family", "preset", "tokenizer", "out"})
     if (!cl.flags.count(required)) {
       std::cerr << "areal-host init-model: --" << required << " is required\n"
-                << "usage: areal-host init-model --family qwen3|qwen2|llama3 --preset tiny|small --tokenizer DIR|bytes --out DIR "
-                   "[--seed N] [--dtype float32|bfloat16|float16] [--shard-mb N]\n";
+                << "usage: areal-host init-model --family qwen3|qwen2|llama3 --preset tiny|small|agent --tokenizer DIR|bytes --out DIR "
+                   "[--seed N] [--dtype float32|bfloat16|float16] [--shard-mb N] [--max-position-embeddings N] [--end-turn-logit L]\n";
       return 2;
     }
   try {
@@ -31,12 +32,14 @@ int init_model(const CommandLine& cl) {
     if (cl.flags.count("seed")) o.seed = std::stoull(cl.flags.at("seed"));
     if (cl.flags.count("dtype")) o.dtype = cl.flags.at("dtype");
     if (cl.flags.count("shard-mb")) o.shard_mb = std::stoll(cl.flags.at("shard-mb"));
+    if (cl.flags.count("end-turn-logit")) o.end_turn_logit = std::stod(cl.flags.at("end-turn-logit"));
+    if (cl.flags.count("max-position-embeddings")) o.max_position_embeddings = std::stoll(cl.flags.at("max-position-embeddings"));
     const int64_t params = model::init_model(o);
     std::cerr << "init-model: wrote a " << o.preset << " " << o.family << " model (" << params << " parameters, " << o.dtype
               << ") to " << o.out_dir << "\n";
     return 0;
   } catch (const std::invalid_argument&) {
-    std::cerr << "areal-host init-model: --seed and --shard-mb take integers\n";
+    std::cerr << "areal-host init-model: --seed, --shard-mb and --max-position-embeddings take integers, --end-turn-logit a number\n";
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "areal-host init-model: " << e.what() << "\n";

@@ -56,7 +56,7 @@ bool AnthropicRoutes::handle(const std::string& path, Poco::Net::HTTPServerReque
     return true;
   }
   const proxy::ChatRequest r = proxy::anthropic_to_chat_request(body);
-  count_fields(r.fields, "anthropic");
+  note_request(r, "anthropic");
   if (r.stream) {
     stream(r, session, res);
     return true;

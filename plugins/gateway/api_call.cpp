@@ -73,6 +73,11 @@ void count_fields(const proxy::FieldNotes& notes, const char* api) {
   }
 }
 
+void note_request(const proxy::ChatRequest& r, const char* api) {
+  areal::sdk::host().metric_add(areal::sdk::str("areal_gateway_model_requests_total{api=\"" + std::string(api) + "\"}"), 1.0);
+  count_fields(r.fields, api);
+}
+
 int64_t unix_seconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }

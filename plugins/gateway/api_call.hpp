@@ -39,4 +39,8 @@ int64_t unix_seconds();
 // unknown field the first time it is seen.
 void count_fields(const proxy::FieldNotes& notes, const char* api);
 
+// A model-calling request about to be served: counts it
+// (areal_gateway_model_requests_total{api}) and its fields.
+void note_request(const proxy::ChatRequest& r, const char* api);
+
 }  // namespace areal::gateway

@@ -24,7 +24,7 @@ bool ChatRoutes::handle(const std::string& path, Poco::Net::HTTPServerRequest& r
   const J body = parse_json_object(raw_body, req.getContentType());
   require_chat(chat_, "chat completions");
   const proxy::ChatRequest r = proxy::parse_chat_request(body);
-  count_fields(r.fields, "chat");
+  note_request(r, "chat");
   if (r.stream) {
     stream(r, session, res);
     return true;

@@ -42,7 +42,7 @@ bool ResponsesRoutes::handle(const std::string& path, Poco::Net::HTTPServerReque
     continued_call = prev.interaction_id;
   }
   proxy::ChatRequest r = proxy::responses_to_chat_request(body, history);
-  count_fields(r.fields, "responses");
+  note_request(r, "responses");
   // Continue the stored call's exact tokens when this conversation really
   // extends it (it does not if the instructions changed).
   int continues = -1;

@@ -1,5 +1,6 @@
 #include "decoder_model.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "areal/core/error.hpp"
@@ -113,13 +114,29 @@ torch::Tensor DecoderModel::attend(int64_t layer, const torch::Tensor& q, const 
                                    int64_t q_offset) const {
   const int64_t S = q.size(0), K = k.size(0), groups = config_.num_attention_heads / config_.num_key_value_heads;
   const torch::Tensor kr = k.repeat_interleave(groups, 1), vr = v.repeat_interleave(groups, 1);  // GQA
-  // [H, S, K] scores; query i (absolute q_offset + i) sees keys 0..q_offset + i.
-  torch::Tensor scores = torch::matmul(q.transpose(0, 1), kr.permute({1, 2, 0})) / std::sqrt(static_cast<double>(config_.head_dim));
-  const torch::Tensor qi = torch::arange(S, torch::kInt64).unsqueeze(1) + q_offset, ki = torch::arange(K, torch::kInt64).unsqueeze(0);
-  scores = scores.masked_fill((ki > qi).unsqueeze(0), -std::numeric_limits<double>::infinity());
   const auto compute = q.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;  // softmax in float32 at least
-  const torch::Tensor probs = torch::softmax(scores.to(compute), -1).to(q.scalar_type());
-  const torch::Tensor out = torch::matmul(probs, vr.transpose(0, 1)).transpose(0, 1).reshape({S, -1});
+  // Queries [begin, end) attend to keys 0..q_offset + end - 1 (causal): [H, n, keys] scores.
+  auto block = [&](int64_t begin, int64_t end) {
+    const int64_t keys = std::min(K, q_offset + end);
+    const torch::Tensor qb = q.narrow(0, begin, end - begin), kb = kr.narrow(0, 0, keys), vb = vr.narrow(0, 0, keys);
+    torch::Tensor scores = torch::matmul(qb.transpose(0, 1), kb.permute({1, 2, 0})) / std::sqrt(static_cast<double>(config_.head_dim));
+    const torch::Tensor qi = torch::arange(begin, end, torch::kInt64).unsqueeze(1) + q_offset, ki = torch::arange(keys, torch::kInt64).unsqueeze(0);
+    scores = scores.masked_fill((ki > qi).unsqueeze(0), -std::numeric_limits<double>::infinity());
+    const torch::Tensor probs = torch::softmax(scores.to(compute), -1).to(q.scalar_type());
+    return torch::matmul(probs, vb.transpose(0, 1)).transpose(0, 1).reshape({end - begin, -1});
+  };
+  // Long prompts (agents send 10-30k tokens) go in query blocks so the
+  // score matrix stays near kMaxScores elements instead of H*S*K.
+  constexpr int64_t kMaxScores = int64_t{1} << 25;
+  const int64_t rows = std::max<int64_t>(1, kMaxScores / std::max<int64_t>(1, config_.num_attention_heads * K));
+  torch::Tensor out;
+  if (rows >= S) {
+    out = block(0, S);
+  } else {
+    std::vector<torch::Tensor> parts;
+    for (int64_t b = 0; b < S; b += rows) parts.push_back(block(b, std::min(S, b + rows)));
+    out = torch::cat(parts, 0);
+  }
   return torch::linear(out, p("model.layers." + std::to_string(layer) + ".self_attn.o_proj.weight"));
 }
 

@@ -35,6 +35,23 @@ void write_json(const fs::path& p, const nlohmann::json& j) {
   out << j.dump(2) << "\n";
 }
 
+// --end-turn-logit: hidden channel 0 of every embedding is 1, which the
+// final RMSNorm turns into about sqrt(hidden) at every position (the
+// layers' 0.02-scale weights barely move it). The output row of the
+// end-of-turn token reads that channel with weight L / sqrt(hidden) more
+// than every other row, so its logit is about L above where it would be.
+void add_end_turn_channel(const ModelConfig& c, const std::string& name, double logit, std::vector<float>& values) {
+  const int64_t H = c.hidden_size;
+  const float lift = static_cast<float>(logit / std::sqrt(static_cast<double>(H)));
+  if (name == "model.embed_tokens.weight") {
+    for (int64_t v = 0; v < c.vocab_size; ++v) values[static_cast<size_t>(v * H)] = 1.0f;
+    if (c.tie_word_embeddings) values[static_cast<size_t>(c.eos_token_id * H)] += lift;
+  } else if (name == "lm_head.weight") {
+    for (int64_t v = 0; v < c.vocab_size; ++v) values[static_cast<size_t>(v * H)] = 0.0f;
+    values[static_cast<size_t>(c.eos_token_id * H)] = lift;
+  }
+}
+
 }  // namespace
 
 int64_t init_model(const InitModelOptions& o) {
@@ -53,6 +70,9 @@ int64_t init_model(const InitModelOptions& o) {
   auto tok = tokenizer::Tokenizer::from_dir(tokenizer_dir);
   ModelConfig c = preset(o.family, o.preset, static_cast<int64_t>(tok->vocab_size()));
   c.torch_dtype = o.dtype;
+  if (o.max_position_embeddings < 0 || o.max_position_embeddings > (int64_t{1} << 24))
+    throw Error(AREAL_CODE_INVALID_ARGUMENT, "--max-position-embeddings must be between 1 and 16777216");
+  if (o.max_position_embeddings > 0) c.max_position_embeddings = o.max_position_embeddings;
   auto special = [&](const char* key) -> int64_t {
     const auto& cfg = tok->config();
     if (!cfg.is_object() || !cfg.contains(key) || cfg[key].is_null()) return -1;
@@ -61,6 +81,8 @@ int64_t init_model(const InitModelOptions& o) {
   };
   c.bos_token_id = special("bos_token");
   c.eos_token_id = special("eos_token");
+  if (o.end_turn_logit != 0 && (c.eos_token_id < 0 || !std::isfinite(o.end_turn_logit)))
+    throw Error(AREAL_CODE_INVALID_ARGUMENT, "--end-turn-logit needs a finite number and a tokenizer with an eos_token");
 
   fs::create_directories(o.out_dir);
   for (const auto& entry : fs::directory_iterator(o.out_dir))
@@ -80,6 +102,7 @@ int64_t init_model(const InitModelOptions& o) {
     std::vector<float> values(n);
     for (float& v : values)
       v = w.init == WeightSpec::kOnes ? 1.0f : w.init == WeightSpec::kZeros ? 0.0f : static_cast<float>(rng.sample() * c.initializer_range);
+    if (o.end_turn_logit != 0) add_end_turn_channel(c, w.name, o.end_turn_logit, values);
     std::vector<uint8_t> bytes(n * dtype_size(dtype));
     if (dtype == DType::kF32) {
       std::memcpy(bytes.data(), values.data(), bytes.size());

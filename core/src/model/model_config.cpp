@@ -149,14 +149,16 @@ ModelConfig preset(const std::string& family, const std::string& size, int64_t v
   c.qk_norm = family == "qwen3";
   c.qkv_bias = family == "qwen2";
   c.vocab_size = (vocab_size + 63) / 64 * 64;  // embedding rows for every tokenizer id, padded as HF models are
-  if (size == "tiny") {
+  c.max_position_embeddings = 4096;
+  if (size == "tiny" || size == "agent") {
     c.hidden_size = 64, c.intermediate_size = 128, c.num_hidden_layers = 2, c.num_attention_heads = 4, c.num_key_value_heads = 2, c.head_dim = 16;
+    // agent: room for what agent programs send (Claude Code's system prompt and tools are ~20-30k Qwen3 tokens) plus a reply.
+    if (size == "agent") c.max_position_embeddings = 65536;
   } else if (size == "small") {
     c.hidden_size = 256, c.intermediate_size = 768, c.num_hidden_layers = 4, c.num_attention_heads = 8, c.num_key_value_heads = 4, c.head_dim = 32;
   } else {
-    throw Error(AREAL_CODE_INVALID_ARGUMENT, "--preset must be tiny or small, got '" + size + "'");
+    throw Error(AREAL_CODE_INVALID_ARGUMENT, "--preset must be tiny, small or agent, got '" + size + "'");
   }
-  c.max_position_embeddings = 4096;
   c.rms_norm_eps = 1e-6;
   c.rope_theta = family == "llama3" ? 500000.0 : 1000000.0;
   if (family == "llama3")

@@ -12,12 +12,18 @@ namespace areal::model {
 
 struct InitModelOptions {
   std::string family;         // qwen3 | qwen2 | llama3
-  std::string preset;         // tiny | small
+  std::string preset;         // tiny | small | agent (tiny's size, a context for 30k-token agent prompts)
   std::string tokenizer_dir;  // HF folder with tokenizer.json (+ tokenizer_config.json)
   std::string out_dir;
   uint64_t seed = 0;
   std::string dtype = "float32";  // float32 | bfloat16 | float16
   int64_t shard_mb = 0;           // > 0: shards of at most this many MiB plus an index
+  int64_t max_position_embeddings = 0;  // > 0: the context written to config.json (else the preset's)
+  // != 0: the end-of-turn token's logit is raised by about this much at
+  // every position, so random weights end their turns (a reply of a few
+  // tokens at 10 with a 151k vocabulary): for tests with agent programs,
+  // which fail on a reply cut off by max_tokens.
+  double end_turn_logit = 0;
 };
 
 // Returns the number of parameters written. Throws areal::Error.
