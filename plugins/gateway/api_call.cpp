@@ -49,27 +49,35 @@ std::string label_safe(const std::string& field) {
 }  // namespace
 
 void count_fields(const proxy::FieldNotes& notes, const char* api) {
-  // Unknown names come from clients: past this many distinct ones they are
-  // counted under "_other", so a client cannot grow /metrics without bound.
-  constexpr size_t kMaxUnknownNames = 256;
+  // Field names can carry client-chosen text (unknown keys, tool and part
+  // types): past this many distinct names per process the rest are counted
+  // under "_other", so a client cannot grow /metrics without bound.
+  constexpr size_t kMaxNames = 512;
   static std::mutex mutex;
   static std::set<std::string> seen;
-  for (const auto& f : notes.ignored)
-    areal::sdk::host().metric_add(areal::sdk::str("areal_gateway_ignored_fields_total{api=\"" + std::string(api) + "\",field=\"" + label_safe(f) + "\"}"), 1.0);
-  for (const auto& f : notes.unknown) {
-    std::string name = label_safe(f);
+  auto admit = [&](const std::string& kind, const std::string& field, bool* first) {
+    std::string name = label_safe(field);
+    std::lock_guard<std::mutex> lock(mutex);
+    const std::string key = kind + "/" + api + "/" + name;
+    if (seen.count(key)) return name;
+    if (seen.size() >= kMaxNames) return std::string("_other");
+    seen.insert(key);
+    *first = true;
+    return name;
+  };
+  auto series = [&](const char* metric, const std::string& name) {
+    return std::string(metric) + "{api=\"" + api + "\",field=\"" + name + "\"}";
+  };
+  for (const auto& f : notes.ignored) {
     bool first = false;
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      const std::string key = std::string(api) + "/" + name;
-      if (!seen.count(key)) {
-        if (seen.size() >= kMaxUnknownNames) name = "_other";
-        else first = seen.insert(key).second;
-      }
-    }
+    areal::sdk::host().metric_add(areal::sdk::str(series("areal_gateway_ignored_fields_total", admit("ignored", f, &first))), 1.0);
+  }
+  for (const auto& f : notes.unknown) {
+    bool first = false;
+    const std::string name = admit("unknown", f, &first);
     if (first)
       areal::sdk::log(AREAL_LOG_INFO, "gateway", "accepting unknown field '" + name + "' in " + api + " requests (ignored; counted on /metrics)");
-    areal::sdk::host().metric_add(areal::sdk::str("areal_gateway_unknown_fields_total{api=\"" + std::string(api) + "\",field=\"" + name + "\"}"), 1.0);
+    areal::sdk::host().metric_add(areal::sdk::str(series("areal_gateway_unknown_fields_total", name)), 1.0);
   }
 }
 

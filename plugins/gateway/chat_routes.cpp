@@ -62,7 +62,7 @@ void ChatRoutes::stream(const proxy::ChatRequest& r, const std::shared_ptr<proxy
         if (!content_delta.empty()) send(chunk({{"content", content_delta}}, nullptr));
       };
       send(chunk({{"role", "assistant"}, {"content", ""}}, nullptr));
-      auto done = chat_->run(r, session, [&](const std::string& delta) { emit(delta, false); });
+      auto done = chat_->run(proxy::choice_request(r, choice), session, [&](const std::string& delta) { emit(delta, false); });
       emit("", true);
       if (done.message.contains("tool_calls")) {
         J calls = J::array();

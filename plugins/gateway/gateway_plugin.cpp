@@ -178,6 +178,8 @@ class Handler : public HTTPRequestHandler {
       }
     }
     if (!session) throw areal::gateway::HttpError(404, "Unknown session '" + head + "' in the URL: start one with /rl/start_session");
+    // An ended session's key may already belong to its successor (a refresh): the old id must not reach it.
+    if (session->finished()) throw areal::gateway::HttpError(410, "Session " + session->id + " has ended (" + session->end_reason() + ")");
     path = rest;
     if (path.rfind("/v1/rl/", 0) == 0) path.erase(0, 3);
     if (path == "/messages") path = "/v1/messages";

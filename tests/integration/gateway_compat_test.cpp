@@ -260,3 +260,48 @@ TEST_F(Compat, StopSequenceIsReportedByName) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST_F(Compat, OtherValidFormsAreServedAndWrongTypesAre400NotServerErrors) {
+  start("hf");
+  const ordered_json fn = {{"type", "function"}, {"name", "f"}, {"description", nullptr}, {"parameters", nullptr}};
+  const std::vector<std::pair<std::string, ordered_json>> valid = {
+      {"/v1/responses", {{"input", "x"}, {"max_output_tokens", 2}, {"tools", {fn}}, {"tool_choice", {{"type", "allowed_tools"}, {"mode", "auto"}, {"tools", {{{"type", "function"}, {"name", "f"}}}}}}}},
+      {"/v1/responses", {{"input", "x"}, {"max_output_tokens", 2}, {"tools", {fn, {{"type", "web_search_preview"}}}}, {"tool_choice", {{"type", "web_search_preview"}}}}},
+      {"/v1/messages", {{"max_tokens", 2}, {"messages", {user("x")}}, {"tools", {{{"type", "bash_20250124"}, {"name", "bash"}}}}, {"tool_choice", {{"type", "tool"}, {"name", "bash"}}}}},
+      {"/v1/chat/completions", {{"messages", {user("x")}}, {"max_tokens", 2}, {"n", 2}, {"seed", 7}}},
+  };
+  for (const auto& [path, body] : valid) {
+    auto [status, reply] = post(path, body, "admin-k");
+    EXPECT_EQ(status, 200) << path << " " << body.dump() << " -> " << reply.dump();
+  }
+  auto [s, two] = post("/v1/chat/completions", {{"messages", {user("x")}}, {"max_tokens", 6}, {"n", 2}, {"seed", 7}}, "admin-k");
+  ASSERT_EQ(s, 200);
+  EXPECT_NE(two["choices"][0]["message"]["content"], two["choices"][1]["message"]["content"]) << "choice i samples with seed + i";
+  const std::vector<std::pair<std::string, ordered_json>> malformed = {
+      {"/v1/chat/completions", {{"messages", {user("x")}}, {"stream", true}, {"stream_options", {{"include_usage", "yes"}}}}},
+      {"/v1/chat/completions", {{"messages", {user("x")}}, {"tool_choice", {{"type", 3}}}}},
+      {"/v1/messages", {{"max_tokens", 2}, {"messages", {user("x")}}, {"thinking", {{"type", 5}}}}},
+      {"/v1/responses", {{"input", {{{"type", "reasoning"}, {"summary", {"not an object"}}}}}}},
+      {"/v1/responses", {{"input", "x"}, {"tools", {{{"type", 9}}}}}},
+  };
+  for (const auto& [path, body] : malformed) {
+    auto [status, reply] = post(path, body, "admin-k");
+    EXPECT_EQ(status, 400) << path << " " << body.dump() << " -> " << reply.dump();
+  }
+}
+
+TEST_F(Compat, AnEndedSessionsUrlIsGoneEvenAfterItsKeyWasReused) {
+  start("hf");
+  auto [s1, first] = post("/rl/start_session", {{"task_id", "refresh"}, {"api_key", "sk-fixed-key-123"}}, "admin-k");
+  ASSERT_EQ(s1, 200);
+  auto [s2, second] = post("/rl/start_session", {{"task_id", "refresh"}, {"api_key", "sk-fixed-key-123"}}, "admin-k");
+  ASSERT_EQ(s2, 200);
+  ASSERT_NE(first["session_id"], second["session_id"]);
+  const std::string body = ordered_json{{"messages", {user("Hi")}}, {"max_tokens", 2}}.dump();
+  EXPECT_EQ(request("POST", "/" + first["session_id"].get<std::string>() + "/v1/chat/completions", body, {}).first, 410);
+  EXPECT_EQ(request("POST", "/" + second["session_id"].get<std::string>() + "/v1/chat/completions", body, {}).first, 200);
+}
+
+}  // namespace

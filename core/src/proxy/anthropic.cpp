@@ -1,6 +1,7 @@
 #include "areal/core/proxy/anthropic.hpp"
 
 #include <optional>
+#include <set>
 
 #include "areal/core/error.hpp"
 
@@ -14,6 +15,9 @@ using J = nlohmann::ordered_json;
 }
 
 bool present(const J& body, const char* key) { return body.contains(key) && !body[key].is_null(); }
+
+// An optional string field: "" when absent or null.
+std::string opt_string(const J& obj, const char* key) { return present(obj, key) && obj[key].is_string() ? obj[key].get<std::string>() : ""; }
 
 // Text of a string or of content blocks: text blocks count; other blocks
 // (images, documents, search results) are dropped and noted.
@@ -110,7 +114,17 @@ std::optional<bool> thinking_switch(const J& body) {
 
 }  // namespace
 
+ChatRequest anthropic_to_chat_request_checked(const J& body);
+
 ChatRequest anthropic_to_chat_request(const J& body) {
+  try {
+    return anthropic_to_chat_request_checked(body);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(AREAL_CODE_INVALID_ARGUMENT, std::string("malformed request: a field has the wrong type (") + e.what() + ")");
+  }
+}
+
+ChatRequest anthropic_to_chat_request_checked(const J& body) {
   FieldNotes notes;
   note_fields(body, anthropic_messages_fields(), notes);
   if (!body.contains("max_tokens") || !body["max_tokens"].is_number_integer() || body["max_tokens"].get<int64_t>() < 1)
@@ -126,6 +140,7 @@ ChatRequest anthropic_to_chat_request(const J& body) {
   for (const char* k : {"temperature", "top_p", "top_k", "stream", "model"})
     if (present(body, k)) openai[k] = body[k];
   if (present(body, "stop_sequences")) openai["stop"] = body["stop_sequences"];
+  std::set<std::string> dropped;  // server tools: a tool_choice naming one forces nothing
   if (present(body, "tools")) {
     if (!body["tools"].is_array()) bad("tools", "must be an array");
     J tools = J::array();
@@ -134,11 +149,13 @@ ChatRequest anthropic_to_chat_request(const J& body) {
       const std::string type = t.contains("type") && t["type"].is_string() ? t["type"].get<std::string>() : "custom";
       if (type != "custom") {  // server tools (web search, code execution, ...) run at Anthropic
         notes.ignore("tools[].type=" + type);
+        dropped.insert(opt_string(t, "name"));
         continue;
       }
       if (!t.contains("name") || !t["name"].is_string()) bad("tools", "each tool needs a name");
       tools.push_back({{"type", "function"},
-                       {"function", {{"name", t["name"]}, {"description", t.value("description", "")}, {"parameters", t.value("input_schema", J::object())}}}});
+                       {"function", {{"name", t["name"]}, {"description", opt_string(t, "description")},
+                                     {"parameters", present(t, "input_schema") ? t["input_schema"] : J::object()}}}});
     }
     if (!tools.empty()) openai["tools"] = tools;
   }
@@ -148,6 +165,7 @@ ChatRequest anthropic_to_chat_request(const J& body) {
     const std::string type = tc["type"];
     if (type == "auto" || type == "none") openai["tool_choice"] = type;
     else if (type == "any") openai["tool_choice"] = "required";
+    else if (type == "tool" && dropped.count(opt_string(tc, "name"))) notes.ignore("tool_choice.name");
     else if (type == "tool") openai["tool_choice"] = {{"type", "function"}, {"function", {{"name", tc.value("name", J())}}}};
     else bad("tool_choice.type", "must be auto, any, tool or none");
     if (tc.contains("disable_parallel_tool_use")) notes.ignore("tool_choice.disable_parallel_tool_use");
@@ -156,7 +174,7 @@ ChatRequest anthropic_to_chat_request(const J& body) {
   if (present(body, "output_config") && present(body["output_config"], "format")) notes.ignore("output_config.format");
   ChatRequest r;
   try {
-    r = parse_chat_request(openai);
+    r = parse_chat_request_checked(openai);
   } catch (const Error& e) {
     throw Error(e.code(), std::string("(as an OpenAI request) ") + e.what());
   }

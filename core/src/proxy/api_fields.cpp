@@ -27,7 +27,7 @@ const ApiTable& chat_completions_fields() {
     {"tools", H, "Function tools, rendered by the chat template."},
     {"tool_choice", H, "`auto`, `none`, `required` and a named function. `required`/named force the call: the gateway appends the opening of a tool call to the prompt (prompt tokens, loss mask 0) and the model samples the rest."},
     {"parallel_tool_calls", I, "Every tool call the model writes is returned."},
-    {"n", H, "Only 1: several choices per request are a 400 (run n requests; each is recorded)."},
+    {"n", H, "1 to 128 choices, generated one after another, each recorded as a call of its own (with `seed`, choice i samples with seed + i)."},
     {"store", H, "AReaL's meaning: `false` serves the call without recording it for training."},
     {"reasoning_effort", H, "Thinking switch of the chat template: `none`/`minimal` off, other values on."},
     {"response_format", I, "Not enforced yet: the reply is not constrained to JSON (planned: constrained decoding on the local engine)."},

@@ -114,7 +114,13 @@ void parse_tool_choice(const J& tc, ChatRequest& r) {
     bool found = false;
     if (r.tools.is_array())
       for (const auto& t : r.tools) found = found || t["function"]["name"] == r.forced_tool;
-    if (!found) bad("tool_choice", "names function '" + r.forced_tool + "', which is not in 'tools'");
+    if (!found && r.dropped_tools.count(r.forced_tool)) {  // a hosted/custom tool we do not render: nothing to force
+      r.fields.ignore("tool_choice.name");
+      r.tool_choice = "auto";
+      r.forced_tool.clear();
+    } else if (!found) {
+      bad("tool_choice", "names function '" + r.forced_tool + "', which is not in 'tools'");
+    }
   }
 }
 
@@ -123,6 +129,15 @@ void parse_tool_choice(const J& tc, ChatRequest& r) {
 bool thinking_for_effort(const std::string& effort) { return effort != "none" && effort != "minimal"; }
 
 ChatRequest parse_chat_request(const J& body) {
+  try {
+    return parse_chat_request_checked(body);
+  } catch (const nlohmann::json::exception& e) {
+    // A field of the wrong JSON type somewhere we read it: the client's mistake.
+    throw Error(AREAL_CODE_INVALID_ARGUMENT, std::string("malformed request: a field has the wrong type (") + e.what() + ")");
+  }
+}
+
+ChatRequest parse_chat_request_checked(const J& body) {
   ChatRequest r;
   note_fields(body, chat_completions_fields(), r.fields);
   if (!body.contains("messages")) bad("messages", "is required");
@@ -137,9 +152,10 @@ ChatRequest parse_chat_request(const J& body) {
     J tools = J::array();
     for (const auto& t : body["tools"]) {
       if (!t.is_object()) bad("tools", "each tool must be an object");
-      const std::string type = t.value("type", "function");
+      const std::string type = t.contains("type") && t["type"].is_string() ? t["type"].get<std::string>() : "function";
       if (type != "function") {  // custom (free-form) tools have no JSON-schema rendering in chat templates
         r.fields.ignore("tools[].type=" + type);
+        if (t.contains(type) && t[type].is_object() && t[type].contains("name") && t[type]["name"].is_string()) r.dropped_tools.insert(t[type]["name"].get<std::string>());
         continue;
       }
       if (!t.contains("function") || !t["function"].is_object() || !t["function"].contains("name") || !t["function"]["name"].is_string())
@@ -191,7 +207,9 @@ ChatRequest parse_chat_request(const J& body) {
   }
   if (present(body, "stream_options")) {
     if (!body["stream_options"].is_object()) bad("stream_options", "must be an object");
-    r.stream_usage = body["stream_options"].value("include_usage", false);
+    const J& usage = body["stream_options"].contains("include_usage") ? body["stream_options"]["include_usage"] : J(false);
+    if (!usage.is_null() && !usage.is_boolean()) bad("stream_options.include_usage", "must be a boolean");
+    r.stream_usage = usage.is_boolean() && usage.get<bool>();
   }
   if (present(body, "reasoning_effort")) {
     if (!body["reasoning_effort"].is_string()) bad("reasoning_effort", "must be a string");

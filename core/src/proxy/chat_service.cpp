@@ -213,7 +213,17 @@ Generated ChatService::generate(std::vector<int32_t> prompt, const ChatRequest& 
 
 size_t ChatService::count_prompt_tokens(const ChatRequest& req) const {
   bool linked = false;
-  return build_prompt(req, nullptr, -1, &linked).size();
+  const size_t forced = req.forces_tool_call()
+                            ? tok_->encode(forced_tool_call_prefix(config_.parsers, req.tool_choice == "function" ? req.forced_tool : ""), false).size()
+                            : 0;
+  return build_prompt(req, nullptr, -1, &linked).size() + forced;
+}
+
+ChatRequest choice_request(const ChatRequest& req, int32_t choice) {
+  if (choice == 0 || !req.seed) return req;
+  ChatRequest r = req;
+  *r.seed += static_cast<uint64_t>(choice);  // the same seed would sample the same reply n times
+  return r;
 }
 
 ChatService::Completed ChatService::run(const ChatRequest& req, const std::shared_ptr<Session>& session,
@@ -233,7 +243,13 @@ ChatService::Completed ChatService::run(const ChatRequest& req, const std::share
   size_t index = 0;
   if (record) index = session->cache.insert(c.id, req.messages);
   try {
-    if (!forced.empty() && on_delta) on_delta(forced);  // the stream shows the call whole
+    if (!forced.empty() && on_delta) {  // the stream shows the call whole
+      try {
+        on_delta(forced);
+      } catch (const std::exception&) {
+        // The client left; the call is still generated and recorded.
+      }
+    }
     c.gen = generate(std::move(prompt), req, session ? session->id : std::string(), on_delta);
   } catch (...) {
     if (record) session->cache.fail(index);  // the client gets the error; the session stays consistent
@@ -279,7 +295,7 @@ J ChatService::complete(const ChatRequest& req, const std::shared_ptr<Session>& 
   std::string id;
   size_t prompt_tokens = 0, completion_tokens = 0;
   for (int32_t i = 0; i < req.n; ++i) {
-    Completed c = run(req, session, nullptr);
+    Completed c = run(choice_request(req, i), session, nullptr);
     if (i == 0) id = c.id, prompt_tokens = c.gen.prompt_ids.size();
     completion_tokens += c.gen.output_ids.size();
     choices.push_back({{"index", i}, {"message", c.message}, {"logprobs", req.logprobs ? logprobs_json(c) : J(nullptr)}, {"finish_reason", c.finish_reason}});

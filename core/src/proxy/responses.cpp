@@ -1,5 +1,7 @@
 #include "areal/core/proxy/responses.hpp"
 
+#include <set>
+
 #include "areal/core/error.hpp"
 
 namespace areal::proxy {
@@ -12,6 +14,31 @@ using J = nlohmann::ordered_json;
 }
 
 bool present(const J& body, const char* key) { return body.contains(key) && !body[key].is_null(); }
+
+// An optional string field: "" when absent or null.
+std::string opt_string(const J& obj, const char* key) { return present(obj, key) && obj[key].is_string() ? obj[key].get<std::string>() : ""; }
+
+// Responses' tool_choice forms -> the chat form. Hosted-tool choices
+// (web_search_preview, file_search, mcp, ...) and choices naming a tool
+// that is not rendered force nothing: auto, noted.
+J chat_tool_choice(const J& tc, const std::set<std::string>& rendered, FieldNotes& notes) {
+  if (tc.is_string()) return tc;
+  if (!tc.is_object() || !tc.contains("type") || !tc["type"].is_string()) bad("tool_choice", "must be a string or an object with a type");
+  const std::string type = tc["type"];
+  if (type == "function" || type == "custom") {
+    const std::string name = opt_string(tc, "name");
+    if (name.empty()) bad("tool_choice.name", "is required");
+    if (rendered.count(name)) return {{"type", "function"}, {"function", {{"name", name}}}};
+    if (type == "function") bad("tool_choice", "names function '" + name + "', which is not in 'tools'");
+  } else if (type == "allowed_tools") {
+    const std::string mode = opt_string(tc, "mode").empty() ? "auto" : opt_string(tc, "mode");
+    if (mode != "auto" && mode != "required") bad("tool_choice.mode", "must be auto or required");
+    notes.ignore("tool_choice.tools");
+    return mode;
+  }
+  notes.ignore("tool_choice.type=" + type);
+  return "auto";
+}
 
 // Text of a content value: text parts count; image, file and audio parts
 // are dropped (a text model cannot see them) and noted.
@@ -93,7 +120,17 @@ void convert_input(const J& input, J& messages, FieldNotes& notes) {
 
 }  // namespace
 
+ChatRequest responses_to_chat_request_checked(const J& body, const J& history);
+
 ChatRequest responses_to_chat_request(const J& body, const J& history) {
+  try {
+    return responses_to_chat_request_checked(body, history);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(AREAL_CODE_INVALID_ARGUMENT, std::string("malformed request: a field has the wrong type (") + e.what() + ")");
+  }
+}
+
+ChatRequest responses_to_chat_request_checked(const J& body, const J& history) {
   FieldNotes notes;
   note_fields(body, responses_fields(), notes);
   if (present(body, "conversation"))
@@ -113,23 +150,26 @@ ChatRequest responses_to_chat_request(const J& body, const J& history) {
   if (present(body, "max_output_tokens")) openai["max_tokens"] = body["max_output_tokens"];
   for (const char* k : {"temperature", "top_p", "stream", "model"})
     if (present(body, k)) openai[k] = body[k];
+  std::set<std::string> rendered;  // names of the function tools the template shows
   if (present(body, "tools")) {
     if (!body["tools"].is_array()) bad("tools", "must be an array");
     J tools = J::array();
     for (const auto& t : body["tools"]) {
       if (!t.is_object()) bad("tools", "each tool must be an object");
-      const std::string type = t.value("type", std::string("function"));
+      const std::string type = present(t, "type") ? t["type"].get<std::string>() : "function";
       if (type != "function") {  // hosted tools run at OpenAI; namespaces and custom tools have no template form
         notes.ignore("tools[].type=" + type);
         continue;
       }
       if (!t.contains("name") || !t["name"].is_string()) bad("tools", "each function tool needs a name");
+      rendered.insert(t["name"].get<std::string>());
       tools.push_back({{"type", "function"},
-                       {"function", {{"name", t["name"]}, {"description", t.value("description", "")}, {"parameters", t.value("parameters", J::object())}}}});
+                       {"function", {{"name", t["name"]}, {"description", opt_string(t, "description")},
+                                     {"parameters", present(t, "parameters") ? t["parameters"] : J::object()}}}});
     }
     if (!tools.empty()) openai["tools"] = tools;
   }
-  if (present(body, "tool_choice")) openai["tool_choice"] = body["tool_choice"];
+  if (present(body, "tool_choice")) openai["tool_choice"] = chat_tool_choice(body["tool_choice"], rendered, notes);
   if (present(body, "reasoning")) {
     if (!body["reasoning"].is_object()) bad("reasoning", "must be an object");
     if (present(body["reasoning"], "effort")) {
@@ -146,7 +186,7 @@ ChatRequest responses_to_chat_request(const J& body, const J& history) {
   if (present(body, "store") && !body["store"].is_boolean()) bad("store", "must be a boolean");
   ChatRequest r;
   try {
-    r = parse_chat_request(openai);
+    r = parse_chat_request_checked(openai);
   } catch (const Error& e) {
     throw Error(e.code(), std::string("(as a chat request) ") + e.what());
   }

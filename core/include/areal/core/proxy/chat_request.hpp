@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,7 @@ struct ChatRequest {
   std::string model;
   std::string tool_call_id_prefix = "call_";  // "toolu_" when serving Anthropic's API
   FieldNotes fields;                       // what was accepted without being acted on
+  std::set<std::string> dropped_tools;     // names of tools not rendered (hosted, server, custom)
 
   bool tools_enabled() const { return !tools.is_null() && tool_choice != "none"; }
   bool forces_tool_call() const { return !tools.is_null() && (tool_choice == "required" || tool_choice == "function"); }
@@ -44,6 +46,10 @@ struct ChatRequest {
 // Parses a request body. Throws areal::Error(INVALID_ARGUMENT) with
 // "<param>: <problem>" messages.
 ChatRequest parse_chat_request(const nlohmann::ordered_json& body);
+
+// parse_chat_request without turning JSON type errors into INVALID_ARGUMENT
+// (the converters call it with a body they built, then map errors once).
+ChatRequest parse_chat_request_checked(const nlohmann::ordered_json& body);
 
 // The template's thinking switch for an effort level ("none"/"minimal": off).
 bool thinking_for_effort(const std::string& effort);

@@ -25,6 +25,10 @@
 
 namespace areal::proxy {
 
+// The request for choice `choice` of an n-choice request: with a seed,
+// choice i samples with seed + i.
+ChatRequest choice_request(const ChatRequest& req, int32_t choice);
+
 struct ChatServiceConfig {
   std::string prompt_mode = "hf";  // "hf" | "concat"
   int64_t default_max_tokens = 1024;
