@@ -14,10 +14,7 @@ using J = nlohmann::ordered_json;
   throw Error(AREAL_CODE_INVALID_ARGUMENT, field + ": " + why);
 }
 
-bool present(const J& body, const char* key) { return body.contains(key) && !body[key].is_null(); }
 
-// An optional string field: "" when absent or null.
-std::string opt_string(const J& obj, const char* key) { return present(obj, key) && obj[key].is_string() ? obj[key].get<std::string>() : ""; }
 
 // Text of a string or of content blocks: text blocks count; other blocks
 // (images, documents, search results) are dropped and noted.
@@ -117,11 +114,7 @@ std::optional<bool> thinking_switch(const J& body) {
 ChatRequest anthropic_to_chat_request_checked(const J& body);
 
 ChatRequest anthropic_to_chat_request(const J& body) {
-  try {
-    return anthropic_to_chat_request_checked(body);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(AREAL_CODE_INVALID_ARGUMENT, std::string("malformed request: a field has the wrong type (") + e.what() + ")");
-  }
+  return rethrow_type_errors_as_invalid([&] { return anthropic_to_chat_request_checked(body); });
 }
 
 ChatRequest anthropic_to_chat_request_checked(const J& body) {

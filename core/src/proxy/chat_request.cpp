@@ -30,7 +30,6 @@ int64_t integer(const J& body, const char* key, int64_t lo, int64_t hi) {
   return i;
 }
 
-bool present(const J& body, const char* key) { return body.contains(key) && !body[key].is_null(); }
 
 // Text of a content value: a string, or parts of which text and refusal
 // parts count; image, audio and file parts are dropped (a text model cannot
@@ -128,13 +127,16 @@ void parse_tool_choice(const J& tc, ChatRequest& r) {
 
 bool thinking_for_effort(const std::string& effort) { return effort != "none" && effort != "minimal"; }
 
-ChatRequest parse_chat_request(const J& body) {
+ChatRequest rethrow_type_errors_as_invalid(const std::function<ChatRequest()>& parse) {
   try {
-    return parse_chat_request_checked(body);
+    return parse();
   } catch (const nlohmann::json::exception& e) {
-    // A field of the wrong JSON type somewhere we read it: the client's mistake.
     throw Error(AREAL_CODE_INVALID_ARGUMENT, std::string("malformed request: a field has the wrong type (") + e.what() + ")");
   }
+}
+
+ChatRequest parse_chat_request(const J& body) {
+  return rethrow_type_errors_as_invalid([&] { return parse_chat_request_checked(body); });
 }
 
 ChatRequest parse_chat_request_checked(const J& body) {

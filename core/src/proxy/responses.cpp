@@ -13,10 +13,7 @@ using J = nlohmann::ordered_json;
   throw Error(AREAL_CODE_INVALID_ARGUMENT, "'" + field + "': " + why);
 }
 
-bool present(const J& body, const char* key) { return body.contains(key) && !body[key].is_null(); }
 
-// An optional string field: "" when absent or null.
-std::string opt_string(const J& obj, const char* key) { return present(obj, key) && obj[key].is_string() ? obj[key].get<std::string>() : ""; }
 
 // Responses' tool_choice forms -> the chat form. Hosted-tool choices
 // (web_search_preview, file_search, mcp, ...) and choices naming a tool
@@ -123,11 +120,7 @@ void convert_input(const J& input, J& messages, FieldNotes& notes) {
 ChatRequest responses_to_chat_request_checked(const J& body, const J& history);
 
 ChatRequest responses_to_chat_request(const J& body, const J& history) {
-  try {
-    return responses_to_chat_request_checked(body, history);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(AREAL_CODE_INVALID_ARGUMENT, std::string("malformed request: a field has the wrong type (") + e.what() + ")");
-  }
+  return rethrow_type_errors_as_invalid([&] { return responses_to_chat_request_checked(body, history); });
 }
 
 ChatRequest responses_to_chat_request_checked(const J& body, const J& history) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <set>
 #include <string>
@@ -50,6 +51,17 @@ ChatRequest parse_chat_request(const nlohmann::ordered_json& body);
 // parse_chat_request without turning JSON type errors into INVALID_ARGUMENT
 // (the converters call it with a body they built, then map errors once).
 ChatRequest parse_chat_request_checked(const nlohmann::ordered_json& body);
+
+// Field helpers shared by the three request parsers.
+// A key that is there and not null.
+inline bool present(const nlohmann::ordered_json& obj, const char* key) { return obj.contains(key) && !obj[key].is_null(); }
+// An optional string field: "" when absent, null or not a string.
+inline std::string opt_string(const nlohmann::ordered_json& obj, const char* key) {
+  return present(obj, key) && obj[key].is_string() ? obj[key].get<std::string>() : "";
+}
+// Runs a parser; a JSON type error (a field of the wrong type wherever it is
+// read) becomes INVALID_ARGUMENT: the client's mistake, never a 500.
+ChatRequest rethrow_type_errors_as_invalid(const std::function<ChatRequest()>& parse);
 
 // The template's thinking switch for an effort level ("none"/"minimal": off).
 bool thinking_for_effort(const std::string& effort);
