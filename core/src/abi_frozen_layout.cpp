@@ -61,6 +61,14 @@ AREAL_FROZEN(areal_sampling_params, stop_token_ids, 40);
 AREAL_FROZEN(areal_sampling_params, stop_token_ids_count, 48);
 AREAL_FROZEN(areal_sampling_params, stop_strings, 56);
 AREAL_FROZEN(areal_sampling_params, stop_strings_count, 64);
+// 1.3
+AREAL_FROZEN(areal_sampling_params, frequency_penalty, 72);
+AREAL_FROZEN(areal_sampling_params, presence_penalty, 76);
+AREAL_FROZEN(areal_sampling_params, logit_bias, 80);
+AREAL_FROZEN(areal_sampling_params, logit_bias_count, 88);
+AREAL_FROZEN(areal_sampling_params, structured_output, 96);
+AREAL_FROZEN(areal_sampling_params, json_schema, 104);
+AREAL_FROZEN(areal_logit_bias, bias, 4);
 AREAL_FROZEN(areal_gen_request, request_id, 8);
 AREAL_FROZEN(areal_gen_request, affinity_key, 16);
 AREAL_FROZEN(areal_gen_request, input_ids, 32);

@@ -10,15 +10,20 @@
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
+#include <limits>
 #include <map>
+#include <optional>
 #include <set>
+#include <unordered_map>
 #include <memory>
 #include <mutex>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
+#include "areal/core/error.hpp"
 #include "areal/core/sampling.hpp"
+#include "areal/core/structured_output/token_mask.hpp"
 #include "areal/core/tokenizer/tokenizer.hpp"
 #include "areal/sdk.hpp"
 #include "areal/sdk_json.hpp"
@@ -47,13 +52,23 @@ struct Request {
   std::unique_ptr<areal::tokenizer::IncrementalDecoder> decoder;
   std::string text;
   int32_t finish = 0;  // areal_finish_reason once decided
+  // What reshapes the distribution besides temperature (ABI 1.3).
+  std::vector<std::pair<int32_t, float>> logit_bias;
+  std::unordered_map<int32_t, int32_t> generated_counts;  // for frequency/presence penalties
+  std::optional<areal::structured_output::JsonMatcher> matcher;
+  bool reshaped() const {
+    return !logit_bias.empty() || sampling.frequency_penalty != 0 || sampling.presence_penalty != 0 || matcher.has_value();
+  }
 };
 
 class LocalInference {
  public:
   static constexpr const char* kName = "local";
   static constexpr const char* kVersion = "0.1.0";
-  static constexpr const char* kDescription = "Embedded libtorch inference: batched decoding with KV caches over the training model's code.";
+  static constexpr const char* kDescription =
+      "Embedded libtorch inference: batched decoding with KV caches over the training model's code. Honours "
+      "frequency_penalty, presence_penalty, logit_bias and structured output (JSON object / JSON Schema, by masking "
+      "the tokens that cannot continue a valid output); log-probs are those of the distribution actually sampled from.";
   static constexpr const char* kConfigSchema = R"({"type": "object", "keys": {
     "model_path": {"type": "string", "format": "path", "doc": "Hugging Face model folder (config.json, safetensors, tokenizer files)."},
     "model": {"type": "string", "default": "", "doc": "Model name reported by info; empty: the folder name."},
@@ -123,6 +138,7 @@ class LocalInference {
     }
     r->sampling.stop_token_ids = nullptr;
     r->sampling.stop_strings = nullptr;
+    reshaping(*r);
     r->rng.state = s.has_seed ? s.seed : r->id * 0x9e3779b97f4a7c15ULL;
     r->limit = std::min<int64_t>(s.max_new_tokens, max_context_ - static_cast<int64_t>(r->prompt.size()));
     r->sink = sink;
@@ -165,6 +181,51 @@ class LocalInference {
       paused_ = false;
     }
     cv_.notify_all();
+  }
+
+  // Copies and checks the ABI 1.3 fields (zero when the host is older).
+  void reshaping(Request& r) {
+    auto& s = r.sampling;
+    const int32_t vocab = model_->config().vocab_size;
+    for (float p : {s.frequency_penalty, s.presence_penalty})
+      if (!(p >= -2 && p <= 2)) throw sdk::invalid_argument("frequency_penalty and presence_penalty must be in [-2, 2]");
+    for (size_t i = 0; s.logit_bias && i < s.logit_bias_count; ++i) {
+      const auto& b = s.logit_bias[i];
+      if (b.token_id < 0 || b.token_id >= vocab) throw sdk::invalid_argument("logit_bias names token " + std::to_string(b.token_id) + ", outside the vocabulary");
+      if (!(b.bias >= -100 && b.bias <= 100)) throw sdk::invalid_argument("logit_bias values must be in [-100, 100]");
+      r.logit_bias.emplace_back(b.token_id, b.bias);
+    }
+    s.logit_bias = nullptr;
+    if (s.structured_output == AREAL_STRUCTURED_JSON_OBJECT) {
+      r.matcher.emplace(areal::structured_output::Schema::any_object());
+    } else if (s.structured_output == AREAL_STRUCTURED_JSON_SCHEMA) {
+      const std::string_view text = sdk::view(s.json_schema);
+      const json schema = json::parse(text.begin(), text.end(), nullptr, false);
+      if (schema.is_discarded()) throw sdk::invalid_argument("json_schema is not JSON");
+      try {
+        r.matcher.emplace(areal::structured_output::Schema::compile(schema));
+      } catch (const areal::Error& e) {
+        throw sdk::invalid_argument(e.what());
+      }
+    } else if (s.structured_output != AREAL_STRUCTURED_NONE) {
+      throw sdk::invalid_argument("unknown structured_output " + std::to_string(s.structured_output));
+    }
+    s.json_schema = {};
+    if (r.matcher) vocabulary_trie();  // built once, before the request runs
+  }
+
+  // The vocabulary as a byte trie for structured output, built at first use.
+  const areal::structured_output::VocabularyTrie& vocabulary_trie() {
+    std::lock_guard<std::mutex> lock(trie_mutex_);
+    if (!trie_) {
+      if (!tokenizer_ || !tokenizer_->byte_level_decoding())
+        throw sdk::unsupported("structured output needs a byte-level tokenizer.json in the model folder");
+      std::vector<std::string> bytes(model_->config().vocab_size);
+      for (size_t id = 0; id < bytes.size() && id < tokenizer_->vocab_size(); ++id)
+        if (!tokenizer_->is_special(static_cast<int32_t>(id))) bytes[id] = tokenizer_->token_bytes(static_cast<int32_t>(id));
+      trie_ = std::make_unique<areal::structured_output::VocabularyTrie>(bytes);
+    }
+    return *trie_;
   }
 
   void update_weights(std::string_view spec_text) {
@@ -291,7 +352,8 @@ class LocalInference {
 
   // Samples the next token of `r` from its raw log-prob row and delivers it
   // with its log-prob under the sampling distribution (the ABI's convention).
-  void emit(Request& r, const torch::Tensor& row) {
+  void emit(Request& r, const torch::Tensor& raw_row) {
+    const torch::Tensor row = r.reshaped() ? reshape(r, raw_row) : raw_row;
     const torch::Tensor contiguous = row.contiguous();
     const double* p = contiguous.data_ptr<double>();
     const auto& s = r.sampling;
@@ -309,7 +371,7 @@ class LocalInference {
       tok = areal::sampling::sample(std::vector<double>(p, p + n), s.temperature, s.top_k, s.top_p, r.rng);
       lp_scaled = areal::sampling::sampling_logprob(p, n, s.temperature, tok);
     }
-    const float lp = static_cast<float>(raw_logprobs_ ? p[tok] : lp_scaled);
+    const float lp = static_cast<float>(raw_logprobs_ ? raw_row[tok].item<double>() : lp_scaled);
     int64_t version;
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -325,6 +387,8 @@ class LocalInference {
     }
     const bool stop_id = std::find(r.stop_ids.begin(), r.stop_ids.end(), tok) != r.stop_ids.end() ||
                          (tok == model_->config().eos_token_id && !s.ignore_eos);
+    if (s.frequency_penalty != 0 || s.presence_penalty != 0) ++r.generated_counts[tok];
+    if (r.matcher && !stop_id) r.matcher->feed(tokenizer_->token_bytes(tok));
     if (r.decoder) {
       r.text += r.decoder->push(tok);
       for (const auto& ss : r.stop_strings)
@@ -332,6 +396,36 @@ class LocalInference {
     }
     if (stop_id) r.finish = AREAL_FINISH_STOP;
     else if (r.finish == 0 && r.generated >= r.limit) r.finish = AREAL_FINISH_LENGTH;
+  }
+
+  // The distribution actually sampled from, as normalised log-probs: the
+  // raw row with logit_bias, OpenAI's penalties (on tokens generated so far)
+  // and the structured-output mask applied. A fully masked row (only after
+  // a complete output with ignore_eos) ends the request.
+  torch::Tensor reshape(Request& r, const torch::Tensor& raw_row) {
+    torch::Tensor row = raw_row.clone().contiguous();
+    double* q = row.data_ptr<double>();
+    for (const auto& [id, bias] : r.logit_bias) q[id] += bias;
+    const auto& s = r.sampling;
+    for (const auto& [id, count] : r.generated_counts) q[id] -= s.frequency_penalty * count + (count > 0 ? s.presence_penalty : 0.0f);
+    if (r.matcher) {
+      vocabulary_trie().allowed_tokens(*r.matcher, allowed_);
+      if (r.matcher->complete()) {
+        for (int32_t id : r.stop_ids) allowed_[id] = 1;
+        if (!s.ignore_eos && model_->config().eos_token_id >= 0) allowed_[model_->config().eos_token_id] = 1;
+      }
+      const double kMasked = -std::numeric_limits<double>::infinity();
+      bool any = false;
+      for (size_t i = 0; i < allowed_.size(); ++i) {
+        if (allowed_[i]) any = true;
+        else q[i] = kMasked;
+      }
+      if (!any) {
+        for (int32_t id : r.stop_ids) q[id] = 0;  // nothing can follow: end the output
+        if (r.stop_ids.empty() && model_->config().eos_token_id >= 0) q[model_->config().eos_token_id] = 0;
+      }
+    }
+    return torch::log_softmax(row, 0);
   }
 
   void schedule() {
@@ -389,6 +483,9 @@ class LocalInference {
   }
 
   std::unique_ptr<areal::torch_model::DecoderModel> model_;
+  std::mutex trie_mutex_;
+  std::unique_ptr<areal::structured_output::VocabularyTrie> trie_;
+  std::vector<uint8_t> allowed_;  // scheduler thread's scratch mask
   std::shared_ptr<const areal::tokenizer::Tokenizer> tokenizer_;
   torch::Dtype dtype_ = torch::kFloat32;
   std::string path_, name_;

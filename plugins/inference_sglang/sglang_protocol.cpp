@@ -18,6 +18,12 @@ json SGLangProtocol::generate_body(const Segment& seg) const {
   if (!s.stop_ids.empty()) sp["stop_token_ids"] = s.stop_ids;
   if (!s.stop_strings.empty()) sp["stop"] = s.stop_strings;
   if (s.has_seed) sp["sampling_seed"] = s.seed;
+  if (s.frequency_penalty != 0) sp["frequency_penalty"] = s.frequency_penalty;
+  if (s.presence_penalty != 0) sp["presence_penalty"] = s.presence_penalty;
+  if (!s.logit_bias.empty()) sp["logit_bias"] = s.logit_bias_json();
+  // SGLang's grammar backend takes the schema as text; a JSON object is the schema {"type": "object"}.
+  if (s.structured_output == AREAL_STRUCTURED_JSON_OBJECT) sp["json_schema"] = R"({"type": "object"})";
+  if (s.structured_output == AREAL_STRUCTURED_JSON_SCHEMA) sp["json_schema"] = s.json_schema;
   return {{"rid", seg.rid}, {"input_ids", *seg.input_ids}, {"sampling_params", sp}, {"return_logprob", true}, {"stream", true}};
 }
 

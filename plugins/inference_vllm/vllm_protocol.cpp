@@ -24,6 +24,13 @@ json VLLMProtocol::generate_body(const Segment& seg) const {
   if (s.has_seed) b["seed"] = s.seed;
   if (!s.stop_ids.empty()) b["stop_token_ids"] = s.stop_ids;
   if (!s.stop_strings.empty()) b["stop"] = s.stop_strings;
+  if (s.frequency_penalty != 0) b["frequency_penalty"] = s.frequency_penalty;
+  if (s.presence_penalty != 0) b["presence_penalty"] = s.presence_penalty;
+  if (!s.logit_bias.empty()) b["logit_bias"] = s.logit_bias_json();
+  // vLLM's completions endpoint takes OpenAI's response_format.
+  if (s.structured_output == AREAL_STRUCTURED_JSON_OBJECT) b["response_format"] = {{"type", "json_object"}};
+  if (s.structured_output == AREAL_STRUCTURED_JSON_SCHEMA)
+    b["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"name", "output"}, {"schema", json::parse(s.json_schema)}}}};
   return b;
 }
 

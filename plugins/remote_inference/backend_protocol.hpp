@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "areal/inference.h"
 #include "http_client.hpp"
 
 namespace areal::remote {
@@ -25,6 +26,18 @@ struct Sampling {
   bool ignore_eos = false;
   std::vector<int32_t> stop_ids;
   std::vector<std::string> stop_strings;
+  // ABI 1.3: sent in the server's own fields.
+  float frequency_penalty = 0, presence_penalty = 0;
+  std::vector<std::pair<int32_t, float>> logit_bias;
+  int32_t structured_output = 0;  // areal_structured_output
+  std::string json_schema;        // with AREAL_STRUCTURED_JSON_SCHEMA
+
+  // logit_bias as both servers take it: {"<token id>": bias}.
+  nlohmann::json logit_bias_json() const {
+    nlohmann::json b = nlohmann::json::object();
+    for (const auto& [id, bias] : logit_bias) b[std::to_string(id)] = bias;
+    return b;
+  }
 };
 
 // One HTTP generation call: a request's prompt plus what it produced so far.

@@ -264,6 +264,13 @@ void RemoteEngine::submit(const areal_gen_request& req, const areal_gen_sink& si
   out.ignore_eos = s.ignore_eos != 0;
   if (s.stop_token_ids) out.stop_ids.assign(s.stop_token_ids, s.stop_token_ids + s.stop_token_ids_count);
   for (size_t i = 0; s.stop_strings && i < s.stop_strings_count; ++i) out.stop_strings.emplace_back(sdk::view(s.stop_strings[i]));
+  out.frequency_penalty = s.frequency_penalty;
+  out.presence_penalty = s.presence_penalty;
+  for (size_t i = 0; s.logit_bias && i < s.logit_bias_count; ++i) out.logit_bias.emplace_back(s.logit_bias[i].token_id, s.logit_bias[i].bias);
+  out.structured_output = s.structured_output;
+  out.json_schema = std::string(sdk::view(s.json_schema));
+  if (out.structured_output == AREAL_STRUCTURED_JSON_SCHEMA && nlohmann::json::parse(out.json_schema, nullptr, false).is_discarded())
+    throw sdk::invalid_argument("json_schema is not JSON");
   job->affinity = std::string(sdk::view(req.affinity_key));
   job->sink = sink;
   {

@@ -70,7 +70,13 @@ std::shared_ptr<Generation> Engine::generate(const std::string& rid, const std::
   std::vector<areal_str> stops;
   for (const auto& t : s.stop_strings) stops.push_back(areal_str{t.data(), t.size()});
   areal_sampling_params p{};
-  p.struct_size = AREAL_OFFSET_OF_END(areal_sampling_params, stop_strings_count);
+  p.struct_size = AREAL_OFFSET_OF_END(areal_sampling_params, json_schema);
+  p.frequency_penalty = s.frequency_penalty;
+  p.presence_penalty = s.presence_penalty;
+  p.logit_bias = s.logit_bias.empty() ? nullptr : s.logit_bias.data();
+  p.logit_bias_count = s.logit_bias.size();
+  p.structured_output = s.structured_output;
+  p.json_schema = areal_str{s.json_schema.data(), s.json_schema.size()};
   p.temperature = s.temperature;
   p.top_p = s.top_p;
   p.top_k = s.top_k;

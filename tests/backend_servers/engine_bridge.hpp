@@ -30,6 +30,10 @@ struct SamplingRequest {
   bool ignore_eos = false;
   std::vector<int32_t> stop_ids;
   std::vector<std::string> stop_strings;
+  float frequency_penalty = 0, presence_penalty = 0;
+  std::vector<areal_logit_bias> logit_bias;
+  int32_t structured_output = AREAL_STRUCTURED_NONE;
+  std::string json_schema;
 };
 
 struct Event {

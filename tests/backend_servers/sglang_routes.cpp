@@ -118,6 +118,14 @@ class SGLangRoutes : public Routes {
     if (sp.contains("stop") && sp["stop"].is_array()) s.stop_strings = sp["stop"].get<std::vector<std::string>>();
     if (sp.contains("sampling_seed") && sp["sampling_seed"].is_number_integer()) s.seed = sp["sampling_seed"].get<uint64_t>();
     if (s.max_new_tokens < 0) throw HttpError{400, "max_new_tokens must be >= 0"};
+    s.frequency_penalty = sp.value("frequency_penalty", 0.0f);
+    s.presence_penalty = sp.value("presence_penalty", 0.0f);
+    if (sp.contains("logit_bias") && sp["logit_bias"].is_object())  // {"<token id>": bias}
+      for (const auto& [id, bias] : sp["logit_bias"].items()) s.logit_bias.push_back({std::stoi(id), bias.get<float>()});
+    if (sp.contains("json_schema") && sp["json_schema"].is_string()) {  // SGLang takes the schema as text
+      s.structured_output = AREAL_STRUCTURED_JSON_SCHEMA;
+      s.json_schema = sp["json_schema"].get<std::string>();
+    }
     const bool logprob = b.value("return_logprob", false), stream = b.value("stream", false);
     const std::string rid = b.contains("rid") && b["rid"].is_string() ? b["rid"].get<std::string>() : random_rid();
     const int32_t eos = engine_.eos_token_id();

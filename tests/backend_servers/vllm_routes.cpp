@@ -110,6 +110,20 @@ class VLLMRoutes : public Routes {
     if (b.contains("stop_token_ids") && b["stop_token_ids"].is_array()) s.stop_ids = b["stop_token_ids"].get<std::vector<int32_t>>();
     if (b.contains("stop") && b["stop"].is_string()) s.stop_strings = {b["stop"].get<std::string>()};
     if (b.contains("stop") && b["stop"].is_array()) s.stop_strings = b["stop"].get<std::vector<std::string>>();
+    s.frequency_penalty = static_cast<float>(number("frequency_penalty", 0.0));
+    s.presence_penalty = static_cast<float>(number("presence_penalty", 0.0));
+    if (b.contains("logit_bias") && b["logit_bias"].is_object())  // {"<token id>": bias}
+      for (const auto& [tid, bias] : b["logit_bias"].items()) s.logit_bias.push_back({std::stoi(tid), bias.get<float>()});
+    if (b.contains("response_format") && b["response_format"].is_object()) {  // OpenAI's form
+      const Json& rf = b["response_format"];
+      if (rf.value("type", "") == "json_object") s.structured_output = AREAL_STRUCTURED_JSON_OBJECT;
+      if (rf.value("type", "") == "json_schema") {
+        if (!rf.contains("json_schema") || !rf["json_schema"].is_object() || !rf["json_schema"].contains("schema"))
+          throw HttpError{400, "response_format json_schema needs json_schema.schema"};
+        s.structured_output = AREAL_STRUCTURED_JSON_SCHEMA;
+        s.json_schema = rf["json_schema"]["schema"].dump();
+      }
+    }
     const bool stream = b.value("stream", false);
     const bool want_logprobs = b.contains("logprobs") && b["logprobs"].is_number_integer();
     const bool as_ids = b.value("return_tokens_as_token_ids", false), return_ids = b.value("return_token_ids", false);

@@ -164,13 +164,15 @@ ChatRequest anthropic_to_chat_request_checked(const J& body) {
     if (tc.contains("disable_parallel_tool_use")) notes.ignore("tool_choice.disable_parallel_tool_use");
   }
   if (const auto on = thinking_switch(body)) openai["chat_template_kwargs"] = {{"enable_thinking", *on}};
-  if (present(body, "output_config") && present(body["output_config"], "format")) notes.ignore("output_config.format");
   ChatRequest r;
   try {
     r = parse_chat_request_checked(openai);
   } catch (const Error& e) {
     throw Error(e.code(), std::string("(as an OpenAI request) ") + e.what());
   }
+  // Structured output: output_config.format (GA) or the older beta's top-level output_format.
+  if (present(body, "output_config") && present(body["output_config"], "format")) set_response_format(r, body["output_config"]["format"], "output_config.format");
+  else if (present(body, "output_format")) set_response_format(r, body["output_format"], "output_format");
   for (const auto& f : notes.ignored) r.fields.ignore(f);
   r.fields.unknown = notes.unknown;
   r.tool_call_id_prefix = "toolu_";

@@ -1,9 +1,12 @@
 #include "areal/core/proxy/chat_request.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
+#include <cstdlib>
 
 #include "areal/core/error.hpp"
+#include "areal/inference.h"
 
 namespace areal::proxy {
 namespace {
@@ -127,6 +130,29 @@ void parse_tool_choice(const J& tc, ChatRequest& r) {
 
 bool thinking_for_effort(const std::string& effort) { return effort != "none" && effort != "minimal"; }
 
+void set_response_format(ChatRequest& r, const J& format, const std::string& param) {
+  if (format.is_null()) return;
+  if (!format.is_object() || !format.contains("type") || !format["type"].is_string()) bad(param, "must be an object with a 'type'");
+  const std::string type = format["type"];
+  if (type == "text") return;
+  if (type == "json_object") {
+    r.structured_output = AREAL_STRUCTURED_JSON_OBJECT;
+  } else if (type == "json_schema") {
+    // Chat nests the schema under json_schema; Responses and Anthropic put it beside type.
+    const J* holder = present(format, "json_schema") ? &format["json_schema"] : &format;
+    if (!holder->is_object()) bad(param + ".json_schema", "must be an object");
+    const J schema = present(*holder, "schema") ? (*holder)["schema"] : J::object();  // no schema: any JSON
+    if (!schema.is_object() && !schema.is_boolean()) bad(param + ".schema", "must be a JSON Schema object");
+    r.structured_output = AREAL_STRUCTURED_JSON_SCHEMA;
+    r.json_schema = schema.dump();
+    if (present(*holder, "strict")) r.fields.ignore(param + ".strict");  // always enforced
+  } else {
+    r.fields.ignore(param + ".type=" + type);  // e.g. a grammar format we do not implement: unconstrained
+    return;
+  }
+  r.chat_template_kwargs["enable_thinking"] = false;
+}
+
 ChatRequest rethrow_type_errors_as_invalid(const std::function<ChatRequest()>& parse) {
   try {
     return parse();
@@ -213,6 +239,18 @@ ChatRequest parse_chat_request_checked(const J& body) {
     if (!usage.is_null() && !usage.is_boolean()) bad("stream_options.include_usage", "must be a boolean");
     r.stream_usage = usage.is_boolean() && usage.get<bool>();
   }
+  if (present(body, "frequency_penalty")) r.frequency_penalty = static_cast<float>(number(body, "frequency_penalty", -2, 2));
+  if (present(body, "presence_penalty")) r.presence_penalty = static_cast<float>(number(body, "presence_penalty", -2, 2));
+  if (present(body, "logit_bias")) {
+    if (!body["logit_bias"].is_object()) bad("logit_bias", "must be an object mapping token ids to biases");
+    for (const auto& [key, bias] : body["logit_bias"].items()) {
+      char* end = nullptr;
+      const long id = std::strtol(key.c_str(), &end, 10);
+      if (key.empty() || *end != '\0' || id < 0 || id > INT32_MAX) bad("logit_bias", "keys must be token ids, got '" + key + "'");
+      if (!bias.is_number() || bias.get<double>() < -100 || bias.get<double>() > 100) bad("logit_bias", "values must be numbers in [-100, 100]");
+      r.logit_bias.emplace_back(static_cast<int32_t>(id), bias.get<float>());
+    }
+  }
   if (present(body, "reasoning_effort")) {
     if (!body["reasoning_effort"].is_string()) bad("reasoning_effort", "must be a string");
     r.chat_template_kwargs["enable_thinking"] = thinking_for_effort(body["reasoning_effort"]);
@@ -224,6 +262,7 @@ ChatRequest parse_chat_request_checked(const J& body) {
     if (!(*src)["chat_template_kwargs"].is_object()) bad("chat_template_kwargs", "must be an object");
     for (const auto& [k, v] : (*src)["chat_template_kwargs"].items()) r.chat_template_kwargs[k] = v;
   }
+  if (present(body, "response_format")) set_response_format(r, body["response_format"], "response_format");
   return r;
 }
 

@@ -129,7 +129,16 @@ ChatService::ChatService(std::shared_ptr<const tokenizer::Tokenizer> tok, std::s
   const int32_t pad = config_token_id(*tok_, "pad_token");
   if (pad >= 0 && pad != turn_end_id_) stop_ids_.push_back(pad);
   if (stop_ids_.empty()) throw Error(AREAL_CODE_INVALID_ARGUMENT, "tokenizer_config.json names no eos_token: the proxy cannot tell where a turn ends");
-  parse_output("", config_.parsers, false);  // validates the parser names now, not at the first request
+  // "auto" parsers are chosen once from the chat template (its source, and
+  // whether its generation prompt opens <think>); the names are checked here,
+  // not at the first request.
+  std::string generation_prompt;
+  try {
+    generation_prompt = template_->render(J::array({{{"role", "user"}, {"content", "Hi"}}}), nullptr, true);
+  } catch (const std::exception&) {
+    // A template that wants more than one user message: the source alone decides.
+  }
+  config_.parsers = resolve_parsers(config_.parsers, template_->source(), generation_prompt);
 }
 
 std::vector<int32_t> ChatService::build_prompt(const ChatRequest& req, const std::shared_ptr<Session>& session, int continues,
@@ -173,7 +182,7 @@ Generated ChatService::generate(std::vector<int32_t> prompt, const ChatRequest& 
                                                    " tokens, which leaves no room under max_total_tokens " + std::to_string(*req.max_total_tokens));
   }
   areal_sampling_params s{};
-  s.struct_size = AREAL_OFFSET_OF_END(areal_sampling_params, stop_strings_count);
+  s.struct_size = AREAL_OFFSET_OF_END(areal_sampling_params, json_schema);
   s.temperature = req.temperature;
   s.top_p = req.top_p;
   s.top_k = req.top_k;
@@ -182,6 +191,14 @@ Generated ChatService::generate(std::vector<int32_t> prompt, const ChatRequest& 
   s.has_seed = req.seed.has_value();
   s.stop_token_ids = stop_ids_.data();
   s.stop_token_ids_count = stop_ids_.size();
+  s.frequency_penalty = req.frequency_penalty;
+  s.presence_penalty = req.presence_penalty;
+  std::vector<areal_logit_bias> bias;
+  for (const auto& [id, b] : req.logit_bias) bias.push_back({id, b});
+  s.logit_bias = bias.empty() ? nullptr : bias.data();
+  s.logit_bias_count = bias.size();
+  s.structured_output = req.structured_output;
+  s.json_schema = areal_str{req.json_schema.data(), req.json_schema.size()};
   areal_gen_request r{};
   r.struct_size = AREAL_OFFSET_OF_END(areal_gen_request, sampling);
   r.request_id = next_request_id();
@@ -257,7 +274,7 @@ ChatService::Completed ChatService::run(const ChatRequest& req, const std::share
   }
   c.gen.concat_linked = linked;
   c.gen.forced_prefix = forced;
-  c.parsed = parse_output(forced + c.gen.text, config_.parsers, req.tools_enabled(), req.tool_call_id_prefix);
+  c.parsed = parse_output(forced + c.gen.text, config_.parsers, req.tools_enabled(), req.tool_call_id_prefix, req.tools);
   c.finish_reason = c.gen.finish_reason;
   c.message = {{"role", "assistant"}, {"content", c.parsed.content}};
   if (c.parsed.has_reasoning) c.message["reasoning_content"] = c.parsed.reasoning;

@@ -173,7 +173,6 @@ ChatRequest responses_to_chat_request_checked(const J& body, const J& history) {
   }
   if (present(body, "text")) {
     if (!body["text"].is_object()) bad("text", "must be an object");
-    if (present(body["text"], "format") && body["text"]["format"].value("type", "text") != "text") notes.ignore("text.format");
     if (present(body["text"], "verbosity")) notes.ignore("text.verbosity");
   }
   if (present(body, "store") && !body["store"].is_boolean()) bad("store", "must be a boolean");
@@ -183,6 +182,7 @@ ChatRequest responses_to_chat_request_checked(const J& body, const J& history) {
   } catch (const Error& e) {
     throw Error(e.code(), std::string("(as a chat request) ") + e.what());
   }
+  if (present(body, "text") && present(body["text"], "format")) set_response_format(r, body["text"]["format"], "text.format");
   for (const auto& f : notes.ignored) r.fields.ignore(f);
   r.fields.unknown = notes.unknown;
   return r;

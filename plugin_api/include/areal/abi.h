@@ -32,7 +32,7 @@ extern "C" {
 #define AREAL_ABI_MAJOR 1
 /* Bump when anything is appended to any struct or enum in this directory, or
  * when a member's documented meaning is refined (see the @since notes). */
-#define AREAL_ABI_MINOR 2
+#define AREAL_ABI_MINOR 3
 
 /* Size of a struct up to and including member m, excluding trailing padding.
  * Every struct_size field is set with this to its last member. */

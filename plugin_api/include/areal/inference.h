@@ -19,8 +19,21 @@ extern "C" {
 /* Sampling controls for one request.
  * OWNERSHIP: caller-owned; the arrays are borrowed for the submit call only
  * (copy what you need). */
+typedef struct areal_logit_bias {
+  int32_t token_id;
+  float bias; /* added to the token's logit; -100 practically bans it */
+} areal_logit_bias;
+
+/* What the output must be (areal_sampling_params.structured_output). */
+typedef enum areal_structured_output {
+  AREAL_STRUCTURED_NONE = 0,
+  AREAL_STRUCTURED_JSON_OBJECT = 1, /* any JSON object */
+  AREAL_STRUCTURED_JSON_SCHEMA = 2  /* a JSON value valid for json_schema */
+  /* append only */
+} areal_structured_output;
+
 typedef struct areal_sampling_params {
-  uint32_t struct_size;     /* AREAL_OFFSET_OF_END(areal_sampling_params, stop_strings_count) */
+  uint32_t struct_size;     /* AREAL_OFFSET_OF_END(areal_sampling_params, json_schema) since 1.3; (.., stop_strings_count) before */
   float temperature;        /* 0 means greedy */
   float top_p;              /* (0, 1]; 1 disables */
   int32_t top_k;            /* <= 0 disables */
@@ -32,6 +45,17 @@ typedef struct areal_sampling_params {
   size_t stop_token_ids_count;
   const areal_str* stop_strings; /* (optional) finish when the decoded text ends with one */
   size_t stop_strings_count;
+  /* --- ABI 1.3: what else shapes the distribution. Plugins built for 1.2
+   * never see these (their copy stops at stop_strings_count); remote plugins
+   * pass them in the server's own request fields; a plugin that cannot honour
+   * one says so in its description and ignores it. ------------------------ */
+  float frequency_penalty;  /* @since 1.3 logit -= f * (times the token was generated so far); 0 disables */
+  float presence_penalty;   /* @since 1.3 logit -= p once the token was generated; 0 disables */
+  const areal_logit_bias* logit_bias; /* @since 1.3 (optional) added to the logits */
+  size_t logit_bias_count;
+  int32_t structured_output;          /* @since 1.3 areal_structured_output; tokens that cannot continue a
+                                         valid output get probability 0 */
+  areal_str json_schema;              /* @since 1.3 the schema (JSON text) for AREAL_STRUCTURED_JSON_SCHEMA */
 } areal_sampling_params;
 
 /* One generation request.
@@ -61,7 +85,9 @@ typedef struct areal_gen_chunk {
   const int32_t* token_ids; /* sampled ids */
   const float* logprobs;    /* log p(token) under the sampling distribution softmax(logits / T), T the
                                request's temperature (1 when greedy), before top-k/top-p truncation.
-                               @since 1.2 (until 1.1: T = 1 whatever the temperature) */
+                               @since 1.2 (until 1.1: T = 1 whatever the temperature)
+                               @since 1.3 the logits are those sampled from: with the request's
+                               penalties, logit_bias and structured-output mask applied */
   const int64_t* versions;  /* policy (weight) version that sampled each token */
   size_t count;             /* >= 1 */
 } areal_gen_chunk;

@@ -37,6 +37,11 @@ struct ChatRequest {
   nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
   std::string model;
   std::string tool_call_id_prefix = "call_";  // "toolu_" when serving Anthropic's API
+  // What reshapes sampling (ABI 1.3, honoured by the inference backend).
+  float frequency_penalty = 0, presence_penalty = 0;
+  std::vector<std::pair<int32_t, float>> logit_bias;
+  int32_t structured_output = 0;  // areal_structured_output: the reply must be JSON
+  std::string json_schema;        // its schema (JSON text) when there is one
   FieldNotes fields;                       // what was accepted without being acted on
   std::set<std::string> dropped_tools;     // names of tools not rendered (hosted, server, custom)
 
@@ -62,6 +67,13 @@ inline std::string opt_string(const nlohmann::ordered_json& obj, const char* key
 // Runs a parser; a JSON type error (a field of the wrong type wherever it is
 // read) becomes INVALID_ARGUMENT: the client's mistake, never a 500.
 ChatRequest rethrow_type_errors_as_invalid(const std::function<ChatRequest()>& parse);
+
+// Applies a response format in any of the three APIs' shapes: Chat's
+// {"type": "json_schema", "json_schema": {"schema": ...}}, Responses'
+// text.format {"type": "json_schema", "schema": ...}, Anthropic's
+// output_config.format; "json_object" and "text" too. A schema-constrained
+// reply starts with the JSON itself, so the template's thinking is off.
+void set_response_format(ChatRequest& r, const nlohmann::ordered_json& format, const std::string& param);
 
 // The template's thinking switch for an effort level ("none"/"minimal": off).
 bool thinking_for_effort(const std::string& effort);

