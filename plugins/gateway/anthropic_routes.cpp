@@ -86,8 +86,7 @@ void AnthropicRoutes::stream(const proxy::ChatRequest& r, const std::shared_ptr<
     const J block = type == "thinking" ? J{{"type", "thinking"}, {"thinking", ""}, {"signature", ""}} : J{{"type", "text"}, {"text", ""}};
     send("content_block_start", {{"type", "content_block_start"}, {"index", index}, {"content_block", block}});
   };
-  const bool tools = r.tools_enabled() && chat_->config().parsers.tool_call_parser != "none";
-  StreamSplitter splitter(chat_->config().parsers.reasoning_parser == "qwen3", tools);
+  StreamSplitter splitter(chat_->config().parsers, r.tools_enabled());
   auto emit = [&](const std::string& raw_delta, bool final) {
     std::string reasoning, content;
     splitter.push(raw_delta, final, reasoning, content);

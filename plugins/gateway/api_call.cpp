@@ -86,6 +86,11 @@ void note_request(const proxy::ChatRequest& r, const char* api) {
   count_fields(r.fields, api);
 }
 
+void count_unreadable_tool_calls(const std::string& parser, size_t count) {
+  areal::sdk::host().metric_add(
+      areal::sdk::str("areal_gateway_unreadable_tool_calls_total{parser=\"" + label_safe(parser) + "\"}"), static_cast<double>(count));
+}
+
 int64_t unix_seconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }

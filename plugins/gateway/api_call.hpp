@@ -39,6 +39,12 @@ int64_t unix_seconds();
 // unknown field the first time it is seen.
 void count_fields(const proxy::FieldNotes& notes, const char* api);
 
+// Counts tool calls the parser recognised but could not read (left in the
+// reply's content as text): areal_gateway_unreadable_tool_calls_total{parser}.
+// The gateway installs it as ChatService's OutputParserConfig hook, so every
+// route, streaming or not, counts through this one place.
+void count_unreadable_tool_calls(const std::string& parser, size_t count);
+
 // A model-calling request about to be served: counts it
 // (areal_gateway_model_requests_total{api}) and its fields.
 void note_request(const proxy::ChatRequest& r, const char* api);

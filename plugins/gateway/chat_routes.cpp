@@ -48,13 +48,11 @@ void ChatRoutes::stream(const proxy::ChatRequest& r, const std::shared_ptr<proxy
     return J{{"id", id}, {"object", "chat.completion.chunk"}, {"created", created}, {"model", model},
              {"choices", J::array({{{"index", choice}, {"delta", std::move(delta)}, {"logprobs", nullptr}, {"finish_reason", std::move(finish)}}})}};
   };
-  const bool reasoning = chat_->config().parsers.reasoning_parser == "qwen3";
-  const bool tools = r.tools_enabled() && chat_->config().parsers.tool_call_parser != "none";
   size_t prompt_tokens = 0, completion_tokens = 0;
   try {
     // n > 1: the choices are generated one after another, each a call of its own.
     for (choice = 0; choice < r.n; ++choice) {
-      StreamSplitter splitter(reasoning, tools);
+      StreamSplitter splitter(chat_->config().parsers, r.tools_enabled());
       auto emit = [&](const std::string& raw_delta, bool final) {
         std::string reasoning_delta, content_delta;
         splitter.push(raw_delta, final, reasoning_delta, content_delta);

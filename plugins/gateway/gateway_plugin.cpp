@@ -29,6 +29,7 @@
 #include "http_error.hpp"
 #include "request.hpp"
 #include "anthropic_routes.hpp"
+#include "api_call.hpp"
 #include "chat_routes.hpp"
 #include "responses_routes.hpp"
 #include "session_control.hpp"
@@ -78,15 +79,16 @@ class Handler : public HTTPRequestHandler {
     bool anthropic = path == "/v1/messages" || path == "/v1/messages/count_tokens";  // errors in Anthropic's body shape
     sdk::host().metric_add(sdk::str("areal_gateway_requests_total"), 1.0);
     try {
+      // Every body is read before anything is answered, errors included: a
+      // keep-alive connection must not carry unread bytes into the next request.
+      const std::string body = areal::gateway::read_body(req, state_->max_request_bytes);
       if (!state_->router && scoped_to_session(req, path)) anthropic = path == "/v1/messages" || path == "/v1/messages/count_tokens";
       if (path == "/health") return get_only(req, res, [&] { health(res); });
       if (path == "/metrics") return get_only(req, res, [&] { metrics(res); });
-      // Read every body before answering (see read_body).
-      if (state_->router) return state_->router->handle(path, req, areal::gateway::read_body(req, state_->max_request_bytes), res);
+      if (state_->router) return state_->router->handle(path, req, body, res);
       if (path == "/v1/models" || path == "/models") return get_only(req, res, [&] { models(res); });
       if (path.rfind("/v1/models/", 0) == 0 || path.rfind("/models/", 0) == 0)
         return get_only(req, res, [&] { model(res, path.substr(path.rfind("/models/") + 8)); });
-      const std::string body = areal::gateway::read_body(req, state_->max_request_bytes);
       if (state_->session_routes->handle(path, req, body, res)) return;
       if (state_->chat_routes->handle(path, req, body, res)) return;
       if (state_->anthropic_routes->handle(path, req, body, res)) return;
@@ -231,8 +233,8 @@ class Gateway {
     "prompt_mode": {"type": "string", "enum": ["hf", "concat"], "default": "hf", "doc": "hf: re-render the conversation each call; concat: extend the previous call's exact tokens (needed for concat export)."},
     "default_max_tokens": {"type": "integer", "default": 1024, "minimum": 1, "doc": "Completion budget when a request gives neither max_tokens nor max_completion_tokens."},
     "max_completion_tokens": {"type": "integer", "default": 0, "minimum": 0, "doc": "Caps every request's completion budget (agents ask for up to 32000); 0: only the context limits it."},
-    "reasoning_parser": {"type": "string", "enum": ["qwen3", "none"], "default": "qwen3", "doc": "Splits <think>...</think> into reasoning_content."},
-    "tool_call_parser": {"type": "string", "enum": ["qwen", "hermes", "none"], "default": "qwen", "doc": "Parses <tool_call>{json}</tool_call> blocks into tool_calls."},
+    "reasoning_parser": {"type": "string", "enum": ["auto", "qwen3", "deepseek_r1", "none"], "default": "auto", "doc": "Splits <think>...</think> into reasoning_content. qwen3: the output opens <think> itself (text before a lone </think> is reasoning too); deepseek_r1: the prompt opened <think>, so everything up to </think> is reasoning. auto: none if the chat template never mentions <think>, deepseek_r1 if its generation prompt ends with <think>, else qwen3."},
+    "tool_call_parser": {"type": "string", "enum": ["auto", "qwen", "hermes", "qwen3_coder", "llama3", "mistral", "deepseek_v3", "none"], "default": "auto", "doc": "Parses the model's tool-call markup into tool_calls: qwen/hermes <tool_call>{json}</tool_call>; qwen3_coder <tool_call><function=NAME><parameter=P>...; llama3 {\"name\", \"parameters\"} JSON, optionally after the python_tag token; mistral [TOOL_CALLS]; deepseek_v3 <｜tool▁calls▁begin｜>. auto: from the chat template (<function= and <parameter= -> qwen3_coder, <tool_call> -> qwen, <｜tool▁calls▁begin｜> -> deepseek_v3, [TOOL_CALLS] -> mistral, the python_tag token or a Llama 3 \"parameters\" tool prompt -> llama3, else none). A call that cannot be read stays text and is counted (areal_gateway_unreadable_tool_calls_total)."},
     "model": {"type": "string", "default": "", "doc": "Model name reported to clients; empty: the inference backend's."},
     "workers": {"type": "array", "items": {"type": "string"}, "default": [], "doc": "Router mode: base URLs of worker gateways (areal-host serve processes). Sessions are spread over them and every request of a session goes to its worker; this gateway then serves no model itself (docs/http-api.md)."},
     "worker_idle_timeout_s": {"type": "number", "default": 3600, "minimum": 1, "doc": "Router mode: longest silence from a worker within one answer (no total timeout)."}
@@ -280,8 +282,9 @@ class Gateway {
       cc.prompt_mode = c.value("prompt_mode", std::string("hf"));
       cc.default_max_tokens = c.value("default_max_tokens", int64_t{1024});
       cc.max_completion_tokens = c.value("max_completion_tokens", int64_t{0});
-      cc.parsers.reasoning_parser = c.value("reasoning_parser", std::string("qwen3"));
-      cc.parsers.tool_call_parser = c.value("tool_call_parser", std::string("qwen"));
+      cc.parsers.reasoning_parser = c.value("reasoning_parser", std::string("auto"));
+      cc.parsers.tool_call_parser = c.value("tool_call_parser", std::string("auto"));
+      cc.parsers.on_unreadable_tool_calls = areal::gateway::count_unreadable_tool_calls;
       const json info = json::parse(ctx.inference().info());
       cc.max_context = info.value("max_context", int64_t{32768});
       cc.model_name = c.value("model", std::string()).empty() ? info.value("model", std::string("default")) : c.value("model", std::string());
@@ -289,6 +292,9 @@ class Gateway {
         throw sdk::invalid_argument("gateway: the tokenizer has " + std::to_string(tok->vocab_size()) + " tokens but the inference backend's vocabulary has " +
                                     std::to_string(info["vocab_size"].get<size_t>()));
       chat = std::make_shared<areal::proxy::ChatService>(tok, tmpl, ctx.services()->inference, cc);
+      sdk::log(AREAL_LOG_INFO, "gateway", "output parsers: reasoning_parser " + chat->config().parsers.reasoning_parser + ", tool_call_parser " +
+                                              chat->config().parsers.tool_call_parser +
+                                              (cc.parsers.reasoning_parser == "auto" || cc.parsers.tool_call_parser == "auto" ? " (auto: chosen from the chat template)" : ""));
       state_->model_name = cc.model_name;
     }
     state_->control = std::make_unique<areal::gateway::SessionControl>(*state_->sessions, *state_->session_routes, chat);

@@ -141,8 +141,7 @@ void ResponsesRoutes::stream(const proxy::ChatRequest& r, const J& body, const s
             {"part", {{"type", "output_text"}, {"text", ""}, {"annotations", J::array()}}}});
     }
   };
-  const bool tools = r.tools_enabled() && chat_->config().parsers.tool_call_parser != "none";
-  StreamSplitter splitter(chat_->config().parsers.reasoning_parser == "qwen3", tools);
+  StreamSplitter splitter(chat_->config().parsers, r.tools_enabled());
   auto emit = [&](const std::string& raw_delta, bool final) {
     std::string reasoning, content;
     splitter.push(raw_delta, final, reasoning, content);

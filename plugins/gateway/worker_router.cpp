@@ -64,6 +64,7 @@ void WorkerRouter::remember(std::unordered_map<std::string, size_t>& map, std::d
     if (order.size() > kMaxRoutes) {
       map.erase(order.front());
       if (&map == &by_key_) live_keys_.erase(order.front());
+      if (&map == &by_session_) key_of_session_.erase(order.front());
       order.pop_front();
     }
   } else {
@@ -220,6 +221,7 @@ void WorkerRouter::start_session(Poco::Net::HTTPServerRequest& req, const std::s
         remember(by_key_, key_order_, r.value("api_key", std::string()), i);
         live_keys_.insert(r.value("api_key", std::string()));
         remember(by_session_, session_order_, r.value("session_id", std::string()), i);
+        key_of_session_[r.value("session_id", std::string())] = r.value("api_key", std::string());
       }
       if (!refresh) ++workers_[i]->sessions;  // a refresh replaces the session the worker ended
     }
@@ -232,12 +234,46 @@ void WorkerRouter::start_session(Poco::Net::HTTPServerRequest& req, const std::s
   res.send() << last.body;
 }
 
+bool WorkerRouter::scoped_route(const std::string& path, size_t& worker, std::string& key, std::string& rest) {
+  const size_t slash = path.find('/', 1);
+  if (path.size() < 2 || slash == std::string::npos) return false;
+  const std::string head = path.substr(1, slash - 1);
+  rest = path.substr(slash);
+  for (const char* top : {"v1", "rl", "chat", "responses", "messages", "models", "health", "metrics", "grant_capacity", "export_trajectories"})
+    if (head == top) return false;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (auto it = by_session_.find(head); it != by_session_.end()) {
+    worker = it->second;
+    key = key_of_session_.count(head) ? key_of_session_[head] : std::string();
+    return true;
+  }
+  if (auto it = by_key_.find(head); it != by_key_.end()) {
+    worker = it->second;
+    key = head;
+    return true;
+  }
+  const bool api = rest.rfind("/v1/", 0) == 0 || rest.rfind("/rl/", 0) == 0 || rest == "/chat/completions" || rest == "/responses" ||
+                   rest == "/messages" || rest == "/models";
+  if (api) throw HttpError(404, "Unknown session '" + head + "' in the URL: start one with /rl/start_session");
+  return false;
+}
+
 void WorkerRouter::handle(const std::string& path, Poco::Net::HTTPServerRequest& req, const std::string& body,
                           Poco::Net::HTTPServerResponse& res) {
   Forwarded f;
   if (path == "/rl/start_session" || path == "/rl/v1/start_session") return start_session(req, body, res);
   size_t target = 0;
-  std::string token;
+  std::string token, rest;
+  if (scoped_route(path, target, token, rest)) {
+    // The worker rewrites the URL and checks the session (404 unknown, 410 ended).
+    Worker& w = *workers_[target];
+    if (!forward(w, req, body, res, false, f)) throw HttpError(502, "worker gateway " + w.url + " is unreachable", "backend_unavailable");
+    if ((rest == "/rl/end_session" || rest == "/v1/rl/end_session" || rest == "/rl/v1/finalize" || rest == "/v1/rl/v1/finalize") && f.status == 200) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (live_keys_.erase(token) > 0) --w.sessions;
+    }
+    return;
+  }
   if (path == "/export_trajectories") {
     const json b = json::parse(body.empty() ? "{}" : body, nullptr, false);
     if (!b.is_object() || !b.contains("session_id") || !b["session_id"].is_string())

@@ -7,8 +7,10 @@
 // worker that holds it, which ends and exports the old session); every
 // request made with a session key goes to that session's worker;
 // export_trajectories goes to the worker of its session_id; grant_capacity,
-// /v1/models and calls made with the admin key (no session) round-robin. Responses stream through as they arrive (SSE included), with
-// no total timeout; an unreachable worker is a 502.
+// /v1/models and calls made with the admin key (no session) round-robin;
+// session-scoped URLs (/{session id or key}/v1/...) go to that session's
+// worker, which checks the session itself. Responses stream through as they
+// arrive (SSE included), with no total timeout; an unreachable worker is a 502.
 #pragma once
 
 #include <atomic>
@@ -60,12 +62,15 @@ class WorkerRouter {
   void start_session(Poco::Net::HTTPServerRequest& req, const std::string& body, Poco::Net::HTTPServerResponse& res);
   void remember(std::unordered_map<std::string, size_t>& map, std::deque<std::string>& order, const std::string& key, size_t worker);
   size_t worker_of_key(const std::string& key);
+  // For /{session id or key}/<api path>: the session's worker and key.
+  bool scoped_route(const std::string& path, size_t& worker, std::string& key, std::string& rest);
 
   std::vector<std::unique_ptr<Worker>> workers_;
   double idle_timeout_s_;
   std::function<bool(const std::string&)> is_admin_;
   std::mutex mutex_;  // the route tables
   std::unordered_map<std::string, size_t> by_key_, by_session_;
+  std::unordered_map<std::string, std::string> key_of_session_;  // as long as by_session_ remembers the session
   std::unordered_set<std::string> live_keys_;  // keys whose session has not ended through the router
   std::deque<std::string> key_order_, session_order_;  // oldest first, for bounded tables
   std::atomic<size_t> next_capacity_{0};

@@ -1,13 +1,39 @@
-// Splits generated text into reasoning, content and tool calls.
+// Splits generated text into reasoning, content and tool calls, with one
+// parser per model family (names as SGLang's --reasoning-parser and
+// --tool-call-parser use them).
 //
-// Reasoning ("qwen3"): text inside <think>...</think> at the start of the
-// output; an output that contains </think> without the opening tag (the
-// prompt already opened it) counts everything before it as reasoning.
-// Tool calls ("qwen" / "hermes"): <tool_call>{"name": ..., "arguments": ...}</tool_call>
-// blocks outside the reasoning. A block whose JSON does not parse stays in
-// the content as text.
+// Reasoning parsers:
+//   qwen3:       text inside <think>...</think> at the start of the output;
+//                an output that contains </think> without the opening tag
+//                (the prompt already opened it) counts everything before it
+//                as reasoning; an output with neither tag is all content.
+//   deepseek_r1: the generation prompt opened <think> already: everything up
+//                to </think> is reasoning (an optional leading <think> is
+//                dropped), and an output with no </think> at all is entirely
+//                reasoning (cut off while thinking).
+//   none:        no split.
+//
+// Tool-call parsers (only read outside the reasoning):
+//   qwen, hermes: <tool_call>{"name": ..., "arguments": ...}</tool_call>
+//   qwen3_coder:  <tool_call>\n<function=NAME>\n<parameter=P>\nVALUE\n</parameter>\n...</function>\n</tool_call>
+//                 (values typed by the request's tool schema, see parse_output)
+//   llama3:       [<|python_tag|>]{"name": ..., "parameters"|"arguments": ...}[; {...}]
+//                 after <|python_tag|>, or an output that is only such JSON
+//   mistral:      [TOOL_CALLS] [{"name": ..., "arguments": ...}, ...]
+//                 or [TOOL_CALLS]NAME[ARGS]{...} (repeated for several calls)
+//   deepseek_v3:  <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\n```json\nARGS\n```<｜tool▁call▁end｜>...<｜tool▁calls▁end｜>
+//   none:         no tool calls.
+// A block the parser recognises as a call attempt but cannot read (bad JSON,
+// missing end tag, no function name) stays in the content as text and is
+// counted in ParsedOutput::unreadable_tool_calls.
+//
+// Content: what remains once reasoning and calls are removed. After
+// reasoning its leading newlines are dropped (the template's "\n\n" after
+// </think>); when calls were read, trailing white space is dropped too.
 #pragma once
 
+#include <cstddef>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,21 +52,89 @@ struct ParsedOutput {
   bool has_reasoning = false;
   std::string content;    // what remains, tool-call blocks removed
   std::vector<ToolCall> tool_calls;
+  size_t unreadable_tool_calls = 0;  // call attempts left in `content` as text
 };
 
 struct OutputParserConfig {
-  std::string reasoning_parser = "qwen3";  // "qwen3" | "none"
-  std::string tool_call_parser = "qwen";   // "qwen" | "hermes" | "none"
+  // "auto" | "qwen3" | "deepseek_r1" | "none"
+  std::string reasoning_parser = "auto";
+  // "auto" | "qwen" | "hermes" | "qwen3_coder" | "llama3" | "mistral" | "deepseek_v3" | "none"
+  std::string tool_call_parser = "auto";
+  // mistral only: the template writes calls as [TOOL_CALLS]NAME[ARGS]{...}
+  // (newer Mistral models) rather than a JSON array; decides the forced-call
+  // prefix (both forms are read). Set by resolve_parsers from the template.
+  bool mistral_compact = false;
+  // Called by parse_output with the tool-call parser's name when an output
+  // had unreadable call attempts (the gateway counts them on /metrics).
+  std::function<void(const std::string& parser, size_t count)> on_unreadable_tool_calls;
 };
 
+// The parser names accepted in configuration.
+const std::vector<std::string>& reasoning_parser_names();
+const std::vector<std::string>& tool_call_parser_names();
+
+// Replaces "auto" by a concrete parser chosen from the chat template, and
+// checks the names (areal::Error INVALID_ARGUMENT for an unknown one).
+//   tool_call_parser auto, first rule that matches the template source:
+//     "<function=" and "<parameter="            -> qwen3_coder
+//     "<tool_call>"                             -> qwen
+//     "<｜tool▁calls▁begin｜>"                  -> deepseek_v3
+//     "[TOOL_CALLS]"                            -> mistral
+//     "<|python_tag|>", or "<|start_header_id|>"
+//       with a "parameters" JSON tool prompt    -> llama3
+//     otherwise                                 -> none
+//   reasoning_parser auto:
+//     the template never mentions <think> / </think>      -> none
+//     the generation prompt opens <think> (DeepSeek R1,
+//       QwQ, Qwen3 *-Thinking-2507)                       -> deepseek_r1
+//     otherwise                                           -> qwen3
+//   "The generation prompt opens <think>": `generation_prompt` (the template
+//   rendered for one user message with add_generation_prompt, when the
+//   caller could render it) ends with <think> once trailing white space is
+//   dropped; without it, the source has an assistant-turn opening directly
+//   followed by <think> ("<｜Assistant｜><think>" or
+//   "<|im_start|>assistant\n<think>" inside one string).
+// Also sets mistral_compact when the template contains "[ARGS]".
+OutputParserConfig resolve_parsers(const OutputParserConfig& config, const std::string& chat_template_source,
+                                   const std::string& generation_prompt = "");
+
+// `tools`: the request's OpenAI tools array (or null); qwen3_coder uses each
+// function's parameters schema to type its string values:
+//   declared "string" (or no conversion possible)          -> JSON string
+//   declared integer / number / boolean / object / array
+//     / null, and the value reads as one                   -> that JSON value
+//   "null" for a parameter not declared a string           -> null
+//   type unknown (tool or parameter not in the schema, or
+//     no type / anyOf) and the value is valid JSON          -> that JSON value
+//   otherwise                                              -> JSON string
+// Config names must be concrete (not "auto"): resolve_parsers first.
 ParsedOutput parse_output(const std::string& text, const OutputParserConfig& config, bool tools_enabled,
-                          const std::string& tool_call_id_prefix = "call_");
+                          const std::string& tool_call_id_prefix = "call_",
+                          const nlohmann::ordered_json& tools = nlohmann::ordered_json());
 
 // What a forced tool call starts with, appended to the prompt so the model
-// samples only the rest: the parser's opening tag ("<tool_call>\n"), and for
-// a named tool also `{"name": "<tool>", "arguments": `. Empty when the
-// parser is "none" (nothing would read the call).
+// samples only the rest, in the format the parser reads back:
+//   qwen/hermes:  "<tool_call>\n", named: + {"name": "<tool>", "arguments": 
+//   qwen3_coder:  "<tool_call>\n", named: + "<function=<tool>>\n"
+//   llama3:       {"name": "           named: {"name": "<tool>", "parameters": 
+//   mistral:      "[TOOL_CALLS]", named: + "<tool>[ARGS]" (compact) or
+//                 " [{\"name\": \"<tool>\", \"arguments\": " (JSON array)
+//   deepseek_v3:  "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>",
+//                 named: + "<tool>\n```json\n"
+// With the deepseek_r1 reasoning parser the prompt has opened <think>, so
+// the prefix first closes it ("</think>\n\n"). Empty when the parser is
+// "none" (nothing would read the call).
 std::string forced_tool_call_prefix(const OutputParserConfig& config, const std::string& tool_name);
+
+// Where the first tool-call attempt of the configured family starts in
+// `content` (text outside the reasoning), or npos. For llama3 plain JSON:
+// the first non-blank character when it is '{'. The streaming splitter holds
+// back everything from here.
+size_t first_tool_call_marker(const std::string& content, const OutputParserConfig& config);
+
+// The markers of the configured family (for holding back a suffix of a
+// stream that could still become one).
+std::vector<std::string> tool_call_markers(const OutputParserConfig& config);
 
 std::string random_hex(size_t n);
 
