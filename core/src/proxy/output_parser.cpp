@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <optional>
 #include <random>
 
 #include "areal/core/error.hpp"
@@ -108,17 +109,25 @@ struct Attempt {
 
 // ---- qwen / hermes -------------------------------------------------------
 
-Attempt read_qwen(const std::string& s, size_t b) {
-  Attempt a;
+// The inside of the <tool_call>...</tool_call> block opening at b, and where
+// the attempt ends (the rest of the text when the block is unterminated).
+std::optional<std::string> tool_call_block(const std::string& s, size_t b, Attempt& a) {
   const size_t e = s.find(kToolCallEnd, b + kToolCall.size());
   if (e == std::string::npos) {
     a.end = s.size();
-    return a;
+    return std::nullopt;
   }
   a.end = e + kToolCallEnd.size();
+  return s.substr(b + kToolCall.size(), e - b - kToolCall.size());
+}
+
+Attempt read_qwen(const std::string& s, size_t b) {
+  Attempt a;
+  const auto block = tool_call_block(s, b, a);
+  if (!block) return a;
   J j;
   Call c;
-  if (parse_json(trim(s.substr(b + kToolCall.size(), e - b - kToolCall.size())), j) && read_call_object(j, false, c)) {
+  if (parse_json(trim(*block), j) && read_call_object(j, false, c)) {
     a.calls.push_back(c);
     a.ok = true;
   }
@@ -220,13 +229,9 @@ bool read_coder_functions(const std::string& body, const J& tools, std::vector<C
 
 Attempt read_qwen3_coder(const std::string& s, size_t b, const J& tools) {
   Attempt a;
-  const size_t e = s.find(kToolCallEnd, b + kToolCall.size());
-  if (e == std::string::npos) {
-    a.end = s.size();
-    return a;
-  }
-  a.end = e + kToolCallEnd.size();
-  a.ok = read_coder_functions(s.substr(b + kToolCall.size(), e - b - kToolCall.size()), tools, a.calls);
+  const auto block = tool_call_block(s, b, a);
+  if (!block) return a;
+  a.ok = read_coder_functions(*block, tools, a.calls);
   if (!a.ok) a.calls.clear();
   return a;
 }
