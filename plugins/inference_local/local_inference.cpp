@@ -131,6 +131,8 @@ class LocalInference {
     if (static_cast<int64_t>(r->prompt.size()) >= max_context_)
       throw sdk::invalid_argument("prompt of " + std::to_string(r->prompt.size()) + " tokens leaves no room in max_context " + std::to_string(max_context_));
     if (s.stop_token_ids) r->stop_ids.assign(s.stop_token_ids, s.stop_token_ids + s.stop_token_ids_count);
+    for (int32_t id : r->stop_ids)
+      if (id < 0 || id >= model_->config().vocab_size) throw sdk::invalid_argument("stop token id " + std::to_string(id) + " is outside the vocabulary");
     for (size_t i = 0; s.stop_strings && i < s.stop_strings_count; ++i) r->stop_strings.emplace_back(sdk::view(s.stop_strings[i]));
     if (!r->stop_strings.empty()) {
       if (!tokenizer_) throw sdk::unsupported("stop strings need tokenizer.json in the model folder");
@@ -354,6 +356,10 @@ class LocalInference {
   // with its log-prob under the sampling distribution (the ABI's convention).
   void emit(Request& r, const torch::Tensor& raw_row) {
     const torch::Tensor row = r.reshaped() ? reshape(r, raw_row) : raw_row;
+    if (!row.defined()) {
+      r.finish = AREAL_FINISH_STOP;
+      return;
+    }
     const torch::Tensor contiguous = row.contiguous();
     const double* p = contiguous.data_ptr<double>();
     const auto& s = r.sampling;
@@ -400,8 +406,8 @@ class LocalInference {
 
   // The distribution actually sampled from, as normalised log-probs: the
   // raw row with logit_bias, OpenAI's penalties (on tokens generated so far)
-  // and the structured-output mask applied. A fully masked row (only after
-  // a complete output with ignore_eos) ends the request.
+  // and the structured-output mask applied. Undefined when the mask leaves
+  // nothing (only after a complete output with ignore_eos): the request ends.
   torch::Tensor reshape(Request& r, const torch::Tensor& raw_row) {
     torch::Tensor row = raw_row.clone().contiguous();
     double* q = row.data_ptr<double>();
@@ -420,10 +426,7 @@ class LocalInference {
         if (allowed_[i]) any = true;
         else q[i] = kMasked;
       }
-      if (!any) {
-        for (int32_t id : r.stop_ids) q[id] = 0;  // nothing can follow: end the output
-        if (r.stop_ids.empty() && model_->config().eos_token_id >= 0) q[model_->config().eos_token_id] = 0;
-      }
+      if (!any) return torch::Tensor();  // nothing can follow (a complete output under ignore_eos): the output ends
     }
     return torch::log_softmax(row, 0);
   }

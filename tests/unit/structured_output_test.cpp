@@ -105,7 +105,8 @@ TEST(JsonSchemaMatcher, AcceptsValidAndRejectsInvalidDocuments) {
 
 TEST(JsonSchemaMatcher, MalformedSchemasAreInvalidArgumentsNamingThePlace) {
   for (const char* bad : {R"({"type": "strin"})", R"({"properties": {"a": 5}})", R"({"$ref": "#/$defs/missing"})", R"({"enum": 3})", "[1]",
-                          R"({"minLength": -1})"}) {
+                          R"({"minLength": -1})", R"({"anyOf": [{"$ref": "#"}]})",
+                          R"({"$ref": "#/$defs/A", "$defs": {"A": {"anyOf": [{"$ref": "#/$defs/A"}, {"type": "null"}]}}})"}) {
     try {
       Schema::compile(J::parse(bad));
       ADD_FAILURE() << bad << " compiled";
@@ -179,4 +180,37 @@ TEST(VocabularyTrie, MaskEqualsFeedingEveryToken) {
     }
     EXPECT_GT(allowed, 0u) << prefix;
   }
+}
+
+// What a review found: bounded work for deep unions, references to a schema
+// still being built, numbers that could not end, escaped property names.
+TEST(JsonSchemaMatcher, EdgeCasesStayBoundedAndExact) {
+  // D30 = anyOf[D29, D29], ..., D0 = null: 2^30 paths to one state.
+  J defs = {{"D0", {{"type", "null"}}}};
+  for (int i = 1; i <= 30; ++i) {
+    const J prev = {{"$ref", "#/$defs/D" + std::to_string(i - 1)}};
+    defs["D" + std::to_string(i)] = {{"anyOf", {prev, prev}}};
+  }
+  const J deep = {{"$ref", "#/$defs/D30"}, {"$defs", defs}};
+  EXPECT_TRUE(accepts(deep, "null"));
+  EXPECT_FALSE(accepts(deep, "nul1", false));
+
+  const J tree = J::parse(R"({"$ref": "#/$defs/Tree", "$defs": {
+      "Tree": {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/Node"}}}, "additionalProperties": false},
+      "Node": {"$ref": "#/$defs/Tree"}}})");
+  EXPECT_TRUE(accepts(tree, R"({"kids": [{"kids": []}]})"));
+  EXPECT_FALSE(accepts(tree, R"({"kids": [{"x": 1}]})", false));
+
+  JsonMatcher num(Schema::compile(J{{"type", "number"}}));
+  ASSERT_TRUE(num.feed(std::string(31, '7')));
+  JsonMatcher dot = num;
+  EXPECT_FALSE(dot.feed(uint8_t{'.'})) << "a '.' with no room for a digit would be a dead end";
+  EXPECT_TRUE(num.complete());
+
+  const J quoted = J::parse(R"({"type": "object", "properties": {"a\"b": {"type": "integer"}}, "required": ["a\"b"], "additionalProperties": false})");
+  EXPECT_TRUE(accepts(quoted, R"({"a\"b": 1})"));
+
+  // UTF-8 strictness: overlong forms and surrogates are not text.
+  EXPECT_FALSE(accepts(kPerson, "{\"name\": \"\xe0\x80", false));
+  EXPECT_FALSE(accepts(kPerson, "{\"name\": \"\xed\xa0", false));
 }

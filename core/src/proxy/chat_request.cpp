@@ -135,6 +135,12 @@ void set_response_format(ChatRequest& r, const J& format, const std::string& par
   if (!format.is_object() || !format.contains("type") || !format["type"].is_string()) bad(param, "must be an object with a 'type'");
   const std::string type = format["type"];
   if (type == "text") return;
+  // With tools on offer the reply may be a tool call, which no JSON mask
+  // allows: the format is then not enforced (agent SDKs send both on every turn).
+  if (r.tools_enabled()) {
+    r.fields.ignore(param + " (tools offered)");
+    return;
+  }
   if (type == "json_object") {
     r.structured_output = AREAL_STRUCTURED_JSON_OBJECT;
   } else if (type == "json_schema") {

@@ -230,10 +230,14 @@ Generated ChatService::generate(std::vector<int32_t> prompt, const ChatRequest& 
 
 size_t ChatService::count_prompt_tokens(const ChatRequest& req) const {
   bool linked = false;
-  const size_t forced = req.forces_tool_call()
-                            ? tok_->encode(forced_tool_call_prefix(config_.parsers, req.tool_choice == "function" ? req.forced_tool : ""), false).size()
-                            : 0;
-  return build_prompt(req, nullptr, -1, &linked).size() + forced;
+  const std::string forced = forced_prefix(req);
+  return build_prompt(req, nullptr, -1, &linked).size() + (forced.empty() ? 0 : tok_->encode(forced, false).size());
+}
+
+std::string ChatService::forced_prefix(const ChatRequest& req) const {
+  if (req.forces_tool_call()) return forced_tool_call_prefix(config_.parsers, req.tool_choice == "function" ? req.forced_tool : "");
+  if (req.structured_output != AREAL_STRUCTURED_NONE) return structured_output_prefix(config_.parsers);
+  return "";
 }
 
 ChatRequest choice_request(const ChatRequest& req, int32_t choice) {
@@ -250,7 +254,9 @@ ChatService::Completed ChatService::run(const ChatRequest& req, const std::share
   bool linked = false;
   std::vector<int32_t> prompt = build_prompt(req, session, continues, &linked);
   // A forced tool call: the opening of the call is prompt, the model samples the rest.
-  const std::string forced = req.forces_tool_call() ? forced_tool_call_prefix(config_.parsers, req.tool_choice == "function" ? req.forced_tool : "") : "";
+  // A forced tool call or a structured reply after an opened <think>: the
+  // opening is prompt, the model samples the rest.
+  const std::string forced = forced_prefix(req);
   if (!forced.empty()) {
     const std::vector<int32_t> ids = tok_->encode(forced, false);
     prompt.insert(prompt.end(), ids.begin(), ids.end());

@@ -493,6 +493,10 @@ std::vector<std::string> tool_call_markers(const OutputParserConfig& config) {
 
 size_t first_tool_call_marker(const std::string& content, const OutputParserConfig& config) { return next_marker(content, 0, config); }
 
+std::string structured_output_prefix(const OutputParserConfig& config) {
+  return config.reasoning_parser == "deepseek_r1" ? kThinkClose + "\n\n" : std::string();
+}
+
 std::string forced_tool_call_prefix(const OutputParserConfig& config, const std::string& tool_name) {
   const std::string& p = config.tool_call_parser;
   if (p == "none" || p == "auto") return "";

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <deque>
 #include <map>
+#include <set>
 
 #include "areal/core/error.hpp"
 
@@ -237,12 +238,43 @@ class Compiler {
     if (!ref.is_string()) fail(where + ".$ref", "must be a string");
     const std::string r = ref.get<std::string>();
     if (auto it = refs_.find(r); it != refs_.end()) return it->second;  // recursion: the node being built
+    // The reference is a one-alternative union of its target, so a use that
+    // is compiled while the target is still being built (recursion, or an
+    // alias of such a reference) follows the finished target at match time.
     nodes_.emplace_back();
-    SchemaNode& placeholder = nodes_.back();
-    refs_[r] = &placeholder;
-    const SchemaNode* target = compile(resolve(nlohmann::json{{"$ref", r}}, where), where + "(" + r + ")");
-    placeholder = *target;  // the placeholder becomes the target (recursive uses point at it)
-    return &placeholder;
+    SchemaNode& alias = nodes_.back();
+    refs_[r] = &alias;
+    alias.any_of.push_back(compile(resolve(nlohmann::json{{"$ref", r}}, where), where + "(" + r + ")"));
+    return &alias;
+  }
+
+ public:
+  // A union that reaches itself through unions alone would expand forever
+  // before reading a byte ({"anyOf": [{"$ref": "#"}]}): refused.
+  void check_union_cycles(const SchemaNode* root) {
+    std::map<const SchemaNode*, int> state;  // 1 on the stack, 2 done
+    std::vector<const SchemaNode*> todo{root};
+    std::set<const SchemaNode*> seen{root};
+    while (!todo.empty()) {  // every node reachable through any edge
+      const SchemaNode* n = todo.back();
+      todo.pop_back();
+      union_dfs(n, state);
+      std::vector<const SchemaNode*> next = n->any_of;
+      next.insert(next.end(), n->property_nodes.begin(), n->property_nodes.end());
+      next.insert(next.end(), n->prefix_items.begin(), n->prefix_items.end());
+      for (const SchemaNode* c : {n->items, n->additional_node}) if (c) next.push_back(c);
+      for (const SchemaNode* c : next)
+        if (seen.insert(c).second) todo.push_back(c);
+    }
+  }
+
+ private:
+  void union_dfs(const SchemaNode* n, std::map<const SchemaNode*, int>& state) {
+    if (state[n] == 2) return;
+    if (state[n] == 1) fail("#", "anyOf/oneOf/$ref refers back to itself without any input in between");
+    state[n] = 1;
+    for (const SchemaNode* alt : n->any_of) union_dfs(alt, state);
+    state[n] = 2;
   }
 
   const nlohmann::json& root_;
@@ -257,6 +289,7 @@ std::shared_ptr<const Schema> Schema::compile(const nlohmann::json& schema) {
   std::shared_ptr<Schema> s(new Schema());
   Compiler c(schema, s->nodes_->all, &s->nodes_->any);
   s->root_ = c.compile(schema, "#");
+  c.check_union_cycles(s->root_);
   return s;
 }
 
@@ -283,6 +316,11 @@ bool JsonMatcher::feed(std::string_view bytes) {
 bool JsonMatcher::feed(uint8_t b) {
   std::vector<Thread> next;
   for (auto& t : threads_) step(t, b, next);
+  // Alternatives that reached the same state are one (anyOf [integer, number] would double each item).
+  std::vector<Thread> unique;
+  for (auto& t : next)
+    if (std::find(unique.begin(), unique.end(), t) == unique.end()) unique.push_back(std::move(t));
+  next = std::move(unique);
   if (next.size() > kMaxThreads) next.resize(kMaxThreads);
   threads_ = std::move(next);
   return !threads_.empty();
@@ -347,6 +385,7 @@ void JsonMatcher::step(Thread t, uint8_t b, std::vector<Thread>& out) const {
         const SchemaNode& n = *f.node;
         if (!n.any_of.empty()) {
           for (const SchemaNode* alt : n.any_of) {
+            if (out.size() >= kMaxThreads) return;  // bounded work whatever the nesting
             Thread c = t;
             c.frames.back().node = alt;
             step(std::move(c), b, out);
@@ -420,7 +459,9 @@ void JsonMatcher::step(Thread t, uint8_t b, std::vector<Thread>& out) const {
           case kNumExpSign: if (is_digit(b)) next = kNumExp; break;
           case kNumExp: if (is_digit(b)) next = kNumExp; break;
         }
-        if (next != 255 && f.count < kMaxNumberChars) {
+        // A state that cannot end the number needs room for one more character.
+        const bool can_end_next = next == kNumZero || next == kNumInt || next == kNumFrac || next == kNumExp;
+        if (next != 255 && f.count + (can_end_next ? 1u : 2u) <= kMaxNumberChars) {
           f.state = next;
           ++f.count;
           out.push_back(std::move(t));
@@ -471,7 +512,7 @@ void JsonMatcher::step(Thread t, uint8_t b, std::vector<Thread>& out) const {
           out.push_back(std::move(t));
           return;
         } else if (b == '\\') {
-          if (constrained_key || (!f.key && f.count >= n->max_length)) return;
+          if (!f.key && f.count >= n->max_length) return;
           f.escape = 1;
         } else if (b < 0x20) {
           return;

@@ -88,6 +88,9 @@ class ChatService {
 
  private:
   std::vector<int32_t> build_prompt(const ChatRequest& req, const std::shared_ptr<Session>& session, int continues, bool* concat_linked) const;
+  // Text the gateway appends to the prompt: a forced tool call's opening, or
+  // the reasoning's close before a structured reply.
+  std::string forced_prefix(const ChatRequest& req) const;
   Generated generate(std::vector<int32_t> prompt, const ChatRequest& req, const std::string& affinity_key,
                      const std::function<void(const std::string&)>& on_delta);
 

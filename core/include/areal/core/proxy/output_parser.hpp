@@ -126,6 +126,11 @@ ParsedOutput parse_output(const std::string& text, const OutputParserConfig& con
 // "none" (nothing would read the call).
 std::string forced_tool_call_prefix(const OutputParserConfig& config, const std::string& tool_name);
 
+// What a structured-output reply starts with: "</think>\n\n" when the
+// prompt opened <think> (deepseek_r1), so the constrained JSON is the
+// answer and not the reasoning; else nothing.
+std::string structured_output_prefix(const OutputParserConfig& config);
+
 // Where the first tool-call attempt of the configured family starts in
 // `content` (text outside the reasoning), or npos. For llama3 plain JSON:
 // the first non-blank character when it is '{'. The streaming splitter holds

@@ -81,10 +81,15 @@ class JsonMatcher {
     const SchemaNode* value = nullptr;                    // object: schema of the current key's value
     const std::vector<std::string>* literals = nullptr;   // literal: the allowed texts
     std::string text;                                     // literal / key: bytes so far
+    bool operator==(const Frame& o) const {
+      return kind == o.kind && state == o.state && escape == o.escape && utf8 == o.utf8 && utf8_lo == o.utf8_lo && utf8_hi == o.utf8_hi &&
+             key == o.key && count == o.count && seen == o.seen && node == o.node && value == o.value && literals == o.literals && text == o.text;
+    }
   };
   struct Thread {
     std::vector<Frame> frames;
     uint32_t whitespace = 0;  // consecutive white-space bytes
+    bool operator==(const Thread& o) const { return whitespace == o.whitespace && frames == o.frames; }
   };
 
  private:
