@@ -47,13 +47,13 @@ const Json& host_schema() {
       "max_concurrent_rollouts": {"type": "integer", "default": 0, "minimum": 0, "doc": "Training: groups generating at once; 0 means trainer.batch_size."},
       "dynamic_filter": {"type": "string", "enum": ["none", "mixed_rewards"], "default": "none", "doc": "Training: mixed_rewards drops groups whose rewards are all equal (no learning signal) and generates more."},
       "openai": {"type": "object", "doc": "Agent-side settings, named as AReaL's rollout.openai.*.", "keys": {
-        "mode": {"type": "string", "enum": ["inline", "online"], "default": "inline", "doc": "inline: the workflow plugin runs episodes over the dataset; online: external agents drive the gateway's sessions and the trainer trains each session that ends (no workflow, no dataset)."},
+        "mode": {"type": "string", "enum": ["inline", "subproc", "online"], "default": "inline", "doc": "inline: the workflow plugin runs episodes over the dataset; subproc: the same, with the agent in worker processes (workflow agent_pool for run(data) agents, or subproc for a command per episode); online: external agents drive the gateway's sessions and the trainer trains each session that ends (no workflow, no dataset)."},
         "online_agent_command": {"type": "string", "default": "", "doc": "Online mode: a shell command started once the gateway listens (env AREAL_GATEWAY_URL, AREAL_ADMIN_KEY, OPENAI_BASE_URL, ANTHROPIC_BASE_URL; cwd: the config's directory; output: <run dir>/agent.log) and stopped at the end. Empty: start your agents yourself."},
         "turn_discount": {"type": "number", "default": 1.0, "minimum": 0, "maximum": 1, "doc": "Rewards flow back over an episode's completions: r_i += turn_discount * r_{i+1} (the gateway's sessions too, when training)."},
         "export_style": {"type": "string", "enum": ["individual", "concat"], "default": null, "doc": "Sets gateway.export_style: a row per call, or a row per conversation."},
         "admin_api_key": {"type": "string", "default": null, "doc": "Sets gateway.admin_api_key."},
         "session_timeout_seconds": {"type": "number", "default": null, "minimum": 1, "doc": "Sets gateway.session_timeout_seconds."},
-        "subproc_max_workers": {"type": "integer", "default": null, "minimum": 0, "doc": "Sets workflow.max_workers when the workflow is subproc: commands running at once."}}}}},
+        "subproc_max_workers": {"type": "integer", "default": null, "minimum": 0, "doc": "Worker processes: sets workflow.workers of agent_pool (0 is not allowed there) or workflow.max_workers of subproc (commands running at once)."}}}}},
     "trainer": {"type": "object", "doc": "The RL loop run by `areal-host run` when a train section is configured.", "keys": {
       "total_steps": {"type": "integer", "default": 20, "minimum": 1, "doc": "Optimizer steps (one weight update and version each)."},
       "batch_size": {"type": "integer", "default": 8, "minimum": 1, "doc": "Groups per step (AReaL's train_dataset.batch_size); each holds rollout.n_samples episodes."},
@@ -90,7 +90,12 @@ void resolve_path_keys(const Json& schema, Json& section, const ResolvedConfig& 
     if (!section.contains(k)) continue;
     if (sub.value("format", "") == "path" && section[k].is_string() && !section[k].get<std::string>().empty())
       section[k] = rc.path(section[k].get<std::string>());
-    else if (sub.contains("keys")) resolve_path_keys(sub, section[k], rc);
+    else if (sub.contains("items") && sub["items"].value("format", "") == "path" && section[k].is_array()) {
+      for (auto& item : section[k])
+        if (item.is_string() && !item.get<std::string>().empty()) item = rc.path(item.get<std::string>());
+    } else if (sub.contains("keys")) {
+      resolve_path_keys(sub, section[k], rc);
+    }
   }
 }
 

@@ -44,6 +44,9 @@ int run_job(const CommandLine& cl) {
       return refuse("rollout.n_samples must be 1 in online mode: each session is one sample; agents group sessions with group_id");
   } else {
     if (!rc.plugins.count("workflow")) return refuse("'workflow.plugin' is required to run");
+    const std::string wf = rc.plugins.at("workflow")->name();
+    if (cfg["rollout"]["openai"]["mode"] == "subproc" && wf != "agent_pool" && wf != "subproc")
+      return refuse("rollout.openai.mode subproc runs the agent in worker processes: use workflow.plugin agent_pool (run(data) agents) or subproc (a command per episode), not '" + wf + "'");
     if (cfg["rollout"]["dataset"].get<std::string>().empty()) return refuse("'rollout.dataset' is required to run (a JSONL file of episode data)");
   }
 
@@ -115,6 +118,10 @@ int run_job(const CommandLine& cl) {
       Json wf = Json::parse(rc.section_json("workflow"));
       const Json& workers = cfg["rollout"]["openai"]["subproc_max_workers"];
       if (!workers.is_null() && rc.plugins.at("workflow")->name() == "subproc") wf["max_workers"] = workers;
+      if (!workers.is_null() && rc.plugins.at("workflow")->name() == "agent_pool") {
+        if (workers.get<int64_t>() < 1) throw Error(AREAL_CODE_INVALID_ARGUMENT, "rollout.openai.subproc_max_workers must be >= 1 for agent_pool");
+        wf["workers"] = workers;
+      }
       workflow = std::make_unique<PluginInstance>(rc.plugins.at("workflow"), wf.dump(), &wf_services);
       running.workflow = rc.plugins.at("workflow")->workflow();
       running.workflow_self = workflow->self();

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# The agent_pool workflow (rollout.openai.mode subproc) with seed-style agents:
+#  1. configs/python_agent_subproc.yaml (the seeds' multi-turn math agent) trains 2 steps;
+#  2. rewards returned as {completion_id: reward} land on those calls;
+#  3. an agent that raises, hangs, returns garbage, exits or names an unknown
+#     call fails only its episode, with a clear message, and the pool carries on;
+#  4. a Node.js agent (export async function run) runs in the Node worker.
+set -euo pipefail
+host=$1 src=$2 work=$3
+source "$src/tests/support/trainer_runs.sh"
+fresh_model_workdir "$work" 11
+py=/usr/bin/python3
+
+# 1. Training with the shipped config.
+run_config "$src/configs/python_agent_subproc.yaml" "$work" "$work/train.log" trainer.total_steps=2 workflow.interpreter=$py
+$py - "$work/runs/python-agent/trial0" <<'PY'
+import json, sys
+run = sys.argv[1]
+episodes = [json.loads(l) for l in open(f"{run}/rollouts.jsonl")]
+assert len(episodes) >= 2 * 2 * 4, len(episodes)
+for e in episodes:
+    assert e["status"] == "ok", e.get("error")
+    rows = e["session"]["rows"]
+    assert 1 <= len(rows) <= 3, len(rows)
+    assert all(r["reward"] is not None for r in rows), rows
+metrics = [json.loads(l) for l in open(f"{run}/metrics.jsonl")]
+assert [m["step"] for m in metrics] == [1, 2], metrics
+print(f"1. trained 2 steps on {len(episodes)} multi-turn episodes from 4 Python workers")
+PY
+
+# A rollout-only run (no train section) of one agent over a dataset.
+rollout() {  # rollout NAME AGENT DATA_JSONL EXTRA_WORKFLOW_YAML
+  local name=$1 agent=$2 data=$3 extra=$4
+  printf '%s\n' "$data" > "$work/$name.jsonl"
+  cat > "$work/$name.yaml" <<YAML
+experiment: {name: $name, trial: t, output_dir: $work/runs}
+inference: {plugin: local, model_path: $work/model}
+gateway: {plugin: gateway, port: 0, tokenizer: $work/model, default_max_tokens: 4}
+workflow: {plugin: agent_pool, agent: "$agent", python_path: ["$src/tests/fixtures/agents"], workers: 2, $extra}
+rollout: {dataset: $work/$name.jsonl, concurrency: 2, openai: {mode: subproc}}
+YAML
+  # A rollout with failed episodes exits 1 (and says so); ALLOW_FAILED=1 expects that.
+  "$host" run --config "$work/$name.yaml" 2> "$work/$name.log" ||
+    { [ "${ALLOW_FAILED:-0}" = 1 ] && grep -q "episode(s) failed" "$work/$name.log"; } || { tail -30 "$work/$name.log"; exit 1; }
+}
+
+# 2. Rewards by completion id.
+rollout dict pool_test_agents:DictRewardAgent "$(for i in 0 1 2 3; do echo "{\"i\": $i}"; done)" "timeout_seconds: 60, interpreter: $py"
+$py - "$work/runs/dict/t/rollouts.jsonl" <<'PY'
+import json, sys
+episodes = [json.loads(l) for l in open(sys.argv[1])]
+assert len(episodes) == 4
+for e in episodes:
+    assert e["status"] == "ok", e.get("error")
+    assert sorted(r["reward"] for r in e["session"]["rows"]) == [0.25, 0.75], e["session"]["rows"]
+print("2. {completion_id: reward} results reached their calls (0.25 and 0.75 in every episode)")
+PY
+
+# 3. Failures stay in their episode.
+modes="ok raise ok hang garbage exit unknown_id ok ok ok"
+ALLOW_FAILED=1 rollout flaky pool_test_agents:FlakyAgent "$(for m in $modes; do echo "{\"mode\": \"$m\"}"; done)" "timeout_seconds: 3, interpreter: $py"
+$py - "$work/runs/flaky/t/rollouts.jsonl" "$work/flaky.log" $modes <<'PY'
+import json, sys
+episodes = [json.loads(l) for l in open(sys.argv[1])]
+log = open(sys.argv[2]).read()
+modes = sys.argv[3:]
+by_mode = {}
+for e in episodes:
+    by_mode.setdefault(modes[e["data_index"]], []).append(e)
+assert len(episodes) == 10, len(episodes)
+want = {"raise": "ValueError: the agent gave up on purpose", "hang": "timeout_seconds", "garbage": "run() returned str",
+        "exit": "exited with status 3", "unknown_id": "404"}
+for mode, text in want.items():
+    [e] = by_mode[mode]
+    assert e["status"] == "error" and text in e["error"], (mode, e.get("error"))
+for e in by_mode["ok"]:
+    assert e["status"] == "ok" and e["result"]["reward"] == 0.5, e
+    assert e["session"]["rows"][0]["reward"] == 0.5
+assert "Traceback" in log and "the agent gave up on purpose" in log, "the traceback is in the log"
+assert "[worker" in log and " ok" in log, "the agent's own stdout is in the log"
+print("3. raise / hang / garbage / exit / unknown id failed only their episodes; 5 ok episodes around them")
+PY
+
+# 4. Node.js.
+rollout node "$src/tests/fixtures/agents/pool_test_agent.mjs" "$(for i in 0 1 2 3; do echo "{\"i\": $i}"; done)" "timeout_seconds: 60"
+$py - "$work/runs/node/t/rollouts.jsonl" <<'PY'
+import json, sys
+episodes = [json.loads(l) for l in open(sys.argv[1])]
+assert len(episodes) == 4 and all(e["status"] == "ok" for e in episodes), [e.get("error") for e in episodes]
+assert all([r["reward"] for r in e["session"]["rows"]] == [1.0] for e in episodes)
+print("4. the Node.js worker ran 4 episodes")
+PY
+echo "agent_pool e2e: 4 passed, 0 failed"
