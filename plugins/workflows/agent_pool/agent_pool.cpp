@@ -32,6 +32,7 @@
 
 #include "areal/sdk.hpp"
 #include "areal/sdk_json.hpp"
+#include "common/agent_session.hpp"
 
 extern char** environ;
 
@@ -252,10 +253,7 @@ class AgentPool {
     if (script.empty()) script = (plugin_dir() / "agent_pool" / (language == "node" ? "node_worker.mjs" : "python_worker.py")).string();
     if (!fs::exists(script)) throw sdk::invalid_argument("agent_pool: worker script " + script + " is missing (install the agent_pool plugin with its workers)");
     argv_ = {interpreter, script, agent};
-    for (const auto& [k, v] : config_.value("env", json::object()).items()) {
-      if (!v.is_string()) throw sdk::invalid_argument("agent_pool: env." + k + " must be a string");
-      env_.push_back(k + "=" + v.get<std::string>());
-    }
+    env_ = areal::workflows::config_env(config_, "agent_pool");
     std::string pythonpath;
     for (const auto& p : config_.value("python_path", json::array())) pythonpath += fs::absolute(p.get<std::string>()).string() + ":";
     if (const char* old = std::getenv("PYTHONPATH")) pythonpath += old;
@@ -276,15 +274,11 @@ class AgentPool {
   }
 
   std::string run_episode(sdk::Episode& episode) {
-    const std::string base(episode.base_url()), key(episode.api_key());
-    if (base.empty() || key.empty())
-      throw sdk::Error(AREAL_CODE_FAILED_PRECONDITION, "agent_pool: the episode has no gateway session (configure the gateway plugin)");
-    std::string anthropic = base;
-    if (anthropic.size() >= 3 && anthropic.compare(anthropic.size() - 3, 3, "/v1") == 0) anthropic.resize(anthropic.size() - 3);
+    const auto session = areal::workflows::agent_session(episode, "agent_pool");
     json data = json::parse(episode.data_json(), nullptr, false);
     if (data.is_discarded()) data = std::string(episode.data_json());
-    const json request = {{"op", "run"},         {"episode_id", std::string(episode.id())}, {"data", data}, {"base_url", base},
-                          {"api_key", key},      {"anthropic_base_url", anthropic}};
+    const json request = {{"op", "run"}, {"episode_id", std::string(episode.id())}, {"data", data}, {"base_url", session.base_url},
+                          {"api_key", session.api_key}, {"anthropic_base_url", session.anthropic_base_url}};
     const int slot = acquire();
     if (!slots_[slot]) {
       try {

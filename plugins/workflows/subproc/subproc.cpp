@@ -27,6 +27,7 @@
 
 #include "areal/sdk.hpp"
 #include "areal/sdk_json.hpp"
+#include "common/agent_session.hpp"
 
 extern char** environ;
 
@@ -172,23 +173,13 @@ class Subproc {
                                                     slots_(config_.value("max_workers", 0)) {
     if (!config_.contains("command") || !config_["command"].is_string() || config_["command"].get<std::string>().empty())
       throw sdk::invalid_argument("subproc: 'command' is required");
-    for (const auto& [k, v] : config_.value("env", json::object()).items()) {
-      if (!v.is_string()) throw sdk::invalid_argument("subproc: env." + k + " must be a string");
-      env_.push_back(k + "=" + v.get<std::string>());
-    }
+    env_ = areal::workflows::config_env(config_, "subproc");
   }
 
   std::string run_episode(sdk::Episode& episode) {
-    const std::string base(episode.base_url()), key(episode.api_key());
-    if (base.empty() || key.empty())
-      throw sdk::Error(AREAL_CODE_FAILED_PRECONDITION, "subproc: the episode has no gateway session (configure the gateway plugin)");
-    std::string anthropic = base;
-    if (anthropic.size() >= 3 && anthropic.compare(anthropic.size() - 3, 3, "/v1") == 0) anthropic.resize(anthropic.size() - 3);
+    const auto session = areal::workflows::agent_session(episode, "subproc");
     std::vector<std::string> env = env_;
-    env.push_back("OPENAI_BASE_URL=" + base);
-    env.push_back("OPENAI_API_KEY=" + key);
-    env.push_back("ANTHROPIC_BASE_URL=" + anthropic);
-    env.push_back("ANTHROPIC_API_KEY=" + key);
+    for (auto& v : areal::workflows::session_env(session)) env.push_back(std::move(v));
     env.push_back("AREAL_EPISODE_ID=" + std::string(episode.id()));
     env.push_back("AREAL_EPISODE_DATA=" + std::string(episode.data_json()));
     slots_.acquire();
