@@ -14,22 +14,28 @@ import re
 import urllib.request
 
 
-async def chat(messages, base_url, api_key, max_tokens=16, **extra):
-    """One chat completion; returns (completion id, reply text)."""
+async def chat(messages, base_url, api_key, http_client=None, max_tokens=16, **extra):
+    """One chat completion; returns (completion id, reply text). http_client is the
+    httpx.AsyncClient areal injects in inline mode (None in subproc mode)."""
     body = {"model": "default", "messages": messages, "max_tokens": max_tokens, **extra}
     try:
         from openai import AsyncOpenAI
     except ImportError:
         AsyncOpenAI = None
     if AsyncOpenAI is not None:
-        client = AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0)
+        client = AsyncOpenAI(base_url=base_url, api_key=api_key, http_client=http_client, max_retries=0)
         r = await client.chat.completions.create(**body)
         return r.id, r.choices[0].message.content or ""
+    headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
+    if http_client is not None:
+        resp = await http_client.post(f"{base_url}/chat/completions", json=body, headers=headers)
+        resp.raise_for_status()
+        r = resp.json()
+        return r["id"], r["choices"][0]["message"]["content"] or ""
     try:
         import aiohttp
     except ImportError:
         aiohttp = None
-    headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
     if aiohttp is not None:
         async with aiohttp.ClientSession() as s:
             async with s.post(f"{base_url}/chat/completions", json=body, headers=headers) as resp:
@@ -53,7 +59,7 @@ class MathAgent:
 
     async def run(self, data, **extra_kwargs):
         messages = [{"role": "user", "content": data["question"]}]
-        _, reply = await chat(messages, extra_kwargs["base_url"], extra_kwargs["api_key"])
+        _, reply = await chat(messages, extra_kwargs["base_url"], extra_kwargs["api_key"], extra_kwargs.get("http_client"))
         return 1.0 if correct(reply, data["answer"]) else 0.0
 
 
@@ -69,7 +75,7 @@ class MultiTurnMathAgent:
         messages = [{"role": "user", "content": data["question"]}]
         rewards = {}
         for _ in range(self.max_turns):
-            cid, reply = await chat(messages, base_url, api_key)
+            cid, reply = await chat(messages, base_url, api_key, extra_kwargs.get("http_client"))
             ok = correct(reply, data["answer"])
             rewards[cid] = 1.0 if ok else 0.0
             if ok:

@@ -18,7 +18,7 @@ done
 "$host" plugins --json | /usr/bin/python3 -c "
 import json, sys
 names = {x['name'] for x in json.load(sys.stdin)}
-core = {'gateway', 'mock_inference', 'sglang', 'vllm', 'token_match', 'rlvr_math', 'subproc', 'agent_pool', 'sft', 'grpo', 'dr_grpo', 'rloo', 'ppo'}
+core = {'gateway', 'mock_inference', 'sglang', 'vllm', 'token_match', 'rlvr_math', 'subproc', 'agent_pool', 'python_inline', 'sft', 'grpo', 'dr_grpo', 'rloo', 'ppo'}
 assert core <= names <= core | {'fsdp', 'local'}, names"
 if grep -q "^train " <<<"$out"; then
   grep -Eq "^train +fsdp +0\.1\.0 +$abi +/.*/libareal-fsdp\.so$" <<<"$out"
