@@ -68,4 +68,24 @@ for e in episodes:
 assert "Traceback" in log and "the agent gave up on purpose" in log
 print("3. raise / hang / garbage / unknown id failed only their episodes; the ok ones around them passed")
 PY
-echo "python_inline e2e: 3 passed, 0 failed"
+# 4. workflow.interpreter names a virtual environment: its site-packages import.
+$py -m venv --without-pip "$work/venv"
+site=$(ls -d "$work"/venv/lib/python3*/site-packages)
+printf 'MARK = "from-the-venv"\n' > "$site/only_in_the_venv.py"
+cat > "$site/venv_agent.py" <<'PY'
+import asyncio, sys
+import only_in_the_venv
+from pool_test_agents import chat
+class Agent:
+    async def run(self, data, **kw):
+        await asyncio.to_thread(chat, kw["base_url"], kw["api_key"], only_in_the_venv.MARK)
+        return 1.0 if sys.prefix.endswith("/venv") else 0.0
+PY
+rollout venv venv_agent:Agent "$(for i in 0 1; do echo "{\"i\": $i}"; done)" "interpreter: $work/venv/bin/python"
+$py - "$work/runs/venv/t/rollouts.jsonl" <<'PY'
+import json, sys
+episodes = [json.loads(l) for l in open(sys.argv[1])]
+assert len(episodes) == 2 and all(e["status"] == "ok" and e["result"]["reward"] == 1.0 for e in episodes), episodes
+print("4. interpreter: a venv's python; a package only in its site-packages imported, sys.prefix is the venv")
+PY
+echo "python_inline e2e: 4 passed, 0 failed"
