@@ -28,20 +28,10 @@ assert [m["step"] for m in metrics] == [1, 2], metrics
 print(f"1. trained 2 steps on {len(episodes)} multi-turn episodes from 4 Python workers")
 PY
 
-# A rollout-only run (no train section) of one agent over a dataset.
-rollout() {  # rollout NAME AGENT DATA_JSONL EXTRA_WORKFLOW_YAML
-  local name=$1 agent=$2 data=$3 extra=$4
-  printf '%s\n' "$data" > "$work/$name.jsonl"
-  cat > "$work/$name.yaml" <<YAML
-experiment: {name: $name, trial: t, output_dir: $work/runs}
-inference: {plugin: local, model_path: $work/model}
-gateway: {plugin: gateway, port: 0, tokenizer: $work/model, default_max_tokens: 4}
-workflow: {plugin: agent_pool, agent: "$agent", python_path: ["$src/tests/fixtures/agents"], workers: 2, $extra}
-rollout: {dataset: $work/$name.jsonl, concurrency: 2, openai: {mode: subproc}}
-YAML
-  # A rollout with failed episodes exits 1 (and says so); ALLOW_FAILED=1 expects that.
-  "$host" run --config "$work/$name.yaml" 2> "$work/$name.log" ||
-    { [ "${ALLOW_FAILED:-0}" = 1 ] && grep -q "episode(s) failed" "$work/$name.log"; } || { tail -30 "$work/$name.log"; exit 1; }
+# A rollout-only run of one agent over a dataset (tests/support/trainer_runs.sh).
+rollout() {  # rollout NAME AGENT DATA_JSONL EXTRA_WORKFLOW_KEYS
+  rollout_only "$1" "{plugin: agent_pool, agent: \"$2\", python_path: [\"$src/tests/fixtures/agents\"], workers: 2, $4}" "$3" \
+    "concurrency: 2, openai: {mode: subproc}"
 }
 
 # 2. Rewards by completion id.

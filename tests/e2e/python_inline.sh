@@ -25,18 +25,8 @@ assert [m["step"] for m in metrics] == [1, 2], metrics
 print(f"1. trained 2 steps on {len(episodes)} multi-turn episodes run in process")
 PY
 
-rollout() {  # rollout NAME AGENT DATA_JSONL EXTRA_WORKFLOW_YAML
-  local name=$1 agent=$2 data=$3 extra=$4
-  printf '%s\n' "$data" > "$work/$name.jsonl"
-  cat > "$work/$name.yaml" <<YAML
-experiment: {name: $name, trial: t, output_dir: $work/runs}
-inference: {plugin: local, model_path: $work/model}
-gateway: {plugin: gateway, port: 0, tokenizer: $work/model, default_max_tokens: 4}
-workflow: {plugin: python_inline, agent: "$agent", python_path: ["$src/tests/fixtures/agents"], $extra}
-rollout: {dataset: $work/$name.jsonl, concurrency: 4}
-YAML
-  "$host" run --config "$work/$name.yaml" 2> "$work/$name.log" ||
-    { [ "${ALLOW_FAILED:-0}" = 1 ] && grep -q "episode(s) failed" "$work/$name.log"; } || { tail -30 "$work/$name.log"; exit 1; }
+rollout() {  # rollout NAME AGENT DATA_JSONL EXTRA_WORKFLOW_KEYS (tests/support/trainer_runs.sh)
+  rollout_only "$1" "{plugin: python_inline, agent: \"$2\", python_path: [\"$src/tests/fixtures/agents\"], $4}" "$3" "concurrency: 4"
 }
 
 rollout httpx pool_test_agents:HttpxAgent "$(for i in 0 1 2 3 4 5 6 7; do echo "{\"i\": $i}"; done)" "timeout_seconds: 60"

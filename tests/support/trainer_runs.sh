@@ -24,3 +24,21 @@ run_config() {
   "$host" run --config "$config" experiment.output_dir="$work/runs" inference.model_path="$work/model" \
     train.model_path="$work/model" gateway.tokenizer="$work/model" "$@" 2> "$log" || { tail -30 "$log"; exit 1; }
 }
+
+# rollout_only NAME WORKFLOW DATA [ROLLOUT_KEYS]: `areal-host run` without
+# training over DATA (JSONL lines) with WORKFLOW (a YAML flow mapping) on
+# WORK/model; records in WORK/runs/NAME/t/rollouts.jsonl, log in WORK/NAME.log.
+# With ALLOW_FAILED=1 a run whose episodes failed (it exits 1 and says so) is expected.
+rollout_only() {
+  local name=$1 workflow=$2 data=$3 keys=${4:-concurrency: 2}
+  printf '%s\n' "$data" > "$work/$name.jsonl"
+  cat > "$work/$name.yaml" <<YAML
+experiment: {name: $name, trial: t, output_dir: $work/runs}
+inference: {plugin: local, model_path: $work/model}
+gateway: {plugin: gateway, port: 0, tokenizer: $work/model, default_max_tokens: 4}
+workflow: $workflow
+rollout: {dataset: $work/$name.jsonl, $keys}
+YAML
+  "$host" run --config "$work/$name.yaml" 2> "$work/$name.log" ||
+    { [ "${ALLOW_FAILED:-0}" = 1 ] && grep -q "episode(s) failed" "$work/$name.log"; } || { tail -30 "$work/$name.log"; exit 1; }
+}

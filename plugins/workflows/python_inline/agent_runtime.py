@@ -7,13 +7,12 @@ the plugin provides, so host threads only hold the GIL to schedule. Replies use
 the agent_pool worker protocol's shape (docs/agent-workflows.md).
 """
 import asyncio
-import importlib
 import inspect
 import json
-import math
 import traceback
 
 import _areal_inline
+from areal_agent import check_result, load as load_agent, result_reply, set_rewards
 
 _loop = None
 _run = None
@@ -21,16 +20,8 @@ _http_client = None
 
 
 def load(spec):
-    """The agent's run callable; a class is instantiated once."""
     global _run
-    module_name, _, attr = spec.partition(":")
-    module = importlib.import_module(module_name)
-    target = getattr(module, attr) if attr else getattr(module, "run")
-    if inspect.isclass(target):
-        target = target().run
-    if not callable(target):
-        raise TypeError(f"{spec} is not callable")
-    _run = target
+    _run = load_agent(spec)
 
 
 def serve():
@@ -64,27 +55,6 @@ def _client():
     return _http_client
 
 
-def _reward(value, what):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise TypeError(f"{what} must be a finite number, got {value!r}")
-    return float(value)
-
-
-async def _set_rewards(base_url, api_key, rewards):
-    def post():
-        import urllib.error
-        import urllib.request
-        for completion_id, reward in rewards.items():
-            body = json.dumps({"interaction_id": completion_id, "reward": reward}).encode()
-            req = urllib.request.Request(base_url.rstrip("/") + "/rl/set_reward", data=body, method="POST",
-                                         headers={"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"})
-            try:
-                urllib.request.urlopen(req, timeout=60).read()
-            except urllib.error.HTTPError as e:
-                raise ValueError(f"reward for {completion_id!r}: the gateway answered {e.code}: {e.read().decode(errors='replace')}") from None
-    await asyncio.to_thread(post)
-
-
 async def _episode(request, timeout):
     base_url, api_key = request["base_url"], request["api_key"]
     kwargs = {"base_url": base_url, "api_key": api_key}
@@ -101,13 +71,10 @@ async def _episode(request, timeout):
         raise TimeoutError(f"run() took longer than timeout_seconds ({timeout:g} s) and was cancelled") from None
     if inspect.isawaitable(result):
         result = await result
-    if result is None:
-        return {"op": "result", "reward": None}
-    if isinstance(result, dict):
-        rewards = {str(k): _reward(v, f"the reward of completion {k!r}") for k, v in result.items()}
-        await _set_rewards(base_url, api_key, rewards)
-        return {"op": "result", "reward": None, "rewards": rewards}
-    return {"op": "result", "reward": _reward(result, f"run() returned {type(result).__name__}; the reward")}
+    reward, rewards = check_result(result)
+    if rewards:
+        await asyncio.to_thread(set_rewards, base_url, api_key, rewards)
+    return result_reply(reward, rewards)
 
 
 async def _guarded(token, request, timeout):

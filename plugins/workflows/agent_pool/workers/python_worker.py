@@ -8,15 +8,13 @@ episode per JSON line read on fd 3 and answers one JSON line on fd 4
 agent's own; the host logs them. Standard library only.
 """
 import asyncio
-import importlib
 import inspect
 import json
-import math
 import os
 import sys
 import traceback
-import urllib.error
-import urllib.request
+
+from areal_agent import check_result, load, result_reply, set_rewards
 
 REQUESTS, REPLIES = 3, 4
 
@@ -26,38 +24,8 @@ def send(out, message):
     out.flush()
 
 
-def load(spec):
-    """The callable `run(data, **kwargs)` named by spec; a class is instantiated once."""
-    module_name, _, attr = spec.partition(":")
-    module = importlib.import_module(module_name)
-    target = getattr(module, attr) if attr else getattr(module, "run")
-    if inspect.isclass(target):
-        target = target().run
-    if not callable(target):
-        raise TypeError(f"{spec} is not callable")
-    return target
-
-
 async def _await(awaitable):
     return await awaitable
-
-
-def set_rewards(base_url, api_key, rewards):
-    """A {completion_id: reward} result: each reward goes to its call through the gateway."""
-    for completion_id, reward in rewards.items():
-        body = json.dumps({"interaction_id": completion_id, "reward": reward}).encode()
-        req = urllib.request.Request(base_url.rstrip("/") + "/rl/set_reward", data=body, method="POST",
-                                     headers={"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"})
-        try:
-            urllib.request.urlopen(req, timeout=60).read()
-        except urllib.error.HTTPError as e:
-            raise ValueError(f"reward for {completion_id!r}: the gateway answered {e.code}: {e.read().decode(errors='replace')}") from None
-
-
-def check_reward(value, what):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise TypeError(f"{what} must be a finite number, got {value!r}")
-    return float(value)
 
 
 def run_episode(run, request):
@@ -69,13 +37,10 @@ def run_episode(run, request):
     result = run(request["data"], base_url=base_url, api_key=api_key)
     if inspect.isawaitable(result):
         result = asyncio.run(_await(result))
-    if result is None:
-        return {"op": "result", "reward": None}
-    if isinstance(result, dict):
-        rewards = {str(k): check_reward(v, f"the reward of completion {k!r}") for k, v in result.items()}
+    reward, rewards = check_result(result)
+    if rewards:
         set_rewards(base_url, api_key, rewards)
-        return {"op": "result", "reward": None, "rewards": rewards}
-    return {"op": "result", "reward": check_reward(result, f"run() returned {type(result).__name__}; the reward")}
+    return result_reply(reward, rewards)
 
 
 def main():
