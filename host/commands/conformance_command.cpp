@@ -75,7 +75,13 @@ int conformance(const CommandLine& cl) {
   }
   std::cout << "conformance: " << report.passed() << " passed, " << report.failed() << " failed, " << report.skipped()
             << " skipped\n";
-  return report.failed() == 0 ? 0 : 1;
+  if (report.failed() > 0) return 1;
+  if (report.needs_config()) {
+    // Not a verdict on the plugin: the checks that create an instance did not run.
+    std::cout << "conformance: incomplete: '" << plugin->name() << "' needs configuration to run its instance checks (see the SKIP lines)\n";
+    return 3;
+  }
+  return 0;
 }
 
 }  // namespace areal::host

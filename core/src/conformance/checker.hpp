@@ -20,6 +20,12 @@ struct CheckFailed : std::runtime_error {
 struct CheckSkipped : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+// Thrown when the plugin's schema requires keys the run was not given (a
+// model folder, server URLs, a command): the check is skipped and the run
+// is reported incomplete, never failed.
+struct ConfigNeeded : CheckSkipped {
+  using CheckSkipped::CheckSkipped;
+};
 
 inline void expect(bool ok, const std::string& why) {
   if (!ok) throw CheckFailed(why);

@@ -18,6 +18,12 @@ size_t ConformanceReport::failed() const {
   for (const auto& c : checks) n += !c.passed && !c.skipped;
   return n;
 }
+bool ConformanceReport::needs_config() const {
+  for (const auto& c : checks)
+    if (c.needs_config) return true;
+  return false;
+}
+
 size_t ConformanceReport::skipped() const {
   size_t n = 0;
   for (const auto& c : checks) n += c.skipped;
@@ -32,6 +38,10 @@ void Checker::run(const std::string& name, const std::function<void()>& body) {
   try {
     body();
     check.passed = true;
+  } catch (const ConfigNeeded& e) {
+    check.skipped = true;
+    check.needs_config = true;
+    check.detail = e.what();
   } catch (const CheckSkipped& e) {
     check.skipped = true;
     check.detail = e.what();
@@ -48,6 +58,14 @@ std::string effective_config(const LoadedPlugin& plugin, const std::string& conf
   if (const char* schema_text = plugin.info().config_schema_json) {
     std::vector<std::string> errors;
     config::validate(nlohmann::json::parse(schema_text), cfg, plugin.name(), errors);
+    std::vector<std::string> missing;
+    for (const auto& e : errors)
+      if (e.find("missing required key") != std::string::npos) missing.push_back(e);
+    if (!missing.empty() && missing.size() == errors.size()) {
+      std::string what = "needs configuration: " + missing.front();
+      for (size_t i = 1; i < missing.size(); ++i) what += "; " + missing[i];
+      throw ConfigNeeded(what + " (give it with --config '{...}'; `areal-host config-reference` and docs/configuration.md list the keys)");
+    }
     if (!errors.empty()) throw Error(AREAL_CODE_INVALID_ARGUMENT, "conformance config: " + errors.front());
   }
   return cfg.dump();
