@@ -1,5 +1,7 @@
 #include "areal/core/error.hpp"
 
+#include "areal/core/logging.hpp"
+
 // The concrete status object behind the opaque C type. Only the host
 // allocates it, so only the host's allocator ever frees it.
 struct areal_status {
@@ -51,6 +53,12 @@ void throw_if_status(areal_status* status, std::string_view context) {
   if (!message.empty()) message += ": ";
   message += status_message(status);
   throw Error(status_code(status), message);
+}
+
+void warn_if_status(areal_status* status, std::string_view context) {
+  if (status == nullptr) return;
+  StatusPtr owned(status);
+  logging::get("host")->warn("{}: {} ({})", context, status_message(status), code_name(status_code(status)));
 }
 
 }  // namespace areal

@@ -35,8 +35,13 @@ std::map<std::string, std::weak_ptr<LoadedPlugin>>& loaded_by_path() {
   static std::map<std::string, std::weak_ptr<LoadedPlugin>> m;
   return m;
 }
-std::map<std::string, areal_plugin_init_fn>& builtins() {
-  static std::map<std::string, areal_plugin_init_fn> m;
+// (The init function sits in a struct: a function-pointer type carrying
+// AREAL_MUST_USE cannot be a template argument without losing it.)
+struct BuiltinInit {
+  areal_plugin_init_fn init;
+};
+std::map<std::string, BuiltinInit>& builtins() {
+  static std::map<std::string, BuiltinInit> m;
   return m;
 }
 
@@ -268,7 +273,7 @@ std::shared_ptr<LoadedPlugin> PluginLoader::load_builtin(const std::string& name
   return p;
 }
 
-void register_builtin(const std::string& name, areal_plugin_init_fn init) { builtins()[name] = init; }
+void register_builtin(const std::string& name, areal_plugin_init_fn init) { builtins()[name] = BuiltinInit{init}; }
 
 std::vector<std::string> builtin_names() {
   std::vector<std::string> names;
@@ -279,7 +284,7 @@ std::vector<std::string> builtin_names() {
 std::shared_ptr<LoadedPlugin> load_builtin(const std::string& name) {
   auto it = builtins().find(name);
   if (it == builtins().end()) return nullptr;
-  return PluginLoader::load_builtin(name, it->second);
+  return PluginLoader::load_builtin(name, it->second.init);
 }
 
 }  // namespace areal

@@ -129,7 +129,7 @@ int run_job(const CommandLine& cl) {
 
     if (training) {
       const int rc_train = run_training(rc, plan, running);
-      if (gateway) running.gateway->stop(gateway->self());
+      if (gateway) warn_if_status(running.gateway->stop(gateway->self()), "gateway stop");
       return rc_train;
     }
     log->info("rollout: {} episodes over {} dataset items, concurrency {}, output {}", plan.episodes, plan.dataset.size(),
@@ -137,7 +137,7 @@ int run_job(const CommandLine& cl) {
     RolloutSummary s = run_rollout(plan, *running.workflow, running.workflow_self, *ref.vtable, ref.self);
     log->info("done: {} ok, {} failed | mean reward {:.4f} over {} rewarded completions | {} tokens | {:.2f} s ({:.1f} episodes/s)",
               s.ok, s.failed, s.mean_reward(), s.rewarded, s.tokens, s.seconds, (s.ok + s.failed) / std::max(s.seconds, 1e-9));
-    if (gateway) rc.plugins.at("gateway")->gateway()->stop(gateway->self());
+    if (gateway) warn_if_status(rc.plugins.at("gateway")->gateway()->stop(gateway->self()), "gateway stop");
     if (s.failed > 0) {
       std::cerr << "areal-host: " << s.failed << " episode(s) failed; their records in " << plan.output_path
                 << " have status \"error\" and the reason\n";

@@ -79,7 +79,7 @@ int serve(const CommandLine& cl) {
     int sig = 0;
     sigwait(&stop_signals, &sig);
     log->info("signal {} received: stopping", sig);
-    gateway_plugin->gateway()->stop(gateway.self());
+    warn_if_status(gateway_plugin->gateway()->stop(gateway.self()), "gateway stop");
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "areal-host serve: " << e.what() << "\n";

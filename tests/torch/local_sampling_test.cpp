@@ -198,7 +198,9 @@ TEST(LocalSampling, JsonSchemaOutputIsValidAndLogprobsAreOfTheMaskedDistribution
       const double want = raw[static_cast<int64_t>(t)][id].item<double>() - (mx + std::log(sum));
       worst = std::max(worst, std::abs(want - res.logprobs[t]));
       shift += std::abs(raw[static_cast<int64_t>(t)][id].item<double>() - res.logprobs[t]);
-      if (id != im_end) ASSERT_TRUE(state.feed(tok->token_bytes(id)));
+      if (id != im_end) {
+        ASSERT_TRUE(state.feed(tok->token_bytes(id)));
+      }
     }
     EXPECT_LE(worst, 1e-4) << "seed " << seed;
     EXPECT_GT(shift, 1.0) << "the mask must have changed the recorded log-probs";

@@ -140,7 +140,7 @@ TEST(JsonSchemaMatcher, RandomAcceptedOutputsAreValidForPythonJsonschema) {
       const std::string out = random_output(compiled, rng, &complete);
       if (!complete) continue;
       ++complete_outputs;
-      ASSERT_NO_THROW((void)J::parse(out)) << out;
+      EXPECT_TRUE(J::accept(out)) << out;
       cases.push_back({{"schema", schema}, {"text", out}});
     }
   }

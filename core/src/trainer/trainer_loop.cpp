@@ -149,7 +149,7 @@ TrainSummary run_trainer(const TrainerOptions& opt, const TrainerParts& parts, R
   std::string previous_weights;
   auto stop_and_rethrow = [&](const std::exception_ptr& e) {
     controller.resume();
-    inf.resume(parts.inference_self);
+    warn_if_status(inf.resume(parts.inference_self), "inference resume after an error");
     controller.stop();
     std::rethrow_exception(e);
   };

@@ -34,6 +34,14 @@ extern "C" {
  * when a member's documented meaning is refined (see the @since notes). */
 #define AREAL_ABI_MINOR 3
 
+/* On every slot that returns a status: ignoring one drops an error and leaks
+ * the status object, so compilers that can say so warn (-Wunused-result). */
+#if defined(__GNUC__) || defined(__clang__)
+#define AREAL_MUST_USE __attribute__((warn_unused_result))
+#else
+#define AREAL_MUST_USE
+#endif
+
 /* Size of a struct up to and including member m, excluding trailing padding.
  * Every struct_size field is set with this to its last member. */
 #define AREAL_OFFSET_OF_END(type, member) \
@@ -99,7 +107,7 @@ typedef struct areal_writer {
   uint32_t struct_size; /* AREAL_OFFSET_OF_END(areal_writer, write) */
   void* ctx;
   /* Returns NULL, or a status the plugin must propagate (e.g. out of memory). */
-  areal_status* (*write)(void* ctx, areal_str chunk);
+  areal_status* (*write)(void* ctx, areal_str chunk) AREAL_MUST_USE;
 } areal_writer;
 
 /* ---------------------------------------------------------------------------
@@ -127,7 +135,7 @@ typedef struct areal_host_api {
 
   /* Creates a status. `code` is an areal_code other than OK.
    * OWNERSHIP: message is copied; the caller owns the result. Never NULL. */
-  areal_status* (*status_new)(int32_t code, areal_str message);
+  areal_status* (*status_new)(int32_t code, areal_str message) AREAL_MUST_USE;
   /* Releases a status. NULL is allowed and ignored. */
   void (*status_free)(areal_status* status);
   /* The code of a status; AREAL_CODE_OK for NULL. */
@@ -160,11 +168,11 @@ typedef struct areal_host_api {
    * (after overrides and defaults), e.g. "experiment.name". An empty key
    * writes the whole config. NOT_FOUND if the key is absent.
    * OWNERSHIP: key borrowed; out is the caller's writer. */
-  areal_status* (*config_get)(areal_str dotted_key, const areal_writer* out);
+  areal_status* (*config_get)(areal_str dotted_key, const areal_writer* out) AREAL_MUST_USE;
 
   /* Writes every metric in Prometheus text format 0.0.4 (what /metrics
    * serves). OWNERSHIP: out is the caller's writer. */
-  areal_status* (*metrics_render)(const areal_writer* out);
+  areal_status* (*metrics_render)(const areal_writer* out) AREAL_MUST_USE;
 
   /* v1.1+: append new slots here only, and bump AREAL_ABI_MINOR. */
 } areal_host_api;
@@ -217,7 +225,7 @@ typedef struct areal_plugin_info {
  * leaves *out_info untouched.
  * THREADING: the host serialises all loads. */
 typedef areal_status* (*areal_plugin_init_fn)(const areal_host_api* host,
-                                              const areal_plugin_info** out_info);
+                                              const areal_plugin_info** out_info) AREAL_MUST_USE;
 #define AREAL_PLUGIN_INIT_SYMBOL "areal_plugin_init"
 
 #ifdef __cplusplus

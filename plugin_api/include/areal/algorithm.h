@@ -21,7 +21,7 @@ typedef struct areal_algorithm_vtable {
   uint32_t struct_size; /* AREAL_OFFSET_OF_END(areal_algorithm_vtable, loss) */
 
   /* As for areal_inference_vtable.create. */
-  areal_status* (*create)(areal_str config_json, const areal_services* services, void** out_self);
+  areal_status* (*create)(areal_str config_json, const areal_services* services, void** out_self) AREAL_MUST_USE;
   /* Releases an instance. NULL is allowed. */
   void (*destroy)(void* self);
 
@@ -37,7 +37,7 @@ typedef struct areal_algorithm_vtable {
    * outside loss_mask must be written as 0.
    * OWNERSHIP: both maps borrowed for the call. */
   areal_status* (*compute_advantages)(void* self, const areal_tensor_map* batch,
-                                      const areal_tensor_map* out);
+                                      const areal_tensor_map* out) AREAL_MUST_USE;
 
   /* The loss of one micro-batch given the current policy's log-probs.
    * Same contract as areal_loss_fn.eval (areal/train.h). The batch holds the
@@ -46,7 +46,7 @@ typedef struct areal_algorithm_vtable {
    * tokens; the train plugin weights micro-batches (and ranks) by their loss
    * tokens, so the step optimises a token-level mean over the global batch. */
   areal_status* (*loss)(void* self, const areal_tensor_map* batch, double* out_loss, DLTensor* out_grad,
-                        const areal_writer* out_stats_json);
+                        const areal_writer* out_stats_json) AREAL_MUST_USE;
 } areal_algorithm_vtable;
 
 #ifdef __cplusplus

@@ -21,17 +21,17 @@ typedef struct areal_gateway_vtable {
   uint32_t struct_size; /* AREAL_OFFSET_OF_END(areal_gateway_vtable, control) since 1.1; (.., stop) in 1.0 */
 
   /* As for areal_inference_vtable.create. Does not bind any socket yet. */
-  areal_status* (*create)(areal_str config_json, const areal_services* services, void** out_self);
+  areal_status* (*create)(areal_str config_json, const areal_services* services, void** out_self) AREAL_MUST_USE;
   /* Stops if running, then releases. NULL is allowed. */
   void (*destroy)(void* self);
 
   /* Binds and starts serving in background threads; returns once requests
    * are accepted. Writes the base URL actually bound, e.g.
    * "http://127.0.0.1:8080" (port 0 in config picks a free port). */
-  areal_status* (*start)(void* self, const areal_writer* out_base_url);
+  areal_status* (*start)(void* self, const areal_writer* out_base_url) AREAL_MUST_USE;
   /* Stops accepting, finishes or aborts in-flight requests, returns when no
    * request thread touches the instance any more. Idempotent. */
-  areal_status* (*stop)(void* self);
+  areal_status* (*stop)(void* self) AREAL_MUST_USE;
 
   /* --- ABI 1.1 (check struct_size; NULL in 1.0 gateways) ---------------- */
 
@@ -50,7 +50,7 @@ typedef struct areal_gateway_vtable {
    *                                     -> the chat completion, recorded in the session
    * Unknown ops are UNSUPPORTED. OWNERSHIP: request borrowed for the call;
    * out is the caller's writer. */
-  areal_status* (*control)(void* self, areal_str request_json, const areal_writer* out_json);
+  areal_status* (*control)(void* self, areal_str request_json, const areal_writer* out_json) AREAL_MUST_USE;
 } areal_gateway_vtable;
 
 #ifdef __cplusplus

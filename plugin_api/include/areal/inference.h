@@ -103,7 +103,7 @@ typedef struct areal_gen_sink {
   /* Zero or more times. A non-NULL return (owned by the plugin, which frees
    * it) asks the plugin to abort this request; on_done then follows with
    * AREAL_FINISH_ABORT. */
-  areal_status* (*on_tokens)(void* ctx, const areal_gen_chunk* chunk);
+  areal_status* (*on_tokens)(void* ctx, const areal_gen_chunk* chunk) AREAL_MUST_USE;
   /* Exactly once per successfully submitted request. `error` is non-NULL only
    * with AREAL_FINISH_ERROR. OWNERSHIP: error is borrowed for the call. */
   void (*on_done)(void* ctx, int32_t finish_reason, const areal_status* error);
@@ -119,7 +119,7 @@ typedef struct areal_inference_vtable {
    * OWNERSHIP: config_json and services borrowed for the call (services
    * stays valid until destroy). *out_self is owned by the plugin and released
    * with destroy. On error *out_self is untouched. */
-  areal_status* (*create)(areal_str config_json, const areal_services* services, void** out_self);
+  areal_status* (*create)(areal_str config_json, const areal_services* services, void** out_self) AREAL_MUST_USE;
   /* Destroys an instance; aborts what is in flight first (each on_done is
    * called before destroy returns). NULL is allowed. */
   void (*destroy)(void* self);
@@ -127,27 +127,27 @@ typedef struct areal_inference_vtable {
   /* Starts a request and returns at once. On success the sink receives the
    * output later (possibly before submit returns). On error nothing is
    * called on the sink. */
-  areal_status* (*submit)(void* self, const areal_gen_request* request, const areal_gen_sink* sink);
+  areal_status* (*submit)(void* self, const areal_gen_request* request, const areal_gen_sink* sink) AREAL_MUST_USE;
   /* Aborts a request; its on_done reports AREAL_FINISH_ABORT with the tokens
    * generated so far already delivered. Unknown ids are NOT_FOUND. */
-  areal_status* (*abort)(void* self, uint64_t request_id);
+  areal_status* (*abort)(void* self, uint64_t request_id) AREAL_MUST_USE;
 
   /* Stops producing tokens (requests stay queued) until resume. Used around
    * weight updates. Idempotent. */
-  areal_status* (*pause)(void* self);
-  areal_status* (*resume)(void* self);
+  areal_status* (*pause)(void* self) AREAL_MUST_USE;
+  areal_status* (*resume)(void* self) AREAL_MUST_USE;
 
   /* Loads new weights. spec_json: {"type":"disk","path":DIR,"version":N}
    * (kinds may add types). After success every new token is stamped N. */
-  areal_status* (*update_weights)(void* self, areal_str spec_json);
+  areal_status* (*update_weights)(void* self, areal_str spec_json) AREAL_MUST_USE;
   /* The version stamped on newly generated tokens. */
-  areal_status* (*get_version)(void* self, int64_t* out_version);
+  areal_status* (*get_version)(void* self, int64_t* out_version) AREAL_MUST_USE;
   /* Sets that version without loading weights. */
-  areal_status* (*set_version)(void* self, int64_t version);
+  areal_status* (*set_version)(void* self, int64_t version) AREAL_MUST_USE;
 
   /* Writes a JSON object describing the served model:
    * {"model": str, "vocab_size": int, "max_context": int, ...}. */
-  areal_status* (*info)(void* self, const areal_writer* out_json);
+  areal_status* (*info)(void* self, const areal_writer* out_json) AREAL_MUST_USE;
 
   /* --- ABI 1.1 (check struct_size; NULL when the plugin cannot) ---------- */
 
@@ -158,7 +158,7 @@ typedef struct areal_inference_vtable {
    * stamped `version`. A missing or misshapen tensor is INVALID_ARGUMENT and
    * leaves the old weights in place.
    * OWNERSHIP: the map and tensors are borrowed for the call. */
-  areal_status* (*update_weights_from_tensors)(void* self, const areal_tensor_map* weights, int64_t version);
+  areal_status* (*update_weights_from_tensors)(void* self, const areal_tensor_map* weights, int64_t version) AREAL_MUST_USE;
 } areal_inference_vtable;
 
 #ifdef __cplusplus

@@ -86,7 +86,7 @@ inline void throw_if_error(areal_status* status) {
 
 // Runs f and converts any exception into a host status (NULL on success).
 template <class F>
-areal_status* guard(F&& f) noexcept {
+[[nodiscard]] areal_status* guard(F&& f) noexcept {
   try {
     f();
     return nullptr;
@@ -308,7 +308,7 @@ void* proc_address(const char* name) {
 }
 
 template <class T>
-areal_status* create(areal_str config_json, const areal_services* services, void** out_self) {
+[[nodiscard]] areal_status* create(areal_str config_json, const areal_services* services, void** out_self) {
   return guard([&] {
     if (out_self == nullptr) throw Error(AREAL_CODE_INVALID_ARGUMENT, "out_self is NULL");
     *out_self = new T(CreateContext(config_json, services));
@@ -503,7 +503,7 @@ struct GatewayAdapter {
 constexpr uint32_t kMinHostApiSize = AREAL_OFFSET_OF_END(areal_host_api, metrics_render);
 
 template <class T, class Adapter>
-areal_status* plugin_init(int32_t kind, const areal_host_api* host_api, const areal_plugin_info** out_info) noexcept {
+[[nodiscard]] areal_status* plugin_init(int32_t kind, const areal_host_api* host_api, const areal_plugin_info** out_info) noexcept {
   if (host_api == nullptr || host_api->struct_size < kMinHostApiSize || host_api->abi_major != AREAL_ABI_MAJOR) {
     // Cannot build a status without a usable host table: refuse by NULL info.
     // The host reports "init returned no info".

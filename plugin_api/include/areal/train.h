@@ -31,7 +31,7 @@ typedef struct areal_loss_fn {
    * dLoss/d new_logprobs into out_grad (float32 [T], caller-allocated,
    * zeroed). Stats are a JSON object of scalars, may be empty. */
   areal_status* (*eval)(void* ctx, const areal_tensor_map* batch, double* out_loss,
-                        DLTensor* out_grad, const areal_writer* out_stats_json);
+                        DLTensor* out_grad, const areal_writer* out_stats_json) AREAL_MUST_USE;
 } areal_loss_fn;
 
 /* THREADING: an instance is used from one thread at a time. */
@@ -39,7 +39,7 @@ typedef struct areal_train_vtable {
   uint32_t struct_size; /* AREAL_OFFSET_OF_END(areal_train_vtable, export_weights) since 1.1; (.., set_version) in 1.0 */
 
   /* As for areal_inference_vtable.create. */
-  areal_status* (*create)(areal_str config_json, const areal_services* services, void** out_self);
+  areal_status* (*create)(areal_str config_json, const areal_services* services, void** out_self) AREAL_MUST_USE;
   /* Releases an instance. NULL is allowed. */
   void (*destroy)(void* self);
 
@@ -49,7 +49,7 @@ typedef struct areal_train_vtable {
    * OWNERSHIP: batch borrowed. *out_logprobs (float32 [T], CPU) is owned by
    * the caller, who calls its deleter. */
   areal_status* (*compute_logprobs)(void* self, const areal_tensor_map* batch, float temperature,
-                                    DLManagedTensor** out_logprobs);
+                                    DLManagedTensor** out_logprobs) AREAL_MUST_USE;
 
   /* One optimizer step over `batch` (split into micro-batches by the
    * plugin), using `loss` for the gradient. The log-probs are of
@@ -57,17 +57,17 @@ typedef struct areal_train_vtable {
    * (else 1), so they match compute_logprobs at the same temperature. Writes a JSON object of scalar
    * stats (loss, grad_norm, lr, tokens, ...). Increments the step. */
   areal_status* (*train_step)(void* self, const areal_tensor_map* batch, const areal_loss_fn* loss,
-                              const areal_writer* out_stats_json);
+                              const areal_writer* out_stats_json) AREAL_MUST_USE;
 
   /* Saves to / loads from a directory. spec_json:
    * {"path": DIR, "optimizer": bool, "format": "hf"}. The HF format is what
    * inference backends reload. */
-  areal_status* (*save)(void* self, areal_str spec_json);
-  areal_status* (*load)(void* self, areal_str spec_json);
+  areal_status* (*save)(void* self, areal_str spec_json) AREAL_MUST_USE;
+  areal_status* (*load)(void* self, areal_str spec_json) AREAL_MUST_USE;
 
   /* The policy version of the current weights. */
-  areal_status* (*get_version)(void* self, int64_t* out_version);
-  areal_status* (*set_version)(void* self, int64_t version);
+  areal_status* (*get_version)(void* self, int64_t* out_version) AREAL_MUST_USE;
+  areal_status* (*set_version)(void* self, int64_t version) AREAL_MUST_USE;
 
   /* --- ABI 1.1 (check struct_size; NULL when the plugin cannot) ---------- */
 
@@ -78,7 +78,7 @@ typedef struct areal_train_vtable {
    * weights. Returns fn's status if it fails.
    * OWNERSHIP: the map, its names and tensors are plugin-owned and valid only
    * during fn. THREADING: fn runs on the calling thread. */
-  areal_status* (*export_weights)(void* self, areal_status* (*fn)(void* ctx, const areal_tensor_map* weights), void* ctx);
+  areal_status* (*export_weights)(void* self, areal_status* (*fn)(void* ctx, const areal_tensor_map* weights), void* ctx) AREAL_MUST_USE;
 } areal_train_vtable;
 
 #ifdef __cplusplus

@@ -40,10 +40,10 @@ typedef struct areal_episode_api {
    * as part of this episode. OWNERSHIP: request borrowed for the call;
    * *out_completion is host-owned (see areal_completion). */
   areal_status* (*generate)(void* ctx, const areal_gen_request* request,
-                            const areal_completion** out_completion);
+                            const areal_completion** out_completion) AREAL_MUST_USE;
   /* Sets the reward of one completion of this episode (an empty id means
    * the last one). Calling it again replaces the value. */
-  areal_status* (*set_reward)(void* ctx, areal_str completion_id, double reward);
+  areal_status* (*set_reward)(void* ctx, areal_str completion_id, double reward) AREAL_MUST_USE;
 
   /* --- ABI 1.1 (check struct_size) -------------------------------------- */
 
@@ -53,7 +53,7 @@ typedef struct areal_episode_api {
    * gateway session (the one episode.api_key names), exactly as an HTTP call
    * with that key would be. UNSUPPORTED when the run has no gateway with a
    * tokenizer. OWNERSHIP: request borrowed; out is the caller's writer. */
-  areal_status* (*chat)(void* ctx, areal_str request_json, const areal_writer* out_json);
+  areal_status* (*chat)(void* ctx, areal_str request_json, const areal_writer* out_json) AREAL_MUST_USE;
 } areal_episode_api;
 
 /* One episode to run.
@@ -75,7 +75,7 @@ typedef struct areal_workflow_vtable {
   uint32_t struct_size; /* AREAL_OFFSET_OF_END(areal_workflow_vtable, run_episode) */
 
   /* As for areal_inference_vtable.create. */
-  areal_status* (*create)(areal_str config_json, const areal_services* services, void** out_self);
+  areal_status* (*create)(areal_str config_json, const areal_services* services, void** out_self) AREAL_MUST_USE;
   /* Releases an instance. NULL is allowed. */
   void (*destroy)(void* self);
 
@@ -84,7 +84,7 @@ typedef struct areal_workflow_vtable {
    * single-turn case); {} leaves rewards to set_reward. Extra keys are kept
    * in the episode record as metadata. */
   areal_status* (*run_episode)(void* self, const areal_episode* episode,
-                               const areal_writer* out_result_json);
+                               const areal_writer* out_result_json) AREAL_MUST_USE;
 } areal_workflow_vtable;
 
 /* Optional extension, found through areal_plugin_info.get_proc_address:

@@ -35,4 +35,9 @@ using StatusPtr = std::unique_ptr<areal_status, StatusDeleter>;
 // is not NULL.
 void throw_if_status(areal_status* status, std::string_view context);
 
+// Takes ownership of `status`; logs a warning naming `context` when it is not
+// NULL. For calls whose failure cannot change what happens next (stopping,
+// cleaning up after another error) but must still be seen.
+void warn_if_status(areal_status* status, std::string_view context);
+
 }  // namespace areal
