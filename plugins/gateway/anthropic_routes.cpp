@@ -33,7 +33,8 @@ std::string anthropic_error_type(int status) {
 }  // namespace
 
 std::string AnthropicRoutes::error_body(int status, const std::string& message) {
-  return J{{"type", "error"}, {"error", {{"type", anthropic_error_type(status)}, {"message", message}}}}.dump();
+  return J{{"type", "error"}, {"error", {{"type", anthropic_error_type(status)}, {"message", message}}}}.dump(
+      -1, ' ', false, J::error_handler_t::replace);  // never unsendable, whatever bytes the message quotes
 }
 
 AnthropicRoutes::AnthropicRoutes(std::shared_ptr<proxy::ChatService> chat, SessionRoutes& sessions, proxy::SessionStore& store,

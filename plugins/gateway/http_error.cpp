@@ -7,7 +7,9 @@
 namespace areal::gateway {
 
 std::string openai_error_body(const std::string& message, const std::string& type, const std::string& code) {
-  return nlohmann::json{{"error", {{"message", message}, {"type", type}, {"param", nullptr}, {"code", code}}}}.dump();
+  // replace: a message quoting the client's bytes must not make the error itself unsendable.
+  return nlohmann::json{{"error", {{"message", message}, {"type", type}, {"param", nullptr}, {"code", code}}}}.dump(
+      -1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 int http_status_for(int32_t c) {

@@ -305,3 +305,27 @@ TEST_F(Compat, AnEndedSessionsUrlIsGoneEvenAfterItsKeyWasReused) {
 }
 
 }  // namespace
+
+// A body with bytes that are not UTF-8 is a client mistake: a 400 in each
+// API's own error shape naming the byte, never a closed connection (issue
+// #17's report), and nothing is recorded.
+TEST_F(Compat, BodiesThatAreNotUtf8AreA400NamingTheByte) {
+  start("hf");
+  const std::string key = start_session("utf8");
+  const std::string chat = std::string(R"({"messages": [{"role": "user", "content": "hi )") + "\xff\xfe" + R"( there"}], "max_tokens": 4})";
+  for (const char* path : {"/v1/chat/completions", "/v1/responses", "/v1/messages"}) {
+    const std::string body = std::string(path) == "/v1/responses" ? std::string(R"({"input": "a )") + "\xc3\x28" + R"("})" : chat;
+    auto [status, text] = raw(path, body, key);
+    EXPECT_EQ(status, 400) << path;
+    const auto j = nlohmann::json::parse(text);  // the error body itself is valid JSON
+    EXPECT_NE(j["error"]["message"].get<std::string>().find("not valid UTF-8 (byte "), std::string::npos) << text;
+    if (std::string(path) == "/v1/messages") {
+      EXPECT_EQ(j["type"], "error");  // Anthropic's shape
+    }
+  }
+  // Overlong forms and surrogates are not UTF-8 either; valid multi-byte text is served.
+  EXPECT_EQ(raw("/v1/chat/completions", std::string(R"({"messages": [{"role": "user", "content": ")") + "\xe0\x80\x80" + R"("}]})", key).first, 400);
+  EXPECT_EQ(raw("/v1/chat/completions", std::string(R"({"messages": [{"role": "user", "content": ")") + "\xed\xa0\x80" + R"("}]})", key).first, 400);
+  EXPECT_EQ(raw("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "h\u00e9 \u4f60\u597d \ud83d\ude00"}], "max_tokens": 2})", key).first, 200);
+  EXPECT_EQ(raw("/v1/chat/completions", std::string(R"({"messages": [{"role": "user", "content": ")") + "h\xc3\xa9 \xe4\xbd\xa0 \xf0\x9f\x98\x80" + R"("}], "max_tokens": 2})", key).first, 200);
+}
