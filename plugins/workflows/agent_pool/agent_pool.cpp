@@ -33,6 +33,7 @@
 #include "areal/sdk.hpp"
 #include "areal/sdk_json.hpp"
 #include "common/agent_session.hpp"
+#include "common/plugin_dir.hpp"
 
 extern char** environ;
 
@@ -42,13 +43,6 @@ using nlohmann::json;
 namespace sdk = areal::sdk;
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-
-// Where this plugin's .so lives: the worker scripts are installed beside it.
-fs::path plugin_dir() {
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&plugin_dir), &info) == 0 || info.dli_fname == nullptr) return fs::current_path();
-  return fs::path(info.dli_fname).parent_path();
-}
 
 // One worker process and the pipes to it.
 class Worker {
@@ -250,7 +244,7 @@ class AgentPool {
     std::string interpreter = config_.value("interpreter", std::string());
     if (interpreter.empty()) interpreter = language == "node" ? "node" : "python3";
     std::string script = config_.value("worker_script", std::string());
-    if (script.empty()) script = (plugin_dir() / "agent_pool" / (language == "node" ? "node_worker.mjs" : "python_worker.py")).string();
+    if (script.empty()) script = (areal::workflows::plugin_dir() / "agent_pool" / (language == "node" ? "node_worker.mjs" : "python_worker.py")).string();
     if (!fs::exists(script)) throw sdk::invalid_argument("agent_pool: worker script " + script + " is missing (install the agent_pool plugin with its workers)");
     argv_ = {interpreter, script, agent};
     env_ = areal::workflows::config_env(config_, "agent_pool");

@@ -27,18 +27,13 @@
 #include "areal/sdk.hpp"
 #include "areal/sdk_json.hpp"
 #include "common/agent_session.hpp"
+#include "common/plugin_dir.hpp"
 
 namespace {
 
 using nlohmann::json;
 namespace sdk = areal::sdk;
 namespace fs = std::filesystem;
-
-fs::path plugin_dir() {
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&plugin_dir), &info) == 0 || info.dli_fname == nullptr) return fs::current_path();
-  return fs::path(info.dli_fname).parent_path();
-}
 
 // The reply to one scheduled episode (token 0: the loop's "ready").
 struct Waiter {
@@ -138,7 +133,7 @@ class Interpreter {
     std::string error;
     PyObject* sys_path = PySys_GetObject("path");  // borrowed
     std::vector<std::string> dirs = python_path;
-    dirs.push_back(plugin_dir().string() + "/python_inline");
+    dirs.push_back(areal::workflows::plugin_dir().string() + "/python_inline");
     for (auto it = dirs.rbegin(); it != dirs.rend(); ++it) {
       PyObject* s = PyUnicode_FromString(it->c_str());
       if (PySequence_Contains(sys_path, s) == 0) PyList_Insert(sys_path, 0, s);
