@@ -1,5 +1,6 @@
 #include "training_job.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 
@@ -98,8 +99,9 @@ int run_training(const ResolvedConfig& rc, const RolloutPlan& plan, const Runnin
             plan.output_path, opt.run_dir);
   const trainer::TrainSummary s = trainer::run_trainer(opt, parts, std::move(ro_opt), target);
   if (agent) agent->stop();
-  log->info("done: {} steps in {:.1f} s | mean reward {:.4f} (first step) -> {:.4f} (last step) | version {} | metrics {}/metrics.jsonl",
-            s.steps_run, s.seconds, s.first_reward, s.last_reward, s.final_version, opt.run_dir);
+  const size_t window = std::min<size_t>(50, std::max<size_t>(1, s.step_rewards.size() / 2));  // the first and last halves of a short run
+  log->info("done: {} steps in {:.1f} s | mean reward {:.4f} (first {} steps) -> {:.4f} (last {} steps) | version {} | metrics {}/metrics.jsonl",
+            s.steps_run, s.seconds, s.first_mean(window), window, s.last_mean(window), window, s.final_version, opt.run_dir);
   return 0;
 }
 

@@ -1,11 +1,13 @@
 #include "areal/core/trainer/trainer_loop.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
+#include <numeric>
 
 #include "areal/core/error.hpp"
 #include "areal/core/logging.hpp"
@@ -95,6 +97,16 @@ std::string newest_checkpoint(const std::string& run_dir, int64_t* step) {
 }
 
 }  // namespace
+
+double TrainSummary::first_mean(size_t window) const {
+  const size_t n = std::min(window, step_rewards.size());
+  return n == 0 ? 0.0 : std::accumulate(step_rewards.begin(), step_rewards.begin() + static_cast<std::ptrdiff_t>(n), 0.0) / static_cast<double>(n);
+}
+
+double TrainSummary::last_mean(size_t window) const {
+  const size_t n = std::min(window, step_rewards.size());
+  return n == 0 ? 0.0 : std::accumulate(step_rewards.end() - static_cast<std::ptrdiff_t>(n), step_rewards.end(), 0.0) / static_cast<double>(n);
+}
 
 TrainSummary run_trainer(const TrainerOptions& opt, const TrainerParts& parts, RolloutOptions rollout,
                          const EpisodeTarget& target) {
@@ -270,8 +282,7 @@ TrainSummary run_trainer(const TrainerOptions& opt, const TrainerParts& parts, R
       const json algo_stats = bridge.averages();  // named: items() must not outlive a temporary
       for (const auto& [k, v] : algo_stats.items()) row["algo_" + k] = v;
       tlog.step(row);
-      if (summary.steps_run == 0) summary.first_reward = mean;
-      summary.last_reward = mean;
+      summary.step_rewards.push_back(mean);
       ++summary.steps_run;
     }
   } catch (...) {

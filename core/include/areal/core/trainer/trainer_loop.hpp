@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "areal/core/trainer/rollout_controller.hpp"
 #include "areal/plugin_api.h"
@@ -46,7 +47,13 @@ struct TrainerParts {
 
 struct TrainSummary {
   int64_t steps_run = 0, final_version = 0;
-  double first_reward = 0, last_reward = 0, seconds = 0;
+  double seconds = 0;
+  std::vector<double> step_rewards;  // each step's mean reward, in order
+
+  // Mean reward over the first / last `window` steps run (fewer if fewer ran):
+  // one step's batch is too noisy to say whether anything was learned.
+  double first_mean(size_t window) const;
+  double last_mean(size_t window) const;
 };
 
 // Runs the loop. Throws areal::Error for a plugin failure or a missing
