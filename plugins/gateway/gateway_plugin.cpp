@@ -157,16 +157,8 @@ class Handler : public HTTPRequestHandler {
   // key. The path is rewritten and the session's key stands in for whatever
   // credential the request carried. Returns whether the path was scoped.
   bool scoped_to_session(HTTPServerRequest& req, std::string& path) {
-    const size_t slash = path.find('/', 1);
-    if (path.size() < 2 || slash == std::string::npos) return false;
-    const std::string head = path.substr(1, slash - 1), rest = path.substr(slash);
-    static const char* const kTopLevel[] = {"v1", "rl", "chat", "responses", "messages", "models", "health", "metrics",
-                                            "grant_capacity", "export_trajectories"};
-    for (const char* t : kTopLevel)
-      if (head == t) return false;
-    const bool api = rest.rfind("/v1/", 0) == 0 || rest.rfind("/rl/", 0) == 0 || rest == "/chat/completions" || rest == "/responses" ||
-                     rest == "/messages" || rest == "/models";
-    if (!api) return false;
+    std::string head, rest;
+    if (!areal::gateway::split_session_path(path, head, rest)) return false;
     std::shared_ptr<areal::proxy::Session> session;
     try {
       session = state_->sessions->find(head);

@@ -81,4 +81,15 @@ std::string bearer_token(const Poco::Net::HTTPServerRequest& request) {
   throw HttpError(401, "Missing or malformed Authorization header. Expected 'Bearer <token>' or 'x-api-key: <token>'.");
 }
 
+bool split_session_path(const std::string& path, std::string& session, std::string& rest) {
+  const size_t slash = path.find('/', 1);
+  if (path.size() < 2 || slash == std::string::npos) return false;
+  session = path.substr(1, slash - 1);
+  rest = path.substr(slash);
+  for (const char* top : {"v1", "rl", "chat", "responses", "messages", "models", "health", "metrics", "grant_capacity", "export_trajectories"})
+    if (session == top) return false;
+  return rest.rfind("/v1/", 0) == 0 || rest.rfind("/rl/", 0) == 0 || rest == "/chat/completions" || rest == "/responses" ||
+         rest == "/messages" || rest == "/models";
+}
+
 }  // namespace areal::gateway

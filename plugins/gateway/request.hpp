@@ -21,4 +21,10 @@ nlohmann::ordered_json parse_json_object(const std::string& body, const std::str
 // HttpError 401 with AReaL's message when neither is present.
 std::string bearer_token(const Poco::Net::HTTPServerRequest& request);
 
+// A session-scoped path, /{session}/<api path> (the agent-workflow seed's
+// base URLs): true with the session id or key in `session` and the API path
+// (/v1/..., /rl/..., /chat/completions, /responses, /messages, /models) in
+// `rest`. False for the gateway's own top-level paths.
+bool split_session_path(const std::string& path, std::string& session, std::string& rest);
+
 }  // namespace areal::gateway

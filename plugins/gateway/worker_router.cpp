@@ -235,12 +235,8 @@ void WorkerRouter::start_session(Poco::Net::HTTPServerRequest& req, const std::s
 }
 
 bool WorkerRouter::scoped_route(const std::string& path, size_t& worker, std::string& key, std::string& rest) {
-  const size_t slash = path.find('/', 1);
-  if (path.size() < 2 || slash == std::string::npos) return false;
-  const std::string head = path.substr(1, slash - 1);
-  rest = path.substr(slash);
-  for (const char* top : {"v1", "rl", "chat", "responses", "messages", "models", "health", "metrics", "grant_capacity", "export_trajectories"})
-    if (head == top) return false;
+  std::string head;
+  if (!split_session_path(path, head, rest)) return false;
   std::lock_guard<std::mutex> lock(mutex_);
   if (auto it = by_session_.find(head); it != by_session_.end()) {
     worker = it->second;
@@ -252,10 +248,7 @@ bool WorkerRouter::scoped_route(const std::string& path, size_t& worker, std::st
     key = head;
     return true;
   }
-  const bool api = rest.rfind("/v1/", 0) == 0 || rest.rfind("/rl/", 0) == 0 || rest == "/chat/completions" || rest == "/responses" ||
-                   rest == "/messages" || rest == "/models";
-  if (api) throw HttpError(404, "Unknown session '" + head + "' in the URL: start one with /rl/start_session");
-  return false;
+  throw HttpError(404, "Unknown session '" + head + "' in the URL: start one with /rl/start_session");
 }
 
 void WorkerRouter::handle(const std::string& path, Poco::Net::HTTPServerRequest& req, const std::string& body,

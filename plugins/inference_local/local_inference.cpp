@@ -56,6 +56,7 @@ struct Request {
   std::vector<std::pair<int32_t, float>> logit_bias;
   std::unordered_map<int32_t, int32_t> generated_counts;  // for frequency/presence penalties
   std::optional<areal::structured_output::JsonMatcher> matcher;
+  const areal::structured_output::VocabularyTrie* trie = nullptr;  // the engine's, with a matcher
   bool reshaped() const {
     return !logit_bias.empty() || sampling.frequency_penalty != 0 || sampling.presence_penalty != 0 || matcher.has_value();
   }
@@ -213,7 +214,7 @@ class LocalInference {
       throw sdk::invalid_argument("unknown structured_output " + std::to_string(s.structured_output));
     }
     s.json_schema = {};
-    if (r.matcher) vocabulary_trie();  // built once, before the request runs
+    if (r.matcher) r.trie = &vocabulary_trie();  // built once, before the request runs
   }
 
   // The vocabulary as a byte trie for structured output, built at first use.
@@ -415,7 +416,7 @@ class LocalInference {
     const auto& s = r.sampling;
     for (const auto& [id, count] : r.generated_counts) q[id] -= s.frequency_penalty * count + (count > 0 ? s.presence_penalty : 0.0f);
     if (r.matcher) {
-      vocabulary_trie().allowed_tokens(*r.matcher, allowed_);
+      r.trie->allowed_tokens(*r.matcher, allowed_);
       if (r.matcher->complete()) {
         for (int32_t id : r.stop_ids) allowed_[id] = 1;
         if (!s.ignore_eos && model_->config().eos_token_id >= 0) allowed_[model_->config().eos_token_id] = 1;

@@ -117,8 +117,7 @@ class Compiler {
       for (const auto& part : s["allOf"]) {
         const nlohmann::json p = resolve(part, where + ".allOf");
         if (!p.is_object()) continue;
-        for (const char* key : {"properties"})
-          if (p.contains(key) && p[key].is_object()) merged[key].update(p[key]);
+        if (p.contains("properties") && p["properties"].is_object()) merged["properties"].update(p["properties"]);
         if (p.contains("required") && p["required"].is_array())
           for (const auto& r : p["required"]) merged["required"].push_back(r);
         for (const char* key : {"type", "additionalProperties", "items", "enum", "const"})

@@ -26,6 +26,7 @@
 #include <filesystem>
 #include <memory>
 #include <mutex>
+#include <regex>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -47,7 +48,7 @@ using Clock = std::chrono::steady_clock;
 // One worker process and the pipes to it.
 class Worker {
  public:
-  Worker(int index, const std::vector<std::string>& argv, const std::vector<std::string>& env) : index_(index) {
+  Worker(int index, const std::vector<std::string>& argv, const std::vector<std::string>& env, const std::string& cwd) : index_(index) {
     int req[2], resp[2], out[2], err[2];
     if (pipe2(req, O_CLOEXEC) || pipe2(resp, O_CLOEXEC) || pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC))
       throw sdk::Error(AREAL_CODE_UNAVAILABLE, std::string("agent_pool: pipe: ") + std::strerror(errno));
@@ -58,6 +59,7 @@ class Worker {
     posix_spawn_file_actions_adddup2(&fa, err[1], STDERR_FILENO);
     posix_spawn_file_actions_adddup2(&fa, req[0], 3);   // episodes in
     posix_spawn_file_actions_adddup2(&fa, resp[1], 4);  // results out
+    if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&fa, cwd.c_str());
     posix_spawnattr_t attr;
     posix_spawnattr_init(&attr);
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
@@ -237,9 +239,9 @@ class AgentPool {
     const std::string agent = config_["agent"];
     std::string language = config_.value("language", std::string("auto"));
     if (language == "auto") {
-      const std::string file = agent.substr(0, agent.rfind(':') == std::string::npos || agent.rfind(':') < agent.rfind('.') ? agent.size() : agent.rfind(':'));
-      const std::string ext = fs::path(file).extension().string();
-      language = ext == ".mjs" || ext == ".js" || ext == ".cjs" ? "node" : "python";
+      // An .mjs/.js/.cjs file (optionally :export) is a Node.js agent; anything else a Python module.
+      static const std::regex kNodeAgent(R"(\.(mjs|js|cjs)(:[A-Za-z_$][A-Za-z0-9_$]*)?$)");
+      language = std::regex_search(agent, kNodeAgent) ? "node" : "python";
     }
     std::string interpreter = config_.value("interpreter", std::string());
     if (interpreter.empty()) interpreter = language == "node" ? "node" : "python3";
@@ -318,7 +320,7 @@ class AgentPool {
   // A started worker that has imported the agent ("ready"), or an error
   // that says why not (an import error's traceback included).
   std::unique_ptr<Worker> start(int index) {
-    auto w = std::make_unique<Worker>(index, cwd_.empty() ? argv_ : std::vector<std::string>{"/bin/sh", "-c", "cd \"$0\" && exec \"$@\"", cwd_, argv_[0], argv_[1], argv_[2]}, env_);
+    auto w = std::make_unique<Worker>(index, argv_, env_, cwd_);
     std::string line;
     const auto r = w->receive(line, Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(startup_s_ * 1000)));
     if (r == Worker::Read::kLine) {

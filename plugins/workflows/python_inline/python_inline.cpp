@@ -125,7 +125,7 @@ class Interpreter {
       if (PyStatus_Exception(st))
         throw sdk::invalid_argument(std::string("python_inline: cannot start Python") + (st.err_msg ? std::string(": ") + st.err_msg : ""));
       interpreter_ = interpreter;
-      main_state_ = PyEval_SaveThread();  // the GIL is taken per call from here on
+      PyEval_SaveThread();  // released for good: every call takes the GIL with PyGILState_Ensure
     } else if (interpreter != interpreter_) {
       throw sdk::invalid_argument("python_inline: this process already runs Python from '" + interpreter_ + "'; one interpreter per process");
     }
@@ -205,7 +205,6 @@ class Interpreter {
 
   std::mutex mutex_;
   std::string interpreter_;
-  PyThreadState* main_state_ = nullptr;
   PyObject* runtime_ = nullptr;
   std::thread loop_;
   std::atomic<uint64_t> next_token_{1};
