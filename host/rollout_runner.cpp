@@ -47,8 +47,7 @@ RolloutSummary run_rollout(const RolloutPlan& plan, const areal_workflow_vtable&
   std::atomic<size_t> next{0};
   const auto start = std::chrono::steady_clock::now();
 
-  trainer::EpisodeTarget target{&workflow, workflow_self, &inference, inference_self, plan.base_url};
-  if (plan.gateway != nullptr && plan.gateway->control != nullptr) target.gateway = plan.gateway, target.gateway_self = plan.gateway_self;
+  trainer::EpisodeTarget target{&workflow, workflow_self, &inference, inference_self, plan.base_url, plan.sessions};
   auto worker = [&] {
     for (size_t i = next++; i < plan.episodes; i = next++) {
       const size_t item = i % plan.dataset.size();
@@ -57,16 +56,9 @@ RolloutSummary run_rollout(const RolloutPlan& plan, const areal_workflow_vtable&
       trainer::EpisodeOutcome o = trainer::run_episode(target, id, data, plan.seed + i);
       nlohmann::json& record = o.record;
       const std::string& error = o.error;
-      std::vector<double> rewards;
-      for (const auto& c : o.completions)
-        if (c.reward) rewards.push_back(*c.reward);
-      if (!o.session.is_null() && !o.session["rows"].empty()) rewards.push_back(o.session["rows"].back().value("reward", 0.0));
       record["data_index"] = item;
       size_t tokens = 0;
-      for (const auto& c : record["completions"]) tokens += c["output_ids"].size();
-      if (record.contains("session"))
-        for (const auto& r : record["session"]["rows"])
-          for (int32_t m : r["loss_mask"].get<std::vector<int32_t>>()) tokens += m != 0;
+      for (const auto& r : o.rows) tokens += r.sampled_tokens();
       std::lock_guard<std::mutex> lock(mutex);
       out << record.dump() << "\n";
       out.flush();
@@ -76,7 +68,7 @@ RolloutSummary run_rollout(const RolloutPlan& plan, const areal_workflow_vtable&
         ++summary.failed;
         log->warn("episode {} (dataset item {}) failed: {}", id, item, error);
       }
-      for (double r : rewards) summary.reward_sum += r, ++summary.rewarded;
+      for (double r : o.rewards) summary.reward_sum += r, ++summary.rewarded;
       Metrics::global().add("areal_rollout_episodes_total{status=\"" + std::string(error.empty() ? "ok" : "error") + "\"}", 1);
       const size_t done = summary.ok + summary.failed;
       if (done % std::max<size_t>(1, plan.episodes / 10) == 0 || done == plan.episodes)

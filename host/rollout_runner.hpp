@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "areal/core/gateway_sessions.hpp"
 #include "areal/plugin_api.h"
 
 namespace areal::host {
@@ -19,8 +20,7 @@ struct RolloutPlan {
   uint64_t seed = 1;
   std::string output_path;
   std::string base_url;                 // gateway URL, or empty
-  const areal_gateway_vtable* gateway = nullptr;  // with control: a session per episode
-  void* gateway_self = nullptr;
+  GatewaySessions* sessions = nullptr;  // when set: a gateway session per episode
 };
 
 struct RolloutSummary {

@@ -55,11 +55,9 @@ int run_training(const ResolvedConfig& rc, const RolloutPlan& plan, const Runnin
   ro_opt.seed = plan.seed;
   ro_opt.filter = ro["dynamic_filter"].get<std::string>() == "mixed_rewards" ? trainer::DynamicFilter::kMixedRewards
                                                                               : trainer::DynamicFilter::kNone;
-  ro_opt.turn_discount = ro["openai"]["turn_discount"].get<double>();
   ro_opt.records_path = plan.output_path;
   ro_opt.online = online;
-  ro_opt.gateway = running.gateway;
-  ro_opt.gateway_self = running.gateway_self;
+  ro_opt.gateway = running.sessions;
 
   // Online mode's agent: started once the gateway listens, watched while the
   // trainer waits (a dead agent ends the run with its log), stopped at the end.
@@ -89,9 +87,8 @@ int run_training(const ResolvedConfig& rc, const RolloutPlan& plan, const Runnin
   if (ref) parts.ref = rc.plugins.at("ref")->train(), parts.ref_self = ref->self();
   trainer::EpisodeTarget target{running.workflow, running.workflow_self, running.inference.vtable, running.inference.self,
                                 plan.base_url};
-  if (running.gateway != nullptr && running.gateway->control != nullptr)
-    target.gateway = running.gateway, target.gateway_self = running.gateway_self;
-  target.session_discount = ro_opt.turn_discount;
+  target.gateway = running.sessions;
+  target.turn_discount = ro["openai"]["turn_discount"].get<double>();
 
   auto log = logging::get("trainer");
   log->info("training ({} mode): {} steps x {} groups x {} samples | max_head_offpolicyness {} | records {} | run dir {}",

@@ -3,6 +3,7 @@
 // online agent command when configured, and the trainer loop.
 #pragma once
 
+#include "areal/core/gateway_sessions.hpp"
 #include "areal/core/run_config.hpp"
 #include "areal/plugin_api.h"
 #include "rollout_runner.hpp"
@@ -15,6 +16,7 @@ struct RunningParts {
   void* workflow_self = nullptr;
   const areal_gateway_vtable* gateway = nullptr;    // may be NULL
   void* gateway_self = nullptr;
+  GatewaySessions* sessions = nullptr;              // the gateway's session slots (ABI 1.4), or NULL
   std::string gateway_url;                          // http://HOST:PORT or empty
 };
 

@@ -54,6 +54,16 @@ GenerationResult CollectingSink::result() const {
   return result_;
 }
 
+const char* finish_reason_name(int32_t reason) {
+  switch (reason) {
+    case AREAL_FINISH_STOP: return "stop";
+    case AREAL_FINISH_LENGTH: return "length";
+    case AREAL_FINISH_ABORT: return "abort";
+    case AREAL_FINISH_ERROR: return "error";
+    default: return "unknown";
+  }
+}
+
 uint64_t next_request_id() {
   static std::atomic<uint64_t> next{1};
   return next.fetch_add(1);

@@ -7,6 +7,7 @@
 #include "../rollout_runner.hpp"
 #include "../training_job.hpp"
 #include "areal/core/error.hpp"
+#include "areal/core/gateway_sessions.hpp"
 #include "areal/core/host_api.hpp"
 #include "areal/core/logging.hpp"
 #include "areal/core/plugin_instance.hpp"
@@ -83,6 +84,7 @@ int run_job(const CommandLine& cl) {
     areal_inference_ref ref{AREAL_OFFSET_OF_END(areal_inference_ref, self), inference_plugin->inference(), inference.self()};
 
     std::unique_ptr<PluginInstance> gateway;
+    std::unique_ptr<GatewaySessions> sessions;  // the gateway's session slots, when it has them
     areal_services gw_services = make_services(gateway_name);
     gw_services.inference = &ref;
     RunningParts running;
@@ -99,14 +101,17 @@ int run_job(const CommandLine& cl) {
       gateway = std::make_unique<PluginInstance>(rc.plugins.at("gateway"), gw.dump(), &gw_services);
       running.gateway = rc.plugins.at("gateway")->gateway();
       running.gateway_self = gateway->self();
-      if (online && running.gateway->control == nullptr)
-        throw Error(AREAL_CODE_UNSUPPORTED, "rollout.openai.mode online needs a gateway with the ABI 1.1 control slot; '" +
-                                                rc.plugins.at("gateway")->name() + "' has none");
+      if (GatewaySessions::supported(running.gateway)) {
+        sessions = std::make_unique<GatewaySessions>(running.gateway, running.gateway_self);
+        running.sessions = sessions.get();
+      } else if (online) {
+        throw Error(AREAL_CODE_UNSUPPORTED, "rollout.openai.mode online needs a gateway with the ABI 1.4 session slots; '" +
+                                                rc.plugins.at("gateway")->name() + "' (ABI " + rc.plugins.at("gateway")->abi_version() + ") has none");
+      }
       StringCollector url;
       throw_if_status(running.gateway->start(gateway->self(), url.writer()), "gateway start");
       running.gateway_url = url.text;
-      plan.gateway = running.gateway;
-      plan.gateway_self = running.gateway_self;
+      plan.sessions = running.sessions;
       plan.base_url = url.text + "/v1";
       logging::get("gateway")->info("gateway listening at {}", url.text);
     }

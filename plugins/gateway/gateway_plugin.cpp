@@ -349,7 +349,22 @@ class Gateway {
     return url_;
   }
 
-  std::string control(std::string_view request_json) { return state_->control->handle(request_json); }
+  // The session slots (ABI 1.4), for the trainer in this process.
+  int64_t grant_capacity(int64_t n) { return state_->control->grant_capacity(n); }
+  std::pair<std::string, std::string> start_session(std::string_view task_id, std::string_view group_id) {
+    return state_->control->start_session(task_id, group_id);
+  }
+  void set_session_reward(std::string_view session_id, std::string_view interaction_id, double reward) {
+    state_->control->set_session_reward(session_id, interaction_id, reward);
+  }
+  void end_session(std::string_view session_id) { state_->control->end_session(session_id); }
+  void take_finished(int64_t timeout_ms, const areal_trajectory_sink& sink) { state_->control->take_finished(timeout_ms, sink); }
+  void export_session(std::string_view session_id, double discount, const areal_trajectory_sink& sink) {
+    state_->control->export_session(session_id, discount, sink);
+  }
+  std::string session_chat(std::string_view session_id, std::string_view request_json) {
+    return state_->control->session_chat(session_id, request_json);
+  }
 
   void stop() {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -47,8 +47,8 @@ bool ResponsesRoutes::handle(const std::string& path, Poco::Net::HTTPServerReque
   // extends it (it does not if the instructions changed).
   int continues = -1;
   if (session && !continued_call.empty()) {
-    const int index = session->cache.index_of(continued_call);
-    if (index >= 0 && session->cache.find_parent(r.messages) == index) continues = index;
+    const int index = session->record.index_of(continued_call);
+    if (index >= 0 && session->record.find_parent(r.messages) == index) continues = index;
   }
   if (r.stream) {
     stream(r, body, session, continues, res);

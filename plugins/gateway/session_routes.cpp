@@ -89,7 +89,7 @@ bool SessionRoutes::handle(const std::string& path, Poco::Net::HTTPServerRequest
       }
       if (body.contains("style") && !body["style"].is_null() && !body["style"].is_string()) throw HttpError(400, "'style' must be a string");
       const std::string style = body.contains("style") && !body["style"].is_null() ? body["style"].get<std::string>() : settings_.export_style;
-      const proxy::ExportStyle export_style = proxy::export_style_from(style);  // 400 before any state change
+      const recorder::ExportStyle export_style = recorder::export_style_from(style);  // 400 before any state change
       store_.expire_idle();
       const auto exported = store_.export_session(body["session_id"].get<std::string>(), discount, export_style);
       const J out = exported.to_json();
@@ -106,7 +106,7 @@ bool SessionRoutes::handle(const std::string& path, Poco::Net::HTTPServerRequest
         if (!body["final_reward"].is_number() || !std::isfinite(body["final_reward"].get<double>()))
           throw HttpError(400, "'final_reward' must be a finite number");
         try {
-          session->cache.set_reward("", body["final_reward"].get<double>());
+          session->record.set_reward("", body["final_reward"].get<double>());
         } catch (const Error& e) {
           // No call answered (none made, or every one failed): the session still
           // ends - it must not hold capacity - and the answer says the reward
@@ -126,7 +126,7 @@ bool SessionRoutes::handle(const std::string& path, Poco::Net::HTTPServerRequest
     if (!body.contains("reward") || !body["reward"].is_number() || !std::isfinite(body["reward"].get<double>()))
       throw HttpError(400, "'reward' must be a finite number");
     const std::string id = path == "/rl/v1/set_reward" ? optional_string(body, "completion_id") : optional_string(body, "interaction_id");
-    session->cache.set_reward(id, body["reward"].get<double>());
+    session->record.set_reward(id, body["reward"].get<double>());
     send_json(res, 200, J{{"message", "success"}}.dump());
     return true;
   } catch (const Error& e) {

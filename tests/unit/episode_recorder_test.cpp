@@ -1,12 +1,12 @@
 #include <gtest/gtest.h>
 
-#include "areal/core/episode_recorder.hpp"
+#include "areal/core/recorder/episode_recorder.hpp"
 #include "areal/core/error.hpp"
 #include "areal/core/plugin_instance.hpp"
 
 namespace {
 
-class Recorder : public ::testing::Test {
+class EpisodeRecording : public ::testing::Test {
  protected:
   void SetUp() override {
     plugin_ = areal::PluginLoader::load_file(std::string(AREAL_TEST_PLUGIN_DIR) + "/libareal-mock_inference.so");
@@ -35,7 +35,7 @@ class Recorder : public ::testing::Test {
   std::unique_ptr<areal::EpisodeRecorder> rec_;
 };
 
-TEST_F(Recorder, RecordsEveryCompletionAndItsReward) {
+TEST_F(EpisodeRecording, RecordsEveryCompletionAndItsReward) {
   EXPECT_EQ(set_reward("", 1.0), AREAL_CODE_FAILED_PRECONDITION);  // nothing to reward yet
   const areal_completion* a = generate({1, 2}, 3);
   const std::string a_id(a->completion_id.data, a->completion_id.size);
@@ -54,16 +54,16 @@ TEST_F(Recorder, RecordsEveryCompletionAndItsReward) {
   EXPECT_EQ(j["completions"][1]["logprobs"].size(), 2u);
 }
 
-TEST_F(Recorder, ResultRewardGoesToTheLastCompletionAndBadResultsAreErrors) {
+TEST_F(EpisodeRecording, ResultRewardGoesToTheLastCompletionAndBadResultsAreErrors) {
   generate({1}, 2);
   rec_->apply_result(nlohmann::json::parse(R"({"reward": 0.5, "note": "x"})"));
-  EXPECT_EQ(rec_->rewards(), std::vector<double>{0.5});
+  EXPECT_EQ(rec_->record().rewards(), std::vector<double>{0.5});
   EXPECT_THROW(rec_->apply_result(nlohmann::json::parse(R"({"reward": "high"})")), areal::Error);
   EXPECT_THROW(rec_->apply_result(nlohmann::json::parse("[1]")), areal::Error);
   EXPECT_NO_THROW(rec_->apply_result(nlohmann::json::object()));  // rewards left to set_reward
 }
 
-TEST_F(Recorder, SeedsAreDerivedFromTheEpisodeSoRunsReproduce) {
+TEST_F(EpisodeRecording, SeedsAreDerivedFromTheEpisodeSoRunsReproduce) {
   const areal_completion* a = generate({3}, 5);
   std::vector<int32_t> first(a->output_ids, a->output_ids + a->count);
   areal::EpisodeRecorder again("ep7", plugin_->inference(), inst_->self(), 7);

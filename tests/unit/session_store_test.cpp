@@ -6,7 +6,7 @@
 #include "areal/core/error.hpp"
 #include "areal/core/proxy/session_store.hpp"
 
-using areal::proxy::ExportStyle;
+using areal::recorder::ExportStyle;
 using areal::proxy::SessionStore;
 
 namespace {
@@ -67,7 +67,7 @@ TEST(SessionStore, ClientMistakesAreRejected) {
 TEST(SessionStore, RefreshingAFixedKeyEndsAndKeepsTheOldSession) {
   SessionStore store({"admin-secret", -1, 3600});
   auto first = store.start("t", "sk-my-fixed-key", "").session;
-  first->cache.insert("c1", nlohmann::ordered_json::array({{{"role", "user"}, {"content", "hi"}}}));
+  first->record.insert("c1", nlohmann::ordered_json::array({{{"role", "user"}, {"content", "hi"}}}));
   auto refreshed = store.start("t", "sk-my-fixed-key", "");
   EXPECT_EQ(refreshed.ended_session_id, first->id);
   EXPECT_TRUE(first->finished());

@@ -1,5 +1,5 @@
-// The trainer's pieces without plugins: AReaL's capacity formula, episode
-// rows (alignment, discount) and packing.
+// The trainer's pieces without plugins: AReaL's capacity formula and
+// packing rows into a batch.
 #include <gtest/gtest.h>
 
 #include <thread>
@@ -58,44 +58,29 @@ TEST(StalenessManager, StopWakesWaiters) {
   EXPECT_FALSE(result);
 }
 
-areal::RecordedCompletion completion(std::vector<int32_t> in, std::vector<int32_t> out, std::vector<int64_t> versions,
-                                     std::optional<double> reward) {
-  areal::RecordedCompletion c;
-  c.input_ids = std::move(in);
-  c.output_ids = std::move(out);
-  for (size_t i = 0; i < c.output_ids.size(); ++i) c.logprobs.push_back(-0.5f - static_cast<float>(i));
-  c.versions = std::move(versions);
-  c.reward = reward;
-  return c;
+// A row of `prompt` then `out` sampled at `version`.
+TrajectoryRow row(std::vector<int32_t> prompt, std::vector<int32_t> out, int64_t version, double reward) {
+  TrajectoryRow r;
+  r.input_ids = prompt;
+  r.input_ids.insert(r.input_ids.end(), out.begin(), out.end());
+  r.loss_mask.assign(prompt.size(), 0);
+  r.loss_mask.resize(r.input_ids.size(), 1);
+  r.logprobs.assign(r.input_ids.size(), -0.5f);
+  r.versions.assign(prompt.size(), -1);
+  r.versions.resize(r.input_ids.size(), version);
+  r.reward = reward;
+  return r;
 }
 
-TEST(TrajectoryRows, AlignedTokensAndDiscountedRewards) {
-  std::vector<areal::RecordedCompletion> cs = {completion({1, 2}, {3, 4}, {0, 1}, std::nullopt),
-                                               completion({1, 2, 3, 4, 5}, {6}, {1}, 2.0)};
-  size_t unrewarded = 0;
-  const auto rows = rows_from_episode("ep", 7, cs, 0.5, &unrewarded);
-  ASSERT_EQ(rows.size(), 2u);
-  EXPECT_EQ(unrewarded, 1u);
-  EXPECT_EQ(rows[0].input_ids, (std::vector<int32_t>{1, 2, 3, 4}));
-  EXPECT_EQ(rows[0].loss_mask, (std::vector<int32_t>{0, 0, 1, 1}));
-  EXPECT_EQ(rows[0].logprobs, (std::vector<float>{0, 0, -0.5f, -1.5f}));
-  EXPECT_EQ(rows[0].versions, (std::vector<int64_t>{-1, -1, 0, 1}));  // same positions as the mask
-  EXPECT_DOUBLE_EQ(rows[1].reward, 2.0);
-  EXPECT_DOUBLE_EQ(rows[0].reward, 1.0);  // 0 + 0.5 * 2
-  EXPECT_EQ(rows[0].oldest_version(), 0);
-  EXPECT_EQ(rows[1].oldest_version(), 1);
-  EXPECT_EQ(rows[0].group_id, 7);
-}
-
-TEST(TrajectoryRows, PackedBatchBoundsAndScalars) {
-  std::vector<areal::RecordedCompletion> cs = {completion({1}, {2, 3}, {4, 4}, 1.0)};
-  auto rows = rows_from_episode("a", 1, cs, 1.0);
-  auto more = rows_from_episode("b", 2, {completion({5, 6}, {7}, {3}, 0.0)}, 1.0);
-  rows.insert(rows.end(), more.begin(), more.end());
-  PackedBatch b(rows, 4, 0.7f);
+TEST(TrajectoryRows, PackedBatchBoundsGroupsAndScalars) {
+  PackedBatch b(4, 0.7f);
+  b.add(row({1}, {2, 3}, 4, 1.0), 1);
+  b.add(row({5, 6}, {7}, 3, 0.0), 2);
   EXPECT_EQ(b.cu_seqlens.values(), (std::vector<int32_t>{0, 3, 6}));
   EXPECT_EQ(b.input_ids.values(), (std::vector<int32_t>{1, 2, 3, 5, 6, 7}));
+  EXPECT_EQ(b.versions.values(), (std::vector<int64_t>{-1, 4, 4, -1, -1, 3}));
   EXPECT_EQ(b.group_ids.values(), (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(b.rewards.values(), (std::vector<float>{1.0f, 0.0f}));
   EXPECT_EQ(b.loss_tokens(), 3u);
   EXPECT_EQ(b.policy_version.value(), 4);
   EXPECT_FLOAT_EQ(b.temperature.value(), 0.7f);

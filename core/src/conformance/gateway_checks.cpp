@@ -1,5 +1,6 @@
 // Behavioural checks for gateway plugins: start on a free port, answer
 // /health, answer unknown paths with a JSON error, stop idempotently.
+#include <chrono>
 #include <regex>
 #include <sstream>
 
@@ -9,6 +10,7 @@
 #include <Poco/URI.h>
 
 #include "areal/core/plugin_instance.hpp"
+#include "areal/core/gateway_sessions.hpp"
 #include "checker.hpp"
 
 namespace areal::conformance {
@@ -78,33 +80,43 @@ void check_gateway(const std::shared_ptr<LoadedPlugin>& p, const ConformanceOpti
     auto j = nlohmann::json::parse(r.body);
     expect(j.contains("error") && j["error"].contains("message") && j["error"]["message"].is_string(), "body " + r.body);
   });
-  // ABI 1.1: the control slot, when the plugin's table is long enough to have one.
-  const bool has_control = p->gateway()->control != nullptr;
-  auto control = [&](const std::string& request, std::string* out) {
-    StringCollector w;
-    const int32_t code = code_of(vt.control(a->self(), areal_str{request.data(), request.size()}, w.writer()));
-    if (out) *out = w.text;
-    return code;
-  };
-  if (has_control) {
-    c.run("gateway: control grant_capacity answers {\"capacity\": N}", [&] {
-      std::string out;
-      const int32_t code = control(R"({"op": "grant_capacity", "n": 2})", &out);
-      expect(code == AREAL_CODE_OK, std::string("returned ") + code_name(code));
-      expect(nlohmann::json::parse(out).contains("capacity"), "answered " + out);
+  // ABI 1.4: the session slots, when the plugin's table has them.
+  if (GatewaySessions::supported(p->gateway())) {
+    GatewaySessions sessions(p->gateway(), a->self());
+    c.run("gateway: grant_capacity answers the capacity", [&] {
+      const int64_t n = sessions.grant_capacity(2);
+      expect(n == -1 || n >= 2, "capacity " + std::to_string(n) + " after granting 2");
     });
-    c.run("gateway: control take_finished with nothing ended answers {\"session\": null}", [&] {
-      std::string out;
-      const int32_t code = control(R"({"op": "take_finished", "timeout_ms": 10})", &out);
-      expect(code == AREAL_CODE_OK, std::string("returned ") + code_name(code));
-      const auto j = nlohmann::json::parse(out);
-      expect(j.contains("session") && j["session"].is_null(), "answered " + out);
+    c.run("gateway: take_finished with nothing ended returns without a session", [&] {
+      expect(!sessions.take_finished(std::chrono::milliseconds(10)).has_value(), "a session arrived though none was started");
     });
-    c.run("gateway: control with an unknown op is UNSUPPORTED, bad JSON INVALID_ARGUMENT", [&] {
-      int32_t code = control(R"({"op": "no_such_op"})", nullptr);
-      expect(code == AREAL_CODE_UNSUPPORTED, std::string("unknown op returned ") + code_name(code));
-      code = control("{not json", nullptr);
-      expect(code == AREAL_CODE_INVALID_ARGUMENT, std::string("bad JSON returned ") + code_name(code));
+    c.run("gateway: a started, ended session exports once and is then gone", [&] {
+      const auto s = sessions.start("conformance-task", "");
+      expect(!s.session_id.empty() && !s.api_key.empty(), "start_session wrote no id or key");
+      sessions.end(s.session_id);
+      int32_t code = AREAL_CODE_OK;
+      try {
+        sessions.end(s.session_id);
+      } catch (const Error& e) {
+        code = e.code();
+      }
+      expect(code == AREAL_CODE_FAILED_PRECONDITION, std::string("ending twice returned ") + code_name(code));
+      const auto t = sessions.export_session(s.session_id, 1.0);
+      expect(t.session_id == s.session_id && t.rows.empty(), "exported session '" + t.session_id + "' with " + std::to_string(t.rows.size()) + " rows");
+      code = AREAL_CODE_OK;
+      try {
+        sessions.export_session(s.session_id, 1.0);
+      } catch (const Error& e) {
+        code = e.code();
+      }
+      expect(code == AREAL_CODE_NOT_FOUND, std::string("exporting twice returned ") + code_name(code));
+    });
+    c.run("gateway: session slots refuse bad arguments with INVALID_ARGUMENT", [&] {
+      int64_t capacity = 0;
+      int32_t code = code_of(vt.grant_capacity(a->self(), 0, &capacity));
+      expect(code == AREAL_CODE_INVALID_ARGUMENT, std::string("grant_capacity(0) returned ") + code_name(code));
+      code = code_of(vt.take_finished(a->self(), 0, nullptr));
+      expect(code == AREAL_CODE_INVALID_ARGUMENT, std::string("take_finished without a sink returned ") + code_name(code));
     });
   }
   c.run("gateway: starting twice is FAILED_PRECONDITION", [&] {

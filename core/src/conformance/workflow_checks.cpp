@@ -3,8 +3,8 @@
 #include <atomic>
 #include <thread>
 
-#include "areal/core/episode_recorder.hpp"
-#include "areal/core/gateway_control.hpp"
+#include "areal/core/recorder/episode_recorder.hpp"
+#include "areal/core/gateway_sessions.hpp"
 #include "areal/core/plugin_instance.hpp"
 #include "checker.hpp"
 
@@ -30,11 +30,12 @@ void check_workflow(const std::shared_ptr<LoadedPlugin>& p, const ConformanceOpt
   areal_services gw_services = make_services(gateway_name);
   gw_services.inference = &ref;
   std::unique_ptr<PluginInstance> gateway;  // started: HTTP agents (subproc) reach it too
+  std::unique_ptr<GatewaySessions> sessions;
   std::string base_url;
   std::shared_ptr<PluginInstance> session_inference;
   areal_inference_ref session_ref{};
   const areal_gateway_vtable* gvt = o.reference_gateway ? o.reference_gateway->gateway() : nullptr;
-  if (gvt != nullptr && gvt->control != nullptr && !o.reference_tokenizer_dir.empty()) {
+  if (GatewaySessions::supported(gvt) && !o.reference_tokenizer_dir.empty()) {
     // The mock with the tokenizer's vocabulary, so sampled ids decode.
     session_inference = std::make_shared<PluginInstance>(o.reference_inference, effective_config(*o.reference_inference, R"({"vocab_size": 320})"), &inf_services);
     session_ref = {AREAL_OFFSET_OF_END(areal_inference_ref, self), o.reference_inference->inference(), session_inference->self()};
@@ -45,11 +46,11 @@ void check_workflow(const std::shared_ptr<LoadedPlugin>& p, const ConformanceOpt
       StringCollector url;
       throw_if_status(gvt->start(gateway->self(), url.writer()), "gateway start");
       base_url = url.text + "/v1";
+      sessions = std::make_unique<GatewaySessions>(gvt, gateway->self());
     } catch (const std::exception&) {
       gateway.reset();  // episodes then run without sessions
     }
   }
-  auto control = [&](const nlohmann::json& request) { return call_gateway_control(*gvt, gateway->self(), request); };
 
   std::unique_ptr<PluginInstance> inst;
   c.run("workflow: create with the given config", [&] {
@@ -61,28 +62,27 @@ void check_workflow(const std::shared_ptr<LoadedPlugin>& p, const ConformanceOpt
   // row count lands in *session_rows.
   auto run_episode = [&](const std::string& id, const std::string& data, EpisodeRecorder& rec, StringCollector& out,
                          size_t* session_rows = nullptr) {
-    std::string session_id, key;
-    if (gateway) {
-      const auto s = control({{"op", "start_session"}, {"task_id", id}});
-      session_id = s["session_id"], key = s["api_key"];
-      rec.attach_session(gvt, gateway->self(), session_id);
+    GatewaySessions::Started session;
+    if (sessions) {
+      session = sessions->start(id, id);
+      rec.attach_session(sessions.get(), session.session_id);
     }
     areal_episode ep{};
     ep.struct_size = AREAL_OFFSET_OF_END(areal_episode, api);
     ep.episode_id = areal_str{id.data(), id.size()};
     ep.data_json = areal_str{data.data(), data.size()};
-    ep.api_key = areal_str{key.data(), key.size()};
+    ep.api_key = areal_str{session.api_key.data(), session.api_key.size()};
     ep.base_url = areal_str{base_url.data(), base_url.size()};
     ep.api = rec.api();
     areal_status* st = vt.run_episode(inst->self(), &ep, out.writer());
-    if (gateway) {
+    if (sessions) {
       try {
-        control({{"op", "end_session"}, {"session_id", session_id}});
+        sessions->end(session.session_id);
       } catch (const std::exception&) {
         // already ended by the workflow
       }
-      const auto exported = control({{"op", "export_session"}, {"session_id", session_id}});
-      if (session_rows) *session_rows = exported["rows"].size();
+      const auto exported = sessions->export_session(session.session_id, 1.0);
+      if (session_rows) *session_rows = exported.rows.size();
     }
     return st;
   };
@@ -110,7 +110,7 @@ void check_workflow(const std::shared_ptr<LoadedPlugin>& p, const ConformanceOpt
     auto j = nlohmann::json::parse(out.text);
     expect(j.is_object(), "result is not a JSON object: " + out.text);
     rec.apply_result(j, session_rows > 0);
-    expect(rec.completion_count() > 0 || session_rows > 0, "the episode made no completion through the host or its gateway session");
+    expect(rec.record().size() > 0 || session_rows > 0, "the episode made no completion through the host or its gateway session");
   });
   c.run("workflow: 8 concurrent episodes all succeed", [&] {
     if (sample.empty()) throw CheckSkipped("no sample data");

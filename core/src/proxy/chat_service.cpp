@@ -147,9 +147,9 @@ std::vector<int32_t> ChatService::build_prompt(const ChatRequest& req, const std
   const std::string rendered = template_->render(req.messages, req.tools, true, req.chat_template_kwargs);
   std::vector<int32_t> full = tok_->encode(rendered, false);
   if (!session || (config_.prompt_mode != "concat" && continues < 0)) return full;
-  const int parent_index = continues >= 0 ? continues : session->cache.find_parent(req.messages);
+  const int parent_index = continues >= 0 ? continues : session->record.find_parent(req.messages);
   if (parent_index < 0) return full;
-  const Interaction parent = session->cache.get(static_cast<size_t>(parent_index));
+  const recorder::Interaction parent = session->record.get(static_cast<size_t>(parent_index));
   std::vector<int32_t> prefix = parent.prompt_ids;
   prefix.insert(prefix.end(), parent.output_ids.begin(), parent.output_ids.end());
   // The turn delimiter closes the parent's turn even if it stopped on length.
@@ -264,7 +264,7 @@ ChatService::Completed ChatService::run(const ChatRequest& req, const std::share
   // Recorded at arrival (AReaL's order); completed below even if the client left.
   const bool record = session && req.store;
   size_t index = 0;
-  if (record) index = session->cache.insert(c.id, req.messages);
+  if (record) index = session->record.insert(c.id, req.messages);
   try {
     if (!forced.empty() && on_delta) {  // the stream shows the call whole
       try {
@@ -275,7 +275,7 @@ ChatService::Completed ChatService::run(const ChatRequest& req, const std::share
     }
     c.gen = generate(std::move(prompt), req, session ? session->id : std::string(), on_delta);
   } catch (...) {
-    if (record) session->cache.fail(index);  // the client gets the error; the session stays consistent
+    if (record) session->record.fail(index);  // the client gets the error; the session stays consistent
     throw;
   }
   c.gen.concat_linked = linked;
@@ -292,7 +292,7 @@ ChatService::Completed ChatService::run(const ChatRequest& req, const std::share
     if (c.finish_reason == "stop") c.finish_reason = "tool_calls";
   }
   if (record)
-    session->cache.complete(index, c.message, c.gen.prompt_ids, c.gen.output_ids, c.gen.logprobs, c.gen.versions, c.finish_reason, linked);
+    session->record.complete(index, c.message, c.gen.prompt_ids, c.gen.output_ids, c.gen.logprobs, c.gen.versions, c.finish_reason, linked);
   return c;
 }
 

@@ -31,21 +31,6 @@ std::string mint_session_key() {
   return key;
 }
 
-nlohmann::ordered_json ExportedSession::to_json() const {
-  nlohmann::ordered_json rows_json = nlohmann::ordered_json::array();
-  for (const auto& r : rows)
-    rows_json.push_back({{"interaction_id", r.interaction_id},
-                         {"input_ids", r.input_ids},
-                         {"loss_mask", r.loss_mask},
-                         {"logprobs", r.logprobs},
-                         {"versions", r.versions},
-                         {"reward", r.reward},
-                         {"turns", r.turns}});
-  return {{"session_id", session_id}, {"task_id", task_id},   {"group_id", group_id},
-          {"end_reason", end_reason}, {"style", style == ExportStyle::kConcat ? "concat" : "individual"},
-          {"discount", discount},     {"skipped_incomplete", skipped_incomplete}, {"rows", rows_json}};
-}
-
 SessionStore::SessionStore(SessionStoreConfig config) : config_(std::move(config)), capacity_(config_.capacity) {
   if (config_.admin_key.empty()) throw Error(AREAL_CODE_INVALID_ARGUMENT, "the admin key must not be empty");
 }
@@ -127,7 +112,7 @@ size_t SessionStore::end(const std::shared_ptr<Session>& s, const std::string& r
     if (s->finished_) throw Error(AREAL_CODE_FAILED_PRECONDITION, "Session already ended or expired");
     s->finished_ = true;
     s->end_reason_ = reason;
-    n = s->cache.size();
+    n = s->record.size();
   }
   // The store lock after the session's (never both in the other order than start() takes them).
   std::lock_guard<std::mutex> lock(mutex_);
@@ -163,14 +148,13 @@ std::vector<std::string> SessionStore::expire_idle(std::chrono::steady_clock::ti
   return expired;
 }
 
-ExportedSession SessionStore::export_detached(Session& s, double discount, ExportStyle style) {
-  s.cache.apply_discount(discount);
-  ExportedSession out{s.id, s.task_id, s.group_id, s.end_reason(), style, discount, {}, 0};
-  out.rows = s.cache.export_rows(style, &out.skipped_incomplete);
+recorder::SessionTrajectory SessionStore::export_detached(Session& s, double discount, recorder::ExportStyle style) {
+  recorder::SessionTrajectory out{s.id, s.task_id, s.group_id, s.end_reason(), style, discount, 0, {}};
+  out.rows = s.record.export_rows(style, discount, &out.skipped_incomplete);
   return out;
 }
 
-ExportedSession SessionStore::export_session(const std::string& session_id, double discount, ExportStyle style) {
+recorder::SessionTrajectory SessionStore::export_session(const std::string& session_id, double discount, recorder::ExportStyle style) {
   // Checked before the session is removed: a bad argument must not lose it.
   if (!(discount >= 0.0 && discount <= 1.0)) throw Error(AREAL_CODE_INVALID_ARGUMENT, "discount must be in [0, 1]");
   std::shared_ptr<Session> s;
@@ -188,7 +172,7 @@ ExportedSession SessionStore::export_session(const std::string& session_id, doub
   return export_detached(*s, discount, style);
 }
 
-std::optional<ExportedSession> SessionStore::take_finished(std::chrono::milliseconds timeout, double discount, ExportStyle style) {
+std::optional<recorder::SessionTrajectory> SessionStore::take_finished(std::chrono::milliseconds timeout, double discount, recorder::ExportStyle style) {
   if (!(discount >= 0.0 && discount <= 1.0)) throw Error(AREAL_CODE_INVALID_ARGUMENT, "discount must be in [0, 1]");
   std::shared_ptr<Session> s;
   {

@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <filesystem>
 #include <numeric>
+#include <optional>
 #include <random>
 
 #include "areal/core/error.hpp"
 #include "areal/core/logging.hpp"
 #include "areal/core/metrics.hpp"
-#include "areal/core/gateway_control.hpp"
 
 namespace areal::trainer {
 
@@ -28,8 +28,8 @@ RolloutController::RolloutController(RolloutOptions options, EpisodeTarget targe
                  static_cast<int64_t>(opt_.max_concurrent ? opt_.max_concurrent : opt_.batch_size)),
       next_task_(opt_.first_task),
       untrained_watermark_(opt_.first_task) {
-  if (opt_.online && (opt_.gateway == nullptr || opt_.gateway->control == nullptr))
-    throw Error(AREAL_CODE_INVALID_ARGUMENT, "online mode needs a gateway with the control slot (ABI 1.1)");
+  if (opt_.online && opt_.gateway == nullptr)
+    throw Error(AREAL_CODE_INVALID_ARGUMENT, "online mode needs a gateway with session slots (ABI 1.4)");
   if (!opt_.online && opt_.dataset.empty()) throw Error(AREAL_CODE_INVALID_ARGUMENT, "the rollout dataset is empty");
   if (opt_.n_samples == 0 || opt_.batch_size == 0) throw Error(AREAL_CODE_INVALID_ARGUMENT, "n_samples and batch_size must be >= 1");
   const std::filesystem::path p(opt_.records_path);
@@ -124,23 +124,21 @@ void RolloutController::record(nlohmann::json record) {
 }
 
 RolloutGroup RolloutController::run_online_task(int64_t task) {
-  auto control = [&](const nlohmann::json& request) { return call_gateway_control(*opt_.gateway, opt_.gateway_self, request); };
-  control({{"op", "grant_capacity"}, {"n", 1}});
-  nlohmann::json session;
-  for (;;) {
+  opt_.gateway->grant_capacity(1);
+  std::optional<recorder::SessionTrajectory> session;
+  while (!session) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (stopped_) throw Error(AREAL_CODE_CANCELLED, "rollout stopped");
     }
-    session = control({{"op", "take_finished"}, {"timeout_ms", 250}})["session"];
-    if (!session.is_null()) break;
+    session = opt_.gateway->take_finished(std::chrono::milliseconds(250));
   }
+  nlohmann::json rec = session->to_json();
   RolloutGroup g;
   g.task = task;
-  const std::string group_id = session.value("group_id", std::string());
-  g.rows = rows_from_session(session, group_number(group_id.empty() ? session.value("session_id", std::string()) : group_id));
+  g.group_id = group_number(session->group_id.empty() ? session->session_id : session->group_id);
+  g.rows = std::move(session->rows);
   if (!g.rows.empty()) g.episode_rewards.push_back(g.rows.back().reward);
-  nlohmann::json rec = session;
   rec["task"] = task;
   rec["status"] = g.rows.empty() ? "empty" : "ok";
   record(std::move(rec));
@@ -152,6 +150,7 @@ RolloutGroup RolloutController::run_online_task(int64_t task) {
 RolloutGroup RolloutController::run_group(int64_t task) {
   RolloutGroup g;
   g.task = task;
+  g.group_id = task;
   g.data_index = data_index_of(task);
   const std::string data = opt_.dataset[g.data_index].dump();
   std::vector<EpisodeOutcome> outcomes(opt_.n_samples);
@@ -176,13 +175,9 @@ RolloutGroup RolloutController::run_group(int64_t task) {
       continue;
     }
     ++stats_.episodes_ok;
-    auto rows = rows_from_episode(o.record["episode_id"].get<std::string>(), task, o.completions, opt_.turn_discount, &g.unrewarded);
-    if (!o.session.is_null()) {
-      auto session_rows = rows_from_session(o.session, task);
-      rows.insert(rows.end(), session_rows.begin(), session_rows.end());
-    }
-    if (!rows.empty()) g.episode_rewards.push_back(rows.back().reward);
-    for (auto& r : rows) g.rows.push_back(std::move(r));
+    g.unrewarded += o.unrewarded;
+    if (!o.rows.empty()) g.episode_rewards.push_back(o.rows.back().reward);
+    for (auto& r : o.rows) g.rows.push_back(std::move(r));
   }
   records_.flush();
   return g;

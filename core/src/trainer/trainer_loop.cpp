@@ -171,23 +171,22 @@ TrainSummary run_trainer(const TrainerOptions& opt, const TrainerParts& parts, R
       std::vector<RolloutGroup> groups = controller.take(batch_groups);
       const double t_wait = seconds_since(t_step);
 
-      std::vector<TrajectoryRow> rows;
+      PackedBatch batch(version, opt.temperature);
       double reward_sum = 0, reward_sq = 0;
       size_t episodes = 0, unrewarded = 0;
       json sample_versions = json::array();
       int64_t staleness_max = 0;
       double staleness_sum = 0;
-      for (auto& g : groups) {
+      for (const auto& g : groups) {
         for (double r : g.episode_rewards) reward_sum += r, reward_sq += r * r, ++episodes;
         unrewarded += g.unrewarded;
-        for (auto& r : g.rows) {
+        for (const auto& r : g.rows) {
           const int64_t oldest = r.oldest_version();
           sample_versions.push_back(oldest);
           if (oldest >= 0) staleness_max = std::max(staleness_max, version - oldest), staleness_sum += static_cast<double>(version - oldest);
-          rows.push_back(std::move(r));
+          batch.add(r, g.group_id);
         }
       }
-      PackedBatch batch(rows, version, opt.temperature);
 
       const auto t_train = Clock::now();
       if (opt.recompute_logprob)

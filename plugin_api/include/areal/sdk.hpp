@@ -474,11 +474,24 @@ struct TrainAdapter {
 };
 
 // Gateways may implement `std::string control(std::string_view request_json)`
-// (ABI 1.1); without it the slot is NULL and struct_size stays at 1.0's.
+// (ABI 1.1, superseded by the session slots) and the ABI 1.4 session slots
+// as one set, detected by `grant_capacity`:
+//   int64_t grant_capacity(int64_t n);
+//   std::pair<std::string, std::string> start_session(std::string_view task_id, std::string_view group_id);  // {id, key}
+//   void set_session_reward(std::string_view session_id, std::string_view interaction_id, double reward);
+//   void end_session(std::string_view session_id);
+//   void take_finished(int64_t timeout_ms, const areal_trajectory_sink& sink);  // calls the sink at most once
+//   void export_session(std::string_view session_id, double discount, const areal_trajectory_sink& sink);
+//   std::string session_chat(std::string_view session_id, std::string_view request_json);
+// Without them the slots are NULL and struct_size stops at the last one set.
 template <class T, class = void>
 struct has_control : std::false_type {};
 template <class T>
 struct has_control<T, std::void_t<decltype(std::declval<T&>().control(std::string_view()))>> : std::true_type {};
+template <class T, class = void>
+struct has_sessions : std::false_type {};
+template <class T>
+struct has_sessions<T, std::void_t<decltype(std::declval<T&>().grant_capacity(int64_t{1}))>> : std::true_type {};
 
 template <class T>
 struct GatewayAdapter {
@@ -487,15 +500,72 @@ struct GatewayAdapter {
       if constexpr (has_control<T>::value) write(w, self_of<T>(s).control(view(request)));
     });
   }
+  static const areal_trajectory_sink& sink_of(const areal_trajectory_sink* sink) {
+    if (sink == nullptr || sink->struct_size < AREAL_OFFSET_OF_END(areal_trajectory_sink, on_session) || sink->on_session == nullptr)
+      throw invalid_argument("a trajectory sink with on_session is required");
+    return *sink;
+  }
+  static areal_status* grant_capacity(void* s, int64_t n, int64_t* out) {
+    return guard([&] {
+      if constexpr (has_sessions<T>::value) {
+        if (out == nullptr) throw invalid_argument("out_capacity is NULL");
+        *out = self_of<T>(s).grant_capacity(n);
+      }
+    });
+  }
+  static areal_status* start_session(void* s, areal_str task, areal_str group, const areal_writer* id, const areal_writer* key) {
+    return guard([&] {
+      if constexpr (has_sessions<T>::value) {
+        const auto started = self_of<T>(s).start_session(view(task), view(group));
+        write(id, started.first);
+        write(key, started.second);
+      }
+    });
+  }
+  static areal_status* set_session_reward(void* s, areal_str session, areal_str interaction, double reward) {
+    return guard([&] {
+      if constexpr (has_sessions<T>::value) self_of<T>(s).set_session_reward(view(session), view(interaction), reward);
+    });
+  }
+  static areal_status* end_session(void* s, areal_str session) {
+    return guard([&] {
+      if constexpr (has_sessions<T>::value) self_of<T>(s).end_session(view(session));
+    });
+  }
+  static areal_status* take_finished(void* s, int64_t timeout_ms, const areal_trajectory_sink* sink) {
+    return guard([&] {
+      if constexpr (has_sessions<T>::value) self_of<T>(s).take_finished(timeout_ms, sink_of(sink));
+    });
+  }
+  static areal_status* export_session(void* s, areal_str session, double discount, const areal_trajectory_sink* sink) {
+    return guard([&] {
+      if constexpr (has_sessions<T>::value) self_of<T>(s).export_session(view(session), discount, sink_of(sink));
+    });
+  }
+  static areal_status* session_chat(void* s, areal_str session, areal_str request, const areal_writer* w) {
+    return guard([&] {
+      if constexpr (has_sessions<T>::value) write(w, self_of<T>(s).session_chat(view(session), view(request)));
+    });
+  }
+  static constexpr uint32_t kSize = has_sessions<T>::value  ? AREAL_OFFSET_OF_END(areal_gateway_vtable, session_chat)
+                                    : has_control<T>::value ? AREAL_OFFSET_OF_END(areal_gateway_vtable, control)
+                                                            : AREAL_OFFSET_OF_END(areal_gateway_vtable, stop);
+  static constexpr bool kSessions = has_sessions<T>::value;
   static constexpr areal_gateway_vtable vtable = {
-      /* .struct_size = */ has_control<T>::value ? AREAL_OFFSET_OF_END(areal_gateway_vtable, control)
-                                                 : AREAL_OFFSET_OF_END(areal_gateway_vtable, stop),
-      /* .create      = */ &create<T>,
-      /* .destroy     = */ &destroy<T>,
-      /* .start       = */
+      /* .struct_size        = */ kSize,
+      /* .create             = */ &create<T>,
+      /* .destroy            = */ &destroy<T>,
+      /* .start              = */
       [](void* s, const areal_writer* w) { return guard([&] { write(w, self_of<T>(s).start()); }); },
-      /* .stop        = */ [](void* s) { return guard([&] { self_of<T>(s).stop(); }); },
-      /* .control     = */ has_control<T>::value ? &GatewayAdapter::control : nullptr,
+      /* .stop               = */ [](void* s) { return guard([&] { self_of<T>(s).stop(); }); },
+      /* .control            = */ has_control<T>::value ? &GatewayAdapter::control : nullptr,
+      /* .grant_capacity     = */ kSessions ? &GatewayAdapter::grant_capacity : nullptr,
+      /* .start_session      = */ kSessions ? &GatewayAdapter::start_session : nullptr,
+      /* .set_session_reward = */ kSessions ? &GatewayAdapter::set_session_reward : nullptr,
+      /* .end_session        = */ kSessions ? &GatewayAdapter::end_session : nullptr,
+      /* .take_finished      = */ kSessions ? &GatewayAdapter::take_finished : nullptr,
+      /* .export_session     = */ kSessions ? &GatewayAdapter::export_session : nullptr,
+      /* .session_chat       = */ kSessions ? &GatewayAdapter::session_chat : nullptr,
   };
 };
 

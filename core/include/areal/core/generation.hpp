@@ -55,6 +55,9 @@ class CollectingSink {
 GenerationResult generate_blocking(const areal_inference_vtable& vt, void* self, const areal_gen_request& request,
                                    std::chrono::milliseconds timeout);
 
+// "stop", "length", "abort", "error" for an areal_finish_reason; "unknown" otherwise.
+const char* finish_reason_name(int32_t reason);
+
 // A process-unique request id.
 uint64_t next_request_id();
 

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "areal/core/proxy/interaction_cache.hpp"
+#include "areal/core/recorder/recorder.hpp"
 
 namespace areal::proxy {
 
@@ -28,7 +28,7 @@ struct Session {
   std::string group_id;
   std::string api_key;
   std::chrono::steady_clock::time_point created;
-  InteractionCache cache;
+  recorder::Recorder record;  // every call of the session, token by token
 
   bool finished() const;
   std::string end_reason() const;  // "ended", "refreshed", "expired"; "" while active
@@ -52,15 +52,6 @@ struct SessionStoreConfig {
 struct StartedSession {
   std::shared_ptr<Session> session;
   std::string ended_session_id;  // set when a refresh ended the key's previous session
-};
-
-struct ExportedSession {
-  std::string session_id, task_id, group_id, end_reason;
-  ExportStyle style;
-  double discount;
-  std::vector<TrajectoryRow> rows;
-  size_t skipped_incomplete = 0;
-  nlohmann::ordered_json to_json() const;
 };
 
 class SessionStore {
@@ -95,18 +86,18 @@ class SessionStore {
 
   // Exports and removes a finished session (admin). NOT_FOUND if unknown,
   // FAILED_PRECONDITION (409) if still active.
-  ExportedSession export_session(const std::string& session_id, double discount, ExportStyle style);
+  recorder::SessionTrajectory export_session(const std::string& session_id, double discount, recorder::ExportStyle style);
 
   // Waits up to `timeout` for an ended session, then exports and removes it
   // (the trainer's consumer side); nullopt on timeout.
-  std::optional<ExportedSession> take_finished(std::chrono::milliseconds timeout, double discount, ExportStyle style);
+  std::optional<recorder::SessionTrajectory> take_finished(std::chrono::milliseconds timeout, double discount, recorder::ExportStyle style);
 
   std::vector<std::string> finished_session_ids() const;
   size_t active_count() const;
 
  private:
   // Discounts and exports a session already removed from the maps.
-  static ExportedSession export_detached(Session& s, double discount, ExportStyle style);
+  static recorder::SessionTrajectory export_detached(Session& s, double discount, recorder::ExportStyle style);
 
   SessionStoreConfig config_;
   mutable std::mutex mutex_;

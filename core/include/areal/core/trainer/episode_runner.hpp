@@ -2,11 +2,12 @@
 // produced, failed episodes included: the rollout job and the trainer both
 // write every outcome to rollouts.jsonl, so nothing is dropped silently.
 //
-// With a gateway that has the control slot, each episode gets its own
-// gateway session: episode.api_key is its key (for HTTP agents, e.g. the
-// subproc workflow) and episode.api->chat goes to it in process. After the
-// episode the host ends and exports the session, so the trajectory holds
-// the token-level calls made both ways: api->generate and the session.
+// With a gateway that has session slots, each episode gets its own gateway
+// session: episode.api_key is its key (for HTTP agents, e.g. the agent_pool
+// workflow) and episode.api->chat goes to it in process. After the episode
+// the host ends and exports the session, so the trajectory holds the
+// token-level calls made both ways: api->generate (the episode's recorder)
+// and the session (the gateway's recorder), as rows of one type.
 #pragma once
 
 #include <string>
@@ -14,7 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "areal/core/episode_recorder.hpp"
+#include "areal/core/gateway_sessions.hpp"
+#include "areal/core/recorder/trajectory.hpp"
 #include "areal/plugin_api.h"
 
 namespace areal::trainer {
@@ -24,18 +26,18 @@ struct EpisodeTarget {
   void* workflow_self = nullptr;
   const areal_inference_vtable* inference = nullptr;
   void* inference_self = nullptr;
-  std::string base_url;  // the gateway's OpenAI base URL, or empty
-  const areal_gateway_vtable* gateway = nullptr;  // with control: a session per episode
-  void* gateway_self = nullptr;
-  double session_discount = 1.0;  // rewards along the session's calls
+  std::string base_url;               // the gateway's OpenAI base URL, or empty
+  GatewaySessions* gateway = nullptr; // when set: a gateway session per episode
+  double turn_discount = 1.0;         // rewards flow back along the episode's calls
 };
 
 struct EpisodeOutcome {
   bool ok = false;
-  std::string error;                            // why it failed (ok == false)
-  nlohmann::json record;                        // {"episode_id", "completions", "session"?, "result"?, "status", "error"?}
-  std::vector<RecordedCompletion> completions;  // api->generate calls, rewards applied
-  nlohmann::json session;                       // the exported gateway session (rows), or null
+  std::string error;                         // why it failed (ok == false)
+  nlohmann::json record;                     // {"episode_id", "completions", "session"?, "result"?, "status", "error"?}
+  std::vector<recorder::TrajectoryRow> rows; // api->generate calls, then the session's; rewards discounted
+  std::vector<double> rewards;               // every reward set, in call order (the session's last row's too)
+  size_t unrewarded = 0;                     // api->generate calls without a reward
 };
 
 // Never throws for workflow failures (they become ok == false with the

@@ -40,21 +40,20 @@ struct RolloutOptions {
   size_t max_concurrent = 0;          // groups in flight; 0 = batch_size
   uint64_t seed = 1;
   DynamicFilter filter = DynamicFilter::kNone;
-  double turn_discount = 1.0;
   std::string records_path;           // rollouts.jsonl (appended)
   int64_t first_task = 0;             // task index to start from (resume)
   // Online mode: no workflow; each task grants the gateway one session of
   // capacity and trains whichever session ends next (agents drive it).
   bool online = false;
-  const areal_gateway_vtable* gateway = nullptr;  // with the ABI 1.1 control slot
-  void* gateway_self = nullptr;
+  GatewaySessions* gateway = nullptr;  // required online
   // Called while the trainer waits; a non-empty answer aborts the run with
   // it (online mode: the agent process died).
   std::function<std::string()> watchdog;
 };
 
 struct RolloutGroup {
-  int64_t task = 0;        // global task index; also the group id
+  int64_t task = 0;        // global task index
+  int64_t group_id = 0;    // the algorithm's group: the task, or online the agent's group_id
   size_t data_index = 0;
   std::vector<TrajectoryRow> rows;
   std::vector<double> episode_rewards;  // the last completion's reward, per ok episode

@@ -1,10 +1,10 @@
-#include "areal/core/proxy/interaction_cache.hpp"
+#include "areal/core/recorder/recorder.hpp"
 
 #include <algorithm>
 
 #include "areal/core/error.hpp"
 
-namespace areal::proxy {
+namespace areal::recorder {
 namespace {
 
 // The form two messages are compared in: key order ignored (Python dict
@@ -52,13 +52,7 @@ Json history_of(const Interaction& it) {
 
 }  // namespace
 
-ExportStyle export_style_from(const std::string& name) {
-  if (name == "individual") return ExportStyle::kIndividual;
-  if (name == "concat") return ExportStyle::kConcat;
-  throw Error(AREAL_CODE_INVALID_ARGUMENT, "style must be 'individual' or 'concat', got '" + name + "'");
-}
-
-Json InteractionCache::normalize(const Json& v) {
+Json Recorder::normalize(const Json& v) {
   if (v.is_object()) {
     Json out = Json::object();
     for (const auto& [k, x] : v.items())
@@ -73,7 +67,7 @@ Json InteractionCache::normalize(const Json& v) {
   return v;
 }
 
-int InteractionCache::find_parent_locked(const Json& messages) const {
+int Recorder::find_parent_locked(const Json& messages) const {
   int best = -1;
   size_t best_len = 0;
   for (size_t i = 0; i < items_.size(); ++i) {
@@ -88,26 +82,39 @@ int InteractionCache::find_parent_locked(const Json& messages) const {
   return best;
 }
 
-int InteractionCache::find_parent(const Json& messages) const {
+int Recorder::find_parent(const Json& messages) const {
   std::lock_guard<std::mutex> lock(mutex_);
   return find_parent_locked(normalize(messages));
 }
 
-size_t InteractionCache::insert(const std::string& id, Json messages) {
-  std::lock_guard<std::mutex> lock(mutex_);
+size_t Recorder::insert_locked(const std::string& id, Json messages, int parent) {
   for (const auto& it : items_)
     if (it.id == id) throw Error(AREAL_CODE_ALREADY_EXISTS, "interaction '" + id + "' already exists");
   Interaction it;
   it.id = id;
-  it.messages = normalize(messages);
-  it.parent = find_parent_locked(it.messages);
+  it.messages = std::move(messages);
+  it.parent = parent;
   items_.push_back(std::move(it));
   return items_.size() - 1;
 }
 
-void InteractionCache::complete(size_t index, Json output, std::vector<int32_t> prompt_ids, std::vector<int32_t> output_ids,
-                                std::vector<float> logprobs, std::vector<int64_t> versions, std::string finish_reason,
-                                bool concat) {
+size_t Recorder::insert(const std::string& id, Json messages) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Json normal = normalize(messages);
+  const int parent = find_parent_locked(normal);
+  return insert_locked(id, std::move(normal), parent);
+}
+
+size_t Recorder::insert_next_turn(const std::string& id_prefix) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  int parent = static_cast<int>(items_.size()) - 1;
+  while (parent >= 0 && items_[static_cast<size_t>(parent)].failed) --parent;  // a failed call is no link in the chain
+  return insert_locked(id_prefix + "-c" + std::to_string(items_.size()), Json(), parent);
+}
+
+const Interaction& Recorder::complete(size_t index, Json output, std::vector<int32_t> prompt_ids, std::vector<int32_t> output_ids,
+                                      std::vector<float> logprobs, std::vector<int64_t> versions, std::string finish_reason,
+                                      bool concat) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (index >= items_.size()) throw Error(AREAL_CODE_INTERNAL, "complete: no interaction " + std::to_string(index));
   if (logprobs.size() != output_ids.size() || versions.size() != output_ids.size())
@@ -129,9 +136,10 @@ void InteractionCache::complete(size_t index, Json output, std::vector<int32_t> 
                 std::equal(p.prompt_ids.begin(), p.prompt_ids.end(), it.prompt_ids.begin()) &&
                 std::equal(p.output_ids.begin(), p.output_ids.end(), it.prompt_ids.begin() + static_cast<std::ptrdiff_t>(p.prompt_ids.size()));
   }
+  return it;
 }
 
-void InteractionCache::fail(size_t index) {
+void Recorder::fail(size_t index) {
   std::lock_guard<std::mutex> lock(mutex_);
   Interaction& it = items_.at(index);
   it.failed = true;
@@ -148,7 +156,7 @@ void InteractionCache::fail(size_t index) {
   }
 }
 
-void InteractionCache::set_reward(const std::string& id, double reward) {
+void Recorder::set_reward(const std::string& id, double reward) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (items_.empty()) throw Error(AREAL_CODE_FAILED_PRECONDITION, "No interactions in session");
   if (id.empty()) {
@@ -169,8 +177,7 @@ void InteractionCache::set_reward(const std::string& id, double reward) {
   throw Error(AREAL_CODE_NOT_FOUND, "Interaction " + id + " not found");
 }
 
-void InteractionCache::apply_discount(double gamma) {
-  std::lock_guard<std::mutex> lock(mutex_);
+std::vector<double> Recorder::returns_locked(double gamma) const {
   // Children arrive after parents, so one reverse pass sees every child
   // first; each parent takes the return of its latest child.
   std::vector<double> ret(items_.size(), 0.0);
@@ -185,16 +192,21 @@ void InteractionCache::apply_discount(double gamma) {
       child_return[it.parent] = ret[k];
     }
   }
-  for (size_t k = 0; k < items_.size(); ++k) items_[k].discounted_reward = ret[k];
+  return ret;
 }
 
-TrajectoryRow InteractionCache::row_of(size_t index, bool with_chain) const {
+std::vector<double> Recorder::returns(double gamma) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return returns_locked(gamma);
+}
+
+TrajectoryRow Recorder::row_of(size_t index, bool with_chain, const std::vector<double>& returns) const {
   const Interaction& it = items_[index];
   TrajectoryRow row;
   row.interaction_id = it.id;
-  row.reward = it.discounted_reward;
+  row.reward = returns[index];
   if (with_chain && it.concat) {  // checked at complete(): prompt_ids extend the parent's chain
-    TrajectoryRow prefix = row_of(static_cast<size_t>(it.parent), true);
+    TrajectoryRow prefix = row_of(static_cast<size_t>(it.parent), true, returns);
     {
       row.input_ids = std::move(prefix.input_ids);
       row.loss_mask = std::move(prefix.loss_mask);
@@ -221,8 +233,10 @@ TrajectoryRow InteractionCache::row_of(size_t index, bool with_chain) const {
   return row;
 }
 
-std::vector<TrajectoryRow> InteractionCache::export_rows(ExportStyle style, size_t* skipped) const {
+std::vector<TrajectoryRow> Recorder::export_rows(ExportStyle style, double gamma, size_t* skipped) const {
+  if (!(gamma >= 0.0 && gamma <= 1.0)) throw Error(AREAL_CODE_INVALID_ARGUMENT, "discount must be in [0, 1]");
   std::lock_guard<std::mutex> lock(mutex_);
+  const std::vector<double> ret = returns_locked(gamma);
   std::vector<bool> is_parent(items_.size(), false);
   for (const auto& it : items_)
     if (it.complete() && it.concat && it.parent >= 0) is_parent[it.parent] = true;
@@ -235,33 +249,46 @@ std::vector<TrajectoryRow> InteractionCache::export_rows(ExportStyle style, size
       continue;
     }
     if (style == ExportStyle::kConcat && is_parent[k]) continue;  // included in its children's rows
-    rows.push_back(row_of(k, style == ExportStyle::kConcat));
+    rows.push_back(row_of(k, style == ExportStyle::kConcat, ret));
   }
   if (skipped) *skipped = incomplete;
   return rows;
 }
 
-size_t InteractionCache::size() const {
+size_t Recorder::size() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return items_.size();
 }
 
-std::string InteractionCache::last_id() const {
+size_t Recorder::unrewarded() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return static_cast<size_t>(std::count_if(items_.begin(), items_.end(), [](const Interaction& it) { return it.complete() && !it.failed && !it.reward; }));
+}
+
+std::vector<double> Recorder::rewards() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<double> out;
+  for (const auto& it : items_)
+    if (it.reward) out.push_back(*it.reward);
+  return out;
+}
+
+std::string Recorder::last_id() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return items_.empty() ? std::string() : items_.back().id;
 }
 
-int InteractionCache::index_of(const std::string& id) const {
+int Recorder::index_of(const std::string& id) const {
   std::lock_guard<std::mutex> lock(mutex_);
   for (size_t i = items_.size(); i-- > 0;)
     if (items_[i].id == id) return static_cast<int>(i);
   return -1;
 }
 
-Interaction InteractionCache::get(size_t index) const {
+Interaction Recorder::get(size_t index) const {
   std::lock_guard<std::mutex> lock(mutex_);
   if (index >= items_.size()) throw Error(AREAL_CODE_NOT_FOUND, "no interaction " + std::to_string(index));
   return items_[index];
 }
 
-}  // namespace areal::proxy
+}  // namespace areal::recorder

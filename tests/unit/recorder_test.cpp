@@ -1,13 +1,13 @@
-// Interaction cache: parent matching by message prefix, discounting along
-// conversations, and both export styles.
+// The recorder: parent matching by message prefix, linear turns for
+// workflow calls, discounting along conversations, and both export styles.
 #include <gtest/gtest.h>
 
 #include "areal/core/error.hpp"
-#include "areal/core/proxy/interaction_cache.hpp"
+#include "areal/core/recorder/recorder.hpp"
 
-using areal::proxy::ExportStyle;
-using areal::proxy::InteractionCache;
-using areal::proxy::Json;
+using areal::recorder::ExportStyle;
+using areal::recorder::Json;
+using areal::recorder::Recorder;
 
 namespace {
 
@@ -20,7 +20,7 @@ Json msgs(std::initializer_list<std::pair<const char*, const char*>> list) {
 Json reply(const char* content) { return {{"role", "assistant"}, {"content", content}, {"tool_calls", nullptr}}; }
 
 // Completes call k with `n` output tokens numbered from `first`.
-void finish(InteractionCache& c, size_t k, const Json& out, std::vector<int32_t> prompt, int32_t first, size_t n, bool concat, int64_t version = 3) {
+void finish(Recorder& c, size_t k, const Json& out, std::vector<int32_t> prompt, int32_t first, size_t n, bool concat, int64_t version = 3) {
   std::vector<int32_t> ids;
   for (size_t i = 0; i < n; ++i) ids.push_back(first + static_cast<int32_t>(i));
   c.complete(k, out, std::move(prompt), ids, std::vector<float>(n, -0.5f), std::vector<int64_t>(n, version), "stop", concat);
@@ -28,8 +28,8 @@ void finish(InteractionCache& c, size_t k, const Json& out, std::vector<int32_t>
 
 }  // namespace
 
-TEST(InteractionCache, ParentIsTheLongestCompletedPrefixIgnoringNullsAndKeyOrder) {
-  InteractionCache c;
+TEST(Recorder, ParentIsTheLongestCompletedPrefixIgnoringNullsAndKeyOrder) {
+  Recorder c;
   const size_t a = c.insert("a", msgs({{"user", "hi"}}));
   EXPECT_EQ(c.get(a).parent, -1);
   finish(c, a, reply("hello"), {1, 2}, 10, 2, false);
@@ -45,8 +45,8 @@ TEST(InteractionCache, ParentIsTheLongestCompletedPrefixIgnoringNullsAndKeyOrder
   EXPECT_THROW(c.insert("a", msgs({})), areal::Error);
 }
 
-TEST(InteractionCache, EchoedRepliesMayDropReasoningOrEmptyContent) {
-  InteractionCache c;
+TEST(Recorder, EchoedRepliesMayDropReasoningOrEmptyContent) {
+  Recorder c;
   const size_t a = c.insert("a", msgs({{"user", "2+2?"}}));
   Json out = {{"role", "assistant"}, {"content", ""}, {"reasoning_content", "add"},
               {"tool_calls", Json::array({{{"id", "call_1"}, {"type", "function"}, {"function", {{"name", "add"}, {"arguments", "{}"}}}}})}};
@@ -60,15 +60,15 @@ TEST(InteractionCache, EchoedRepliesMayDropReasoningOrEmptyContent) {
   EXPECT_EQ(c.get(c.insert("b", next)).parent, static_cast<int>(a));
 }
 
-TEST(InteractionCache, InFlightCallsAreNeverParents) {
-  InteractionCache c;
+TEST(Recorder, InFlightCallsAreNeverParents) {
+  Recorder c;
   c.insert("a", msgs({{"user", "hi"}}));  // not completed
   Json next = msgs({{"user", "hi"}, {"assistant", "x"}, {"user", "y"}});
   EXPECT_EQ(c.get(c.insert("b", next)).parent, -1);
 }
 
-TEST(InteractionCache, DiscountIsReturnToGoAlongTheConversationOnly) {
-  InteractionCache c;
+TEST(Recorder, DiscountIsReturnToGoAlongTheConversationOnly) {
+  Recorder c;
   Json h = msgs({{"user", "q1"}});
   const size_t a = c.insert("a", h);
   finish(c, a, reply("r1"), {1}, 10, 1, true);
@@ -84,22 +84,21 @@ TEST(InteractionCache, DiscountIsReturnToGoAlongTheConversationOnly) {
   const size_t d = c.insert("d", h);
   finish(c, d, reply("r3"), {1, 10, 5, 20, 6}, 40, 1, true);
   c.set_reward("", 1.0);  // the last call
-  c.apply_discount(0.9);
-  EXPECT_DOUBLE_EQ(c.get(d).discounted_reward, 1.0);
-  EXPECT_DOUBLE_EQ(c.get(b).discounted_reward, 0.9);
-  EXPECT_DOUBLE_EQ(c.get(a).discounted_reward, 0.81);
-  EXPECT_DOUBLE_EQ(c.get(side).discounted_reward, 0.0);  // AReaL's arrival-order chain would give it 0.9
+  const std::vector<double> ret = c.returns(0.9);
+  EXPECT_DOUBLE_EQ(ret[d], 1.0);
+  EXPECT_DOUBLE_EQ(ret[b], 0.9);
+  EXPECT_DOUBLE_EQ(ret[a], 0.81);
+  EXPECT_DOUBLE_EQ(ret[side], 0.0);  // AReaL's arrival-order chain would give it 0.9
 }
 
-TEST(InteractionCache, IndividualExportHasOneRowPerCompletedCall) {
-  InteractionCache c;
+TEST(Recorder, IndividualExportHasOneRowPerCompletedCall) {
+  Recorder c;
   const size_t a = c.insert("a", msgs({{"user", "hi"}}));
   finish(c, a, reply("x"), {1, 2, 3}, 10, 2, false, 7);
   c.insert("inflight", msgs({{"user", "other"}}));
   c.set_reward("a", 0.5);
-  c.apply_discount(1.0);
   size_t skipped = 0;
-  auto rows = c.export_rows(ExportStyle::kIndividual, &skipped);
+  auto rows = c.export_rows(ExportStyle::kIndividual, 1.0, &skipped);
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(skipped, 1u);
   EXPECT_EQ(rows[0].input_ids, (std::vector<int32_t>{1, 2, 3, 10, 11}));
@@ -109,8 +108,8 @@ TEST(InteractionCache, IndividualExportHasOneRowPerCompletedCall) {
   EXPECT_DOUBLE_EQ(rows[0].reward, 0.5);
 }
 
-TEST(InteractionCache, ConcatExportIsOneRowWithEveryAssistantTurnTrained) {
-  InteractionCache c;
+TEST(Recorder, ConcatExportIsOneRowWithEveryAssistantTurnTrained) {
+  Recorder c;
   Json h = msgs({{"system", "s"}, {"user", "q1"}});
   const size_t a = c.insert("a", h);
   finish(c, a, reply("r1"), {1, 2}, 10, 2, true);
@@ -120,8 +119,7 @@ TEST(InteractionCache, ConcatExportIsOneRowWithEveryAssistantTurnTrained) {
   // The child's prompt literally extends the parent's prompt + sampled ids.
   finish(c, b, reply("r2"), {1, 2, 10, 11, 5, 6}, 20, 3, true);
   c.set_reward("", 1.0);
-  c.apply_discount(1.0);
-  auto rows = c.export_rows(ExportStyle::kConcat);
+  auto rows = c.export_rows(ExportStyle::kConcat, 1.0);
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0].turns, 2u);
   EXPECT_EQ(rows[0].input_ids, (std::vector<int32_t>{1, 2, 10, 11, 5, 6, 20, 21, 22}));
@@ -129,11 +127,11 @@ TEST(InteractionCache, ConcatExportIsOneRowWithEveryAssistantTurnTrained) {
   EXPECT_EQ(rows[0].versions, (std::vector<int64_t>{-1, -1, 3, 3, -1, -1, 3, 3, 3}));
   EXPECT_EQ(rows[0].interaction_id, "b");
   // Individual style of the same session: two rows.
-  EXPECT_EQ(c.export_rows(ExportStyle::kIndividual).size(), 2u);
+  EXPECT_EQ(c.export_rows(ExportStyle::kIndividual, 1.0).size(), 2u);
 }
 
-TEST(InteractionCache, ConcatChildThatDoesNotExtendItsParentStandsAlone) {
-  InteractionCache c;
+TEST(Recorder, ConcatChildThatDoesNotExtendItsParentStandsAlone) {
+  Recorder c;
   Json h = msgs({{"user", "q"}});
   const size_t a = c.insert("a", h);
   finish(c, a, reply("r"), {1, 2}, 10, 1, true);
@@ -142,14 +140,14 @@ TEST(InteractionCache, ConcatChildThatDoesNotExtendItsParentStandsAlone) {
   const size_t b = c.insert("b", h);
   finish(c, b, reply("r2"), {1, 2, 99, 7}, 20, 1, true);  // 99 where the parent sampled 10
   EXPECT_FALSE(c.get(b).concat);
-  auto rows = c.export_rows(ExportStyle::kConcat);
+  auto rows = c.export_rows(ExportStyle::kConcat, 1.0);
   ASSERT_EQ(rows.size(), 2u);  // the parent's sampled tokens are still trained, in a row of their own
   EXPECT_EQ(rows[0].loss_mask, (std::vector<int32_t>{0, 0, 1}));
   EXPECT_EQ(rows[1].loss_mask, (std::vector<int32_t>{0, 0, 0, 0, 1}));
 }
 
-TEST(InteractionCache, RewardErrors) {
-  InteractionCache c;
+TEST(Recorder, RewardErrors) {
+  Recorder c;
   EXPECT_THROW(c.set_reward("", 1.0), areal::Error);
   c.insert("a", msgs({{"user", "q"}}));
   try {
@@ -165,8 +163,8 @@ TEST(InteractionCache, RewardErrors) {
 // consistent: "the last call" for a reward is the last one that answered,
 // the failed call takes no reward, is no child in the discount chain and
 // yields no row (nor counts as in flight).
-TEST(InteractionCache, FailedCallsAreNeverRewardedDiscountedOrExported) {
-  InteractionCache c;
+TEST(Recorder, FailedCallsAreNeverRewardedDiscountedOrExported) {
+  Recorder c;
   const size_t a = c.insert("a", msgs({{"user", "hi"}}));
   finish(c, a, reply("hello"), {1, 2}, 10, 2, false);
   Json next = msgs({{"user", "hi"}});
@@ -184,22 +182,21 @@ TEST(InteractionCache, FailedCallsAreNeverRewardedDiscountedOrExported) {
   } catch (const areal::Error& e) {
     EXPECT_EQ(e.code(), AREAL_CODE_FAILED_PRECONDITION);
   }
-  c.apply_discount(0.5);
-  EXPECT_DOUBLE_EQ(c.get(a).discounted_reward, 2.0);  // not 2 + 0.5 * 0 through the failed child
+  EXPECT_DOUBLE_EQ(c.returns(0.5)[a], 2.0);  // not 2 + 0.5 * 0 through the failed child
   size_t skipped = 99;
-  const auto rows = c.export_rows(ExportStyle::kIndividual, &skipped);
+  const auto rows = c.export_rows(ExportStyle::kIndividual, 1.0, &skipped);
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0].interaction_id, "a");
   EXPECT_EQ(skipped, 0u);
-  InteractionCache only_failed;
+  Recorder only_failed;
   only_failed.fail(only_failed.insert("x", msgs({{"user", "hi"}})));
   EXPECT_THROW(only_failed.set_reward("", 1.0), areal::Error);
 }
 
 // A reward for "the last call" set while that call was in flight, which then
 // failed, goes to the last call that answered instead of vanishing.
-TEST(InteractionCache, ARewardSetOnACallThatThenFailsMovesToTheLastAnsweredCall) {
-  InteractionCache c;
+TEST(Recorder, ARewardSetOnACallThatThenFailsMovesToTheLastAnsweredCall) {
+  Recorder c;
   const size_t a = c.insert("a", msgs({{"user", "hi"}}));
   finish(c, a, reply("hello"), {1, 2}, 10, 2, false);
   const size_t b = c.insert("b", msgs({{"user", "other"}}));  // in flight
@@ -208,4 +205,35 @@ TEST(InteractionCache, ARewardSetOnACallThatThenFailsMovesToTheLastAnsweredCall)
   c.fail(b);
   EXPECT_EQ(c.get(a).reward.value_or(-1), 0.5);
   EXPECT_FALSE(c.get(b).reward.has_value());
+}
+
+TEST(Recorder, WorkflowTurnsFormOneConversationSoRewardsFlowBackLinearly) {
+  // A workflow's api->generate calls: each continues the previous one, a
+  // failed call is no link, and g_i = r_i + gamma * g_{i+1} (AReaL's
+  // apply_reward_discount) with an unset reward counting 0.
+  Recorder c;
+  const size_t a = c.insert_next_turn("ep");
+  finish(c, a, Json(), {1}, 10, 2, false);
+  const size_t failed = c.insert_next_turn("ep");
+  c.fail(failed);
+  const size_t b = c.insert_next_turn("ep");
+  EXPECT_EQ(c.get(b).parent, static_cast<int>(a));
+  finish(c, b, Json(), {2}, 20, 1, false);
+  const size_t d = c.insert_next_turn("ep");
+  finish(c, d, Json(), {3}, 30, 1, false);
+  EXPECT_EQ(c.get(d).id, "ep-c3");
+  c.set_reward(c.get(a).id, 0.25);
+  c.set_reward("", 1.0);  // the last call
+  EXPECT_EQ(c.unrewarded(), 1u);
+  EXPECT_EQ(c.rewards(), (std::vector<double>{0.25, 1.0}));
+  const auto rows = c.export_rows(ExportStyle::kIndividual, 0.5);
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_DOUBLE_EQ(rows[2].reward, 1.0);
+  EXPECT_DOUBLE_EQ(rows[1].reward, 0.5);
+  EXPECT_DOUBLE_EQ(rows[0].reward, 0.25 + 0.5 * 0.5);
+  EXPECT_EQ(rows[0].input_ids, (std::vector<int32_t>{1, 10, 11}));
+  EXPECT_EQ(rows[0].loss_mask, (std::vector<int32_t>{0, 1, 1}));
+  EXPECT_EQ(rows[0].versions, (std::vector<int64_t>{-1, 3, 3}));
+  EXPECT_EQ(rows[0].oldest_version(), 3);
+  EXPECT_EQ(rows[0].sampled_tokens(), 2u);
 }

@@ -1,7 +1,8 @@
 // The host side of one workflow episode: implements areal_episode_api over
-// an inference instance and keeps the token-level record of every
-// completion and reward. The workflow never holds the only copy of what was
-// sampled, so nothing it does can lose or alter it.
+// an inference instance and records every api->generate call in a Recorder
+// (one linear conversation, in call order). The workflow never holds the
+// only copy of what was sampled, so nothing it does can lose or alter it.
+// api->chat goes to the episode's gateway session, recorded there.
 #pragma once
 
 #include <deque>
@@ -12,33 +13,23 @@
 
 #include <nlohmann/json.hpp>
 
+#include "areal/core/gateway_sessions.hpp"
+#include "areal/core/recorder/recorder.hpp"
 #include "areal/plugin_api.h"
 
 namespace areal {
 
-struct RecordedCompletion {
-  std::string id;
-  std::vector<int32_t> input_ids;
-  std::vector<int32_t> output_ids;
-  std::vector<float> logprobs;
-  std::vector<int64_t> versions;
-  int32_t finish_reason = 0;
-  std::optional<double> reward;
-  areal_completion view{};  // what the workflow sees; points into the vectors above
-};
-
 class EpisodeRecorder {
  public:
-  EpisodeRecorder(std::string episode_id, const areal_inference_vtable* vtable, void* inference_self,
-                  uint64_t seed_base);
+  EpisodeRecorder(std::string episode_id, const areal_inference_vtable* vtable, void* inference_self, uint64_t seed_base);
   EpisodeRecorder(const EpisodeRecorder&) = delete;
   EpisodeRecorder& operator=(const EpisodeRecorder&) = delete;
 
   const areal_episode_api* api() const { return &api_; }
 
-  // Routes the episode's chat slot to this gateway session (in process,
-  // through the gateway's control slot). Without it chat is UNSUPPORTED.
-  void attach_session(const areal_gateway_vtable* gateway, void* gateway_self, std::string session_id);
+  // Routes the episode's chat slot to this gateway session (in process).
+  // Without it chat is UNSUPPORTED.
+  void attach_session(const GatewaySessions* gateway, std::string session_id);
 
   // Applies a workflow result object: {"reward": x} sets the last
   // completion's reward and returns x. `other_calls`: the episode also made
@@ -50,10 +41,7 @@ class EpisodeRecorder {
   // The episode record: {"episode_id", "completions":[{id, input_ids,
   // output_ids, logprobs, versions, finish_reason, reward}]}.
   nlohmann::json to_json() const;
-  size_t completion_count() const;
-  // A copy of the completions so far (their `view` fields are cleared).
-  std::vector<RecordedCompletion> completions() const;
-  std::vector<double> rewards() const;  // rewards that were set, in order
+  const recorder::Recorder& record() const { return record_; }
 
  private:
   static areal_status* generate(void* ctx, const areal_gen_request* request, const areal_completion** out);
@@ -65,11 +53,11 @@ class EpisodeRecorder {
   void* inference_self_;
   uint64_t seed_base_;
   areal_episode_api api_{};
-  const areal_gateway_vtable* gateway_ = nullptr;
-  void* gateway_self_ = nullptr;
+  const GatewaySessions* gateway_ = nullptr;
   std::string session_id_;
-  mutable std::mutex mutex_;
-  std::deque<RecordedCompletion> completions_;  // deque: views stay valid as it grows
+  recorder::Recorder record_;
+  std::mutex views_mutex_;
+  std::deque<areal_completion> views_;  // what workflows see; points into record_'s stored calls
 };
 
 }  // namespace areal
