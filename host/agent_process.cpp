@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "areal/core/error.hpp"
+#include "core/plugin_host/error.hpp"
 
 extern char** environ;
 

@@ -2,7 +2,7 @@
 
 #include <cctype>
 
-#include "areal/core/error.hpp"
+#include "core/plugin_host/error.hpp"
 
 namespace areal::host {
 

@@ -2,7 +2,7 @@
 
 #include <filesystem>
 
-#include "areal/core/config_loader.hpp"
+#include "core/config/config_loader.hpp"
 
 namespace areal::host {
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "areal/core/run_config.hpp"
+#include "core/config/run_config.hpp"
 
 namespace areal::host {
 

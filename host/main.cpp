@@ -2,9 +2,9 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "areal/core/error.hpp"
-#include "areal/core/logging.hpp"
-#include "areal/core/plugin_loader.hpp"
+#include "core/plugin_host/error.hpp"
+#include "core/telemetry/logging.hpp"
+#include "core/plugin_host/plugin_loader.hpp"
 #include "cli.hpp"
 #include "commands/commands.hpp"
 #include "gateway_builtin.h"

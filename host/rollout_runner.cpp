@@ -7,10 +7,10 @@
 #include <mutex>
 #include <thread>
 
-#include "areal/core/trainer/episode_runner.hpp"
-#include "areal/core/error.hpp"
-#include "areal/core/logging.hpp"
-#include "areal/core/metrics.hpp"
+#include "core/trainer/episode_runner.hpp"
+#include "core/plugin_host/error.hpp"
+#include "core/telemetry/logging.hpp"
+#include "core/telemetry/metrics.hpp"
 
 namespace areal::host {
 

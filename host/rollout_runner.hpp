@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "areal/core/gateway_sessions.hpp"
+#include "core/plugin_host/gateway_sessions.hpp"
 #include "areal/plugin_api.h"
 
 namespace areal::host {

@@ -5,10 +5,10 @@
 #include <memory>
 
 #include "agent_process.hpp"
-#include "areal/core/error.hpp"
-#include "areal/core/logging.hpp"
-#include "areal/core/plugin_instance.hpp"
-#include "areal/core/trainer/trainer_loop.hpp"
+#include "core/plugin_host/error.hpp"
+#include "core/telemetry/logging.hpp"
+#include "core/plugin_host/plugin_instance.hpp"
+#include "core/trainer/trainer_loop.hpp"
 
 namespace areal::host {
 

@@ -3,8 +3,8 @@
 // online agent command when configured, and the trainer loop.
 #pragma once
 
-#include "areal/core/gateway_sessions.hpp"
-#include "areal/core/run_config.hpp"
+#include "core/plugin_host/gateway_sessions.hpp"
+#include "core/config/run_config.hpp"
 #include "areal/plugin_api.h"
 #include "rollout_runner.hpp"
 

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "areal/core/tokenizer/tokenizer.hpp"
+#include "core/hf/tokenizer/tokenizer.hpp"
 
 namespace {
 

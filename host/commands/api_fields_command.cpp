@@ -2,7 +2,7 @@
 // tables (docs/http-api.md embeds them; a test keeps the two equal).
 #include <iostream>
 
-#include "areal/core/proxy/api_fields.hpp"
+#include "plugins/gateway/proxy/api_fields.hpp"
 #include "commands.hpp"
 
 namespace areal::host {

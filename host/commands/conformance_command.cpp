@@ -3,10 +3,10 @@
 #include <iostream>
 #include <memory>
 
-#include "areal/core/conformance.hpp"
-#include "areal/core/plugin_catalog.hpp"
-#include "areal/core/error.hpp"
-#include "areal/core/model/byte_tokenizer.hpp"
+#include "core/conformance/conformance.hpp"
+#include "core/plugin_host/plugin_catalog.hpp"
+#include "core/plugin_host/error.hpp"
+#include "core/hf/model_files/byte_tokenizer.hpp"
 #include "commands.hpp"
 
 namespace areal::host {

@@ -4,7 +4,7 @@
 #include <iostream>
 #include <set>
 
-#include "areal/core/model/init_model.hpp"
+#include "core/hf/model_files/init_model.hpp"
 #include "commands.hpp"
 
 namespace areal::host {

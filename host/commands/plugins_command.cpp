@@ -3,8 +3,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "areal/core/plugin_catalog.hpp"
-#include "areal/core/run_config.hpp"
+#include "core/plugin_host/plugin_catalog.hpp"
+#include "core/config/run_config.hpp"
 #include "commands.hpp"
 
 namespace areal::host {

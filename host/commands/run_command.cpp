@@ -6,12 +6,12 @@
 #include "../config_loading.hpp"
 #include "../rollout_runner.hpp"
 #include "../training_job.hpp"
-#include "areal/core/error.hpp"
-#include "areal/core/gateway_sessions.hpp"
-#include "areal/core/host_api.hpp"
-#include "areal/core/logging.hpp"
-#include "areal/core/plugin_instance.hpp"
-#include "areal/core/string_writer.hpp"
+#include "core/plugin_host/error.hpp"
+#include "core/plugin_host/gateway_sessions.hpp"
+#include "core/plugin_host/host_api.hpp"
+#include "core/telemetry/logging.hpp"
+#include "core/plugin_host/plugin_instance.hpp"
+#include "core/plugin_host/string_writer.hpp"
 #include "commands.hpp"
 
 namespace areal::host {

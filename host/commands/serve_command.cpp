@@ -7,11 +7,11 @@
 #include <iostream>
 
 #include "../config_loading.hpp"
-#include "areal/core/error.hpp"
-#include "areal/core/host_api.hpp"
-#include "areal/core/logging.hpp"
-#include "areal/core/plugin_instance.hpp"
-#include "areal/core/string_writer.hpp"
+#include "core/plugin_host/error.hpp"
+#include "core/plugin_host/host_api.hpp"
+#include "core/telemetry/logging.hpp"
+#include "core/plugin_host/plugin_instance.hpp"
+#include "core/plugin_host/string_writer.hpp"
 #include "commands.hpp"
 
 namespace areal::host {

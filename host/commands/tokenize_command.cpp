@@ -8,9 +8,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "areal/core/error.hpp"
-#include "areal/core/template/chat_template.hpp"
-#include "areal/core/tokenizer/tokenizer.hpp"
+#include "core/plugin_host/error.hpp"
+#include "core/hf/chat_template/chat_template.hpp"
+#include "core/hf/tokenizer/tokenizer.hpp"
 #include "commands.hpp"
 
 namespace areal::host {

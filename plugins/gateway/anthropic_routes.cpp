@@ -1,7 +1,7 @@
 #include "anthropic_routes.hpp"
 
-#include "areal/core/error.hpp"
-#include "areal/core/proxy/anthropic.hpp"
+#include "core/plugin_host/error.hpp"
+#include "plugins/gateway/proxy/anthropic.hpp"
 #include "api_call.hpp"
 #include "http_error.hpp"
 #include "request.hpp"

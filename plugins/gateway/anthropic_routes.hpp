@@ -9,7 +9,7 @@
 #include <Poco/Net/HTTPServerRequest.h>
 #include <Poco/Net/HTTPServerResponse.h>
 
-#include "areal/core/proxy/chat_service.hpp"
+#include "plugins/gateway/proxy/chat_service.hpp"
 #include "session_routes.hpp"
 
 namespace areal::gateway {

@@ -1,6 +1,6 @@
 #include "chat_routes.hpp"
 
-#include "areal/core/error.hpp"
+#include "core/plugin_host/error.hpp"
 #include "api_call.hpp"
 #include "http_error.hpp"
 #include "request.hpp"

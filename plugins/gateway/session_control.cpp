@@ -3,8 +3,8 @@
 #include <chrono>
 #include <cmath>
 
-#include "areal/core/error.hpp"
-#include "areal/core/recorder/trajectory_view.hpp"
+#include "core/plugin_host/error.hpp"
+#include "core/recorder/trajectory_view.hpp"
 
 namespace areal::gateway {
 

@@ -10,8 +10,8 @@
 #include <string_view>
 #include <utility>
 
-#include "areal/core/proxy/chat_service.hpp"
-#include "areal/core/proxy/session_store.hpp"
+#include "plugins/gateway/proxy/chat_service.hpp"
+#include "plugins/gateway/proxy/session_store.hpp"
 #include "areal/plugin_api.h"
 #include "session_routes.hpp"
 

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <fstream>
 
-#include "areal/core/error.hpp"
+#include "core/plugin_host/error.hpp"
 #include "http_error.hpp"
 #include "request.hpp"
 

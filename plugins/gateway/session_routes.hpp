@@ -9,7 +9,7 @@
 #include <Poco/Net/HTTPServerRequest.h>
 #include <Poco/Net/HTTPServerResponse.h>
 
-#include "areal/core/proxy/session_store.hpp"
+#include "plugins/gateway/proxy/session_store.hpp"
 
 namespace areal::gateway {
 

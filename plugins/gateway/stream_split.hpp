@@ -18,7 +18,7 @@
 
 #include <string>
 
-#include "areal/core/proxy/output_parser.hpp"
+#include "plugins/gateway/proxy/output_parser.hpp"
 
 namespace areal::gateway {
 

@@ -21,10 +21,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "areal/core/error.hpp"
-#include "areal/core/sampling.hpp"
-#include "areal/core/structured_output/token_mask.hpp"
-#include "areal/core/tokenizer/tokenizer.hpp"
+#include "core/plugin_host/error.hpp"
+#include "core/sampling/sampling.hpp"
+#include "core/structured_output/token_mask.hpp"
+#include "core/hf/tokenizer/tokenizer.hpp"
 #include "areal/sdk.hpp"
 #include "areal/sdk_json.hpp"
 #include "decoder_model.hpp"

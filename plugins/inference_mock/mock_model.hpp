@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "areal/core/sampling.hpp"
+#include "core/sampling/sampling.hpp"
 
 namespace areal::mock {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "areal/core/error.hpp"
+#include "core/plugin_host/error.hpp"
 
 namespace areal::torch_model {
 namespace {

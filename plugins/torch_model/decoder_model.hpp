@@ -11,7 +11,7 @@
 
 #include <torch/torch.h>
 
-#include "areal/core/model/model_config.hpp"
+#include "core/hf/model_files/model_config.hpp"
 
 namespace areal::torch_model {
 

@@ -2,8 +2,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "areal/core/error.hpp"
-#include "areal/core/model/safetensors.hpp"
+#include "core/plugin_host/error.hpp"
+#include "core/hf/model_files/safetensors.hpp"
 #include "decoder_model.hpp"
 
 namespace areal::torch_model {

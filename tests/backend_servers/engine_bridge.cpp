@@ -1,9 +1,9 @@
 #include "engine_bridge.hpp"
 
-#include "areal/core/error.hpp"
-#include "areal/core/generation.hpp"
-#include "areal/core/host_api.hpp"
-#include "areal/core/plugin_catalog.hpp"
+#include "core/plugin_host/error.hpp"
+#include "core/plugin_host/generation.hpp"
+#include "core/plugin_host/host_api.hpp"
+#include "core/plugin_host/plugin_catalog.hpp"
 
 namespace areal::testserver {
 

@@ -16,8 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "areal/core/plugin_instance.hpp"
-#include "areal/core/tokenizer/tokenizer.hpp"
+#include "core/plugin_host/plugin_instance.hpp"
+#include "core/hf/tokenizer/tokenizer.hpp"
 
 namespace areal::testserver {
 

@@ -24,8 +24,8 @@
 #include <Poco/Net/ServerSocket.h>
 #include <Poco/ThreadPool.h>
 
-#include "areal/core/error.hpp"
-#include "areal/core/logging.hpp"
+#include "core/plugin_host/error.hpp"
+#include "core/telemetry/logging.hpp"
 #include "routes.hpp"
 
 namespace {

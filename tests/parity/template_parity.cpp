@@ -12,8 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "areal/core/template/chat_template.hpp"
-#include "areal/core/tokenizer/tokenizer.hpp"
+#include "core/hf/chat_template/chat_template.hpp"
+#include "core/hf/tokenizer/tokenizer.hpp"
 
 using nlohmann::ordered_json;
 

@@ -9,8 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "areal/core/tokenizer/tokenizer.hpp"
-#include "areal/core/tokenizer/unicode.hpp"
+#include "core/hf/tokenizer/tokenizer.hpp"
+#include "core/hf/tokenizer/unicode.hpp"
 
 using areal::tokenizer::Tokenizer;
 using nlohmann::json;

@@ -10,11 +10,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "areal/core/error.hpp"
-#include "areal/core/host_tensor.hpp"
-#include "areal/core/plugin_catalog.hpp"
-#include "areal/core/plugin_instance.hpp"
-#include "areal/core/string_writer.hpp"
+#include "core/plugin_host/error.hpp"
+#include "core/plugin_host/host_tensor.hpp"
+#include "core/plugin_host/plugin_catalog.hpp"
+#include "core/plugin_host/plugin_instance.hpp"
+#include "core/plugin_host/string_writer.hpp"
 #include "decoder_model.hpp"
 #include "mean_nll_loss.hpp"
 

@@ -7,13 +7,13 @@
 
 #include <gtest/gtest.h>
 
-#include "areal/core/error.hpp"
-#include "areal/core/generation.hpp"
-#include "areal/core/host_tensor.hpp"
-#include "areal/core/model/init_model.hpp"
-#include "areal/core/plugin_catalog.hpp"
-#include "areal/core/plugin_instance.hpp"
-#include "areal/core/string_writer.hpp"
+#include "core/plugin_host/error.hpp"
+#include "core/plugin_host/generation.hpp"
+#include "core/plugin_host/host_tensor.hpp"
+#include "core/hf/model_files/init_model.hpp"
+#include "core/plugin_host/plugin_catalog.hpp"
+#include "core/plugin_host/plugin_instance.hpp"
+#include "core/plugin_host/string_writer.hpp"
 #include "decoder_model.hpp"
 #include "mean_nll_loss.hpp"
 

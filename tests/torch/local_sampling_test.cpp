@@ -13,13 +13,13 @@
 
 #include <gtest/gtest.h>
 
-#include "areal/core/error.hpp"
-#include "areal/core/generation.hpp"
-#include "areal/core/model/init_model.hpp"
-#include "areal/core/plugin_catalog.hpp"
-#include "areal/core/plugin_instance.hpp"
-#include "areal/core/structured_output/json_schema_matcher.hpp"
-#include "areal/core/tokenizer/tokenizer.hpp"
+#include "core/plugin_host/error.hpp"
+#include "core/plugin_host/generation.hpp"
+#include "core/hf/model_files/init_model.hpp"
+#include "core/plugin_host/plugin_catalog.hpp"
+#include "core/plugin_host/plugin_instance.hpp"
+#include "core/structured_output/json_schema_matcher.hpp"
+#include "core/hf/tokenizer/tokenizer.hpp"
 #include "decoder_model.hpp"
 
 namespace fs = std::filesystem;

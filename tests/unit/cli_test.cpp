@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "areal/core/error.hpp"
+#include "core/plugin_host/error.hpp"
 #include "cli.hpp"
 
 namespace {

@@ -4,10 +4,10 @@
 
 #include <gtest/gtest.h>
 
-#include "areal/core/config_loader.hpp"
-#include "areal/core/config_schema.hpp"
-#include "areal/core/error.hpp"
-#include "areal/core/run_config.hpp"
+#include "core/config/config_loader.hpp"
+#include "core/config/config_schema.hpp"
+#include "core/plugin_host/error.hpp"
+#include "core/config/run_config.hpp"
 #include "gateway_builtin.h"
 
 using areal::Json;

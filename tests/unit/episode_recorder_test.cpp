@@ -1,8 +1,8 @@
 #include <gtest/gtest.h>
 
-#include "areal/core/recorder/episode_recorder.hpp"
-#include "areal/core/error.hpp"
-#include "areal/core/plugin_instance.hpp"
+#include "core/recorder/episode_recorder.hpp"
+#include "core/plugin_host/error.hpp"
+#include "core/plugin_host/plugin_instance.hpp"
 
 namespace {
 

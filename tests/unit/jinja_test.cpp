@@ -3,8 +3,8 @@
 // transformers context (special tokens, named templates).
 #include <gtest/gtest.h>
 
-#include "areal/core/error.hpp"
-#include "areal/core/template/chat_template.hpp"
+#include "core/plugin_host/error.hpp"
+#include "core/hf/chat_template/chat_template.hpp"
 
 using areal::jinja::Object;
 using areal::jinja::Template;

@@ -4,9 +4,9 @@
 
 #include <gtest/gtest.h>
 
-#include "areal/core/error.hpp"
-#include "areal/core/plugin_catalog.hpp"
-#include "areal/core/plugin_instance.hpp"
+#include "core/plugin_host/error.hpp"
+#include "core/plugin_host/plugin_catalog.hpp"
+#include "core/plugin_host/plugin_instance.hpp"
 #include "gateway_builtin.h"
 
 namespace {

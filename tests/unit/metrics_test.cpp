@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
-#include "areal/core/error.hpp"
-#include "areal/core/metrics.hpp"
+#include "core/plugin_host/error.hpp"
+#include "core/telemetry/metrics.hpp"
 
 TEST(Metrics, RendersPrometheusTextWithOneTypeLinePerFamily) {
   areal::Metrics m;

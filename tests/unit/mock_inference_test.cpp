@@ -5,9 +5,9 @@
 
 #include <gtest/gtest.h>
 
-#include "areal/core/error.hpp"
-#include "areal/core/generation.hpp"
-#include "areal/core/plugin_instance.hpp"
+#include "core/plugin_host/error.hpp"
+#include "core/plugin_host/generation.hpp"
+#include "core/plugin_host/plugin_instance.hpp"
 
 namespace {
 

@@ -8,9 +8,9 @@
 
 #include <gtest/gtest.h>
 
-#include "areal/core/error.hpp"
-#include "areal/core/model/model_config.hpp"
-#include "areal/core/model/safetensors.hpp"
+#include "core/plugin_host/error.hpp"
+#include "core/hf/model_files/model_config.hpp"
+#include "core/hf/model_files/safetensors.hpp"
 
 using namespace areal::model;
 namespace fs = std::filesystem;

@@ -7,9 +7,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "areal/core/error.hpp"
-#include "areal/core/proxy/output_parser.hpp"
-#include "areal/core/template/chat_template.hpp"
+#include "core/plugin_host/error.hpp"
+#include "plugins/gateway/proxy/output_parser.hpp"
+#include "core/hf/chat_template/chat_template.hpp"
 #include "stream_split.hpp"
 
 using areal::proxy::forced_tool_call_prefix;

@@ -2,8 +2,8 @@
 // workflow calls, discounting along conversations, and both export styles.
 #include <gtest/gtest.h>
 
-#include "areal/core/error.hpp"
-#include "areal/core/recorder/recorder.hpp"
+#include "core/plugin_host/error.hpp"
+#include "core/recorder/recorder.hpp"
 
 using areal::recorder::ExportStyle;
 using areal::recorder::Json;

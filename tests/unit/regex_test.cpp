@@ -2,9 +2,9 @@
 // tokenizer.json files use, and clear errors for what it does not support.
 #include <gtest/gtest.h>
 
-#include "areal/core/error.hpp"
-#include "areal/core/tokenizer/regex.hpp"
-#include "areal/core/tokenizer/unicode.hpp"
+#include "core/plugin_host/error.hpp"
+#include "core/hf/tokenizer/regex.hpp"
+#include "core/hf/tokenizer/unicode.hpp"
 
 using areal::tokenizer::Regex;
 

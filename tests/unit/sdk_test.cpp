@@ -2,8 +2,8 @@
 // table: exceptions become statuses with the right code, writers collect.
 #include <gtest/gtest.h>
 
-#include "areal/core/error.hpp"
-#include "areal/core/host_api.hpp"
+#include "core/plugin_host/error.hpp"
+#include "core/plugin_host/host_api.hpp"
 #include "areal/sdk.hpp"
 
 namespace {

@@ -3,8 +3,8 @@
 
 #include <thread>
 
-#include "areal/core/error.hpp"
-#include "areal/core/proxy/session_store.hpp"
+#include "core/plugin_host/error.hpp"
+#include "plugins/gateway/proxy/session_store.hpp"
 
 using areal::recorder::ExportStyle;
 using areal::proxy::SessionStore;

@@ -10,10 +10,10 @@
 
 #include <gtest/gtest.h>
 
-#include "areal/core/error.hpp"
-#include "areal/core/structured_output/json_schema_matcher.hpp"
-#include "areal/core/structured_output/token_mask.hpp"
-#include "areal/core/tokenizer/tokenizer.hpp"
+#include "core/plugin_host/error.hpp"
+#include "core/structured_output/json_schema_matcher.hpp"
+#include "core/structured_output/token_mask.hpp"
+#include "core/hf/tokenizer/tokenizer.hpp"
 
 namespace fs = std::filesystem;
 using areal::structured_output::JsonMatcher;

@@ -6,9 +6,9 @@
 
 #include <gtest/gtest.h>
 
-#include "areal/core/error.hpp"
-#include "areal/core/tokenizer/tokenizer.hpp"
-#include "areal/core/tokenizer/unicode.hpp"
+#include "core/plugin_host/error.hpp"
+#include "core/hf/tokenizer/tokenizer.hpp"
+#include "core/hf/tokenizer/unicode.hpp"
 
 using areal::tokenizer::Tokenizer;
 

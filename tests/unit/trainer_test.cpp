@@ -4,10 +4,10 @@
 
 #include <thread>
 
-#include "areal/core/error.hpp"
-#include "areal/core/trainer/staleness_manager.hpp"
-#include "areal/core/trainer/trajectory_batch.hpp"
-#include "areal/core/trainer/training_log.hpp"
+#include "core/plugin_host/error.hpp"
+#include "core/trainer/staleness_manager.hpp"
+#include "core/trainer/trajectory_batch.hpp"
+#include "core/trainer/training_log.hpp"
 
 namespace {
 

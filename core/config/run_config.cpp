@@ -1,0 +1,207 @@
+#include "core/config/run_config.hpp"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "core/config/config_schema.hpp"
+#include "core/plugin_host/error.hpp"
+
+namespace areal {
+
+const std::vector<PluginSection>& plugin_sections() {
+  static const std::vector<PluginSection> sections = {
+      {"inference", AREAL_KIND_INFERENCE, "mock_inference", false,
+       "The inference backend that generates every token: local, sglang, vllm or mock_inference (docs/backends.md)."},
+      {"gateway", AREAL_KIND_GATEWAY, "gateway", true,
+       "The HTTP gateway agents talk to; `plugin: none` runs without one."},
+      {"workflow", AREAL_KIND_WORKFLOW, "", false, "The rollout workflow run once per dataset item."},
+      {"train", AREAL_KIND_TRAIN, "", false,
+       "The training backend (fsdp). With a train section, `areal-host run` trains (needs `algorithm`); without, it only collects rollouts."},
+      {"algorithm", AREAL_KIND_ALGORITHM, "", false, "The RL algorithm: advantages and loss (grpo, dr_grpo, rloo, ppo, sft)."},
+      {"ref", AREAL_KIND_TRAIN, "", false,
+       "(optional) A frozen reference model for KL penalties (algorithm.kl_ctl > 0): a train plugin (fsdp with the reference model_path) whose compute_logprobs gives ref_logprobs; never stepped."},
+  };
+  return sections;
+}
+
+const Json& host_schema() {
+  static const Json schema = Json::parse(R"({"type": "object", "keys": {
+    "experiment": {"type": "object", "doc": "Naming and seeding of a run.", "keys": {
+      "name": {"type": "string", "default": "areal", "doc": "Experiment name; outputs go to output_dir/name/trial."},
+      "trial": {"type": "string", "default": "trial0", "doc": "Trial name within the experiment."},
+      "seed": {"type": "integer", "default": 1, "doc": "Base seed; episode i uses seed + i where a workflow samples."},
+      "output_dir": {"type": "string", "default": "runs", "doc": "Root of all outputs; relative to the config file's directory."}}},
+    "log": {"type": "object", "doc": "Console logging.", "keys": {
+      "level": {"type": "string", "enum": ["trace", "debug", "info", "warn", "error", "critical", "off"],
+                "default": "info", "doc": "Lowest level printed (to stderr)."}}},
+    "plugins": {"type": "object", "doc": "Where plugins are found.", "keys": {
+      "search_paths": {"type": "array", "items": {"type": "string"}, "default": [],
+                       "doc": "Extra directories searched for libareal-NAME.so, after $AREAL_PLUGIN_PATH; relative to the config file's directory."}}},
+    "rollout": {"type": "object", "doc": "The rollout job run by `areal-host --config`.", "keys": {
+      "dataset": {"type": "string", "default": "", "doc": "JSONL file, one JSON object (an episode's data) per line; relative to the config file's directory. Required to run."},
+      "episodes": {"type": "integer", "default": 0, "minimum": 0, "doc": "Episodes to run, cycling through the dataset; 0 runs each item once."},
+      "concurrency": {"type": "integer", "default": 4, "minimum": 1, "maximum": 4096, "doc": "Episodes in flight at once."},
+      "output": {"type": "string", "default": "", "doc": "JSONL file receiving one record per episode; empty means output_dir/name/trial/rollouts.jsonl."},
+      "n_samples": {"type": "integer", "default": 1, "minimum": 1, "maximum": 1024, "doc": "Training: episodes per dataset item, forming one group (GRPO's group size; AReaL's gconfig.n_samples)."},
+      "max_head_offpolicyness": {"type": "integer", "default": 0, "minimum": 0, "doc": "Training: how many versions a trained sample may lag the trained weights; 0 is synchronous RL."},
+      "max_concurrent_rollouts": {"type": "integer", "default": 0, "minimum": 0, "doc": "Training: groups generating at once; 0 means trainer.batch_size."},
+      "dynamic_filter": {"type": "string", "enum": ["none", "mixed_rewards"], "default": "none", "doc": "Training: mixed_rewards drops groups whose rewards are all equal (no learning signal) and generates more."},
+      "openai": {"type": "object", "doc": "Agent-side settings, named as AReaL's rollout.openai.*.", "keys": {
+        "mode": {"type": "string", "enum": ["inline", "subproc", "online"], "default": "inline", "doc": "inline: the workflow plugin runs episodes over the dataset; subproc: the same, with the agent in worker processes (workflow agent_pool for run(data) agents, or subproc for a command per episode); online: external agents drive the gateway's sessions and the trainer trains each session that ends (no workflow, no dataset)."},
+        "online_agent_command": {"type": "string", "default": "", "doc": "Online mode: a shell command started once the gateway listens (env AREAL_GATEWAY_URL, AREAL_ADMIN_KEY, OPENAI_BASE_URL, ANTHROPIC_BASE_URL; cwd: the config's directory; output: <run dir>/agent.log) and stopped at the end. Empty: start your agents yourself."},
+        "turn_discount": {"type": "number", "default": 1.0, "minimum": 0, "maximum": 1, "doc": "Rewards flow back over an episode's completions: r_i += turn_discount * r_{i+1} (the gateway's sessions too, when training)."},
+        "export_style": {"type": "string", "enum": ["individual", "concat"], "default": null, "doc": "Sets gateway.export_style: a row per call, or a row per conversation."},
+        "admin_api_key": {"type": "string", "default": null, "doc": "Sets gateway.admin_api_key."},
+        "session_timeout_seconds": {"type": "number", "default": null, "minimum": 1, "doc": "Sets gateway.session_timeout_seconds."},
+        "subproc_max_workers": {"type": "integer", "default": null, "minimum": 0, "doc": "Worker processes: sets workflow.workers of agent_pool (0 is not allowed there) or workflow.max_workers of subproc (commands running at once)."}}}}},
+    "trainer": {"type": "object", "doc": "The RL loop run by `areal-host run` when a train section is configured.", "keys": {
+      "total_steps": {"type": "integer", "default": 20, "minimum": 1, "doc": "Optimizer steps (one weight update and version each)."},
+      "batch_size": {"type": "integer", "default": 8, "minimum": 1, "doc": "Groups per step (AReaL's train_dataset.batch_size); each holds rollout.n_samples episodes."},
+      "temperature": {"type": "number", "default": 1.0, "minimum": 0.01, "doc": "Log-probs for training are of logits / temperature; keep it equal to the workflow's sampling temperature."},
+      "recompute_logprob": {"type": "boolean", "default": false, "doc": "Recompute the batch's log-probs with the current weights before each step (proximal policy of the decoupled loss)."},
+      "checkpoint_every": {"type": "integer", "default": 0, "minimum": 0, "doc": "Save weights, optimizer and loop state every N steps and at the last step; 0 disables."},
+      "resume": {"type": "boolean", "default": false, "doc": "Continue from the newest checkpoint of this experiment and trial."},
+      "save_final": {"type": "boolean", "default": true, "doc": "Save the final model as a Hugging Face folder at output_dir/name/trial/final."},
+      "weight_update": {"type": "string", "enum": ["auto", "memory", "disk"], "default": "auto", "doc": "How new weights reach the inference backend: memory (train.export_weights -> inference.update_weights_from_tensors, both in this process), disk (HF files the backend reloads), auto (memory when both plugins can)."}}}
+  }})");
+  return schema;
+}
+
+std::string ResolvedConfig::section_json(const std::string& section) const {
+  Json s = effective.contains(section) ? effective[section] : Json::object();
+  s.erase("plugin");
+  return s.dump();
+}
+
+std::string ResolvedConfig::path(const std::string& value) const {
+  std::filesystem::path p(value);
+  if (p.is_relative()) p = std::filesystem::path(base_dir) / p;
+  return p.lexically_normal().string();
+}
+
+namespace {
+
+// Keys a plugin marks {"format": "path"} are made absolute against the
+// config file's directory, like the host's own paths, so a config works
+// from any working directory.
+void resolve_path_keys(const Json& schema, Json& section, const ResolvedConfig& rc) {
+  if (!schema.contains("keys") || !section.is_object()) return;
+  for (const auto& [k, sub] : schema["keys"].items()) {
+    if (!section.contains(k)) continue;
+    if (sub.value("format", "") == "path" && section[k].is_string() && !section[k].get<std::string>().empty())
+      section[k] = rc.path(section[k].get<std::string>());
+    else if (sub.contains("items") && sub["items"].value("format", "") == "path" && section[k].is_array()) {
+      for (auto& item : section[k])
+        if (item.is_string() && !item.get<std::string>().empty()) item = rc.path(item.get<std::string>());
+    } else if (sub.contains("keys")) {
+      resolve_path_keys(sub, section[k], rc);
+    }
+  }
+}
+
+}  // namespace
+
+ResolvedConfig resolve_config(Json raw, const std::string& base_dir) {
+  ResolvedConfig rc;
+  rc.base_dir = base_dir;
+  if (!raw.is_object()) {
+    rc.errors.push_back("the config must be a mapping at the top level");
+    return rc;
+  }
+  // Split plugin sections from host keys so each is checked by its schema.
+  std::map<std::string, Json> sections;
+  for (const auto& s : plugin_sections()) {
+    if (raw.contains(s.name)) {
+      sections[s.name] = raw[s.name];
+      raw.erase(s.name);
+    }
+  }
+  Json host_part = raw;
+  // Unknown top-level keys should suggest plugin sections too.
+  Json schema = host_schema();
+  for (const auto& s : plugin_sections()) schema["keys"][s.name] = Json{{"type", "any"}, {"default", nullptr}};
+  config::validate(schema, host_part, "", rc.errors);
+  for (const auto& s : plugin_sections()) host_part.erase(s.name);
+  rc.effective = host_part;
+
+  std::vector<std::string> dirs;
+  if (host_part.contains("plugins"))
+    for (const auto& d : host_part["plugins"]["search_paths"])
+      if (d.is_string()) dirs.push_back(rc.path(d.get<std::string>()));
+  PluginCatalog catalog(dirs);
+
+  for (const auto& s : plugin_sections()) {
+    Json section = sections.count(s.name) ? sections[s.name] : Json::object();
+    if (section.is_null()) section = Json::object();
+    if (!section.is_object()) {
+      rc.errors.push_back("'" + std::string(s.name) + "' must be a mapping, got " + section.dump());
+      continue;
+    }
+    std::string plugin_name = s.default_plugin;
+    if (section.contains("plugin")) {
+      if (!section["plugin"].is_string()) {
+        rc.errors.push_back("'" + std::string(s.name) + ".plugin' must be a string");
+        continue;
+      }
+      plugin_name = section["plugin"].get<std::string>();
+    }
+    if (plugin_name == "none" && s.optional) {
+      rc.effective[s.name] = Json{{"plugin", "none"}};
+      continue;
+    }
+    if (plugin_name.empty() || plugin_name == "none") {
+      if (!sections.count(s.name)) continue;  // absent and required: the job that needs it reports it
+      rc.errors.push_back("'" + std::string(s.name) + ".plugin' is required (a plugin name or a path to a .so)");
+      continue;
+    }
+    std::shared_ptr<LoadedPlugin> plugin;
+    try {
+      plugin = catalog.resolve(plugin_name, s.kind, base_dir);
+    } catch (const std::exception& e) {
+      rc.errors.push_back(std::string(s.name) + ".plugin: " + e.what());
+      continue;
+    }
+    section.erase("plugin");
+    if (const char* schema_text = plugin->info().config_schema_json) {
+      try {
+        Json plugin_schema = Json::parse(schema_text);
+        config::check_schema(plugin_schema, plugin->name());
+        config::validate(plugin_schema, section, s.name, rc.errors);
+        resolve_path_keys(plugin_schema, section, rc);
+      } catch (const std::exception& e) {
+        rc.errors.push_back(std::string(s.name) + ": plugin '" + plugin->name() + "' has an invalid config schema: " + e.what());
+      }
+    }
+    section["plugin"] = plugin_name;
+    rc.effective[s.name] = section;
+    rc.plugins[s.name] = plugin;
+  }
+  return rc;
+}
+
+std::string configuration_reference(const PluginCatalog& catalog) {
+  std::string out;
+  out += "### Host keys\n\n| key | type | default | description |\n|---|---|---|---|\n";
+  config::describe(host_schema(), "", out);
+  out += "\n### Plugin sections\n\n| section | kind | default plugin | description |\n|---|---|---|---|\n";
+  for (const auto& s : plugin_sections())
+    out += std::string("| `") + s.name + "` | " + kind_name(s.kind) + " | " +
+           (s.default_plugin[0] ? std::string("`") + s.default_plugin + "`" : std::string("required")) + " | " + s.doc +
+           " Key `" + s.name + ".plugin` names the plugin (name or path" + (s.optional ? ", or `none`" : "") + "). |\n";
+  std::vector<std::string> errors;
+  auto plugins = catalog.load_all(errors);
+  std::sort(plugins.begin(), plugins.end(), [](const auto& a, const auto& b) { return a->name() < b->name(); });
+  for (const auto& p : plugins) {
+    out += "\n### Plugin `" + p->name() + "` (" + kind_name(p->kind()) + ")\n\n" + p->info().description + "\n\n";
+    if (p->info().config_schema_json == nullptr) {
+      out += "This plugin declares no config schema; its section is passed through unchecked.\n";
+      continue;
+    }
+    std::string rows;
+    config::describe(Json::parse(p->info().config_schema_json), "<section>", rows);
+    out += rows.empty() ? "No keys.\n" : "| key | type | default | description |\n|---|---|---|---|\n" + rows;
+  }
+  return out;
+}
+
+}  // namespace areal

@@ -1,0 +1,170 @@
+#include "core/hf/model_files/model_config.hpp"
+
+#include <set>
+
+#include "core/plugin_host/error.hpp"
+
+namespace areal::model {
+namespace {
+
+[[noreturn]] void bad(const std::string& where, const std::string& why) { throw Error(AREAL_CODE_INVALID_ARGUMENT, where + ": " + why); }
+
+int64_t positive(const nlohmann::json& j, const char* key, const std::string& where) {
+  if (!j.contains(key) || !j[key].is_number_integer() || j[key].get<int64_t>() <= 0)
+    bad(where, std::string("'") + key + "' must be a positive integer");
+  return j[key].get<int64_t>();
+}
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+}  // namespace
+
+ModelConfig ModelConfig::from_hf_json(const nlohmann::json& j, const std::string& where) {
+  if (!j.is_object()) bad(where, "config must be a JSON object");
+  ModelConfig c;
+  const std::string type = j.value("model_type", "");
+  if (type == "qwen3") c.family = "qwen3", c.qk_norm = true;
+  else if (type == "qwen2") c.family = "qwen2", c.qkv_bias = true;
+  else if (type == "llama") c.family = "llama3";
+  else bad(where, "model_type '" + type + "' is not supported (qwen3, qwen2, llama)");
+  c.vocab_size = positive(j, "vocab_size", where);
+  c.hidden_size = positive(j, "hidden_size", where);
+  c.intermediate_size = positive(j, "intermediate_size", where);
+  c.num_hidden_layers = positive(j, "num_hidden_layers", where);
+  c.num_attention_heads = positive(j, "num_attention_heads", where);
+  c.num_key_value_heads = j.contains("num_key_value_heads") ? positive(j, "num_key_value_heads", where) : c.num_attention_heads;
+  c.head_dim = j.contains("head_dim") && !j["head_dim"].is_null() ? positive(j, "head_dim", where) : c.hidden_size / c.num_attention_heads;
+  if (c.num_attention_heads % c.num_key_value_heads != 0) bad(where, "num_attention_heads must be a multiple of num_key_value_heads");
+  if (!j.contains("head_dim") && c.hidden_size % c.num_attention_heads != 0) bad(where, "hidden_size must divide by num_attention_heads");
+  if (c.head_dim % 2 != 0) bad(where, "head_dim must be even for rotary embeddings");
+  c.max_position_embeddings = j.value("max_position_embeddings", int64_t{4096});
+  c.rms_norm_eps = j.value("rms_norm_eps", 1e-6);
+  c.rope_theta = j.value("rope_theta", 10000.0);
+  c.initializer_range = j.value("initializer_range", 0.02);
+  c.rope_scaling = j.value("rope_scaling", nlohmann::json());
+  if (c.rope_scaling.is_object()) {
+    const std::string rt = c.rope_scaling.value("rope_type", c.rope_scaling.value("type", std::string("default")));
+    if (rt != "default" && rt != "llama3" && rt != "linear" && rt != "dynamic" && rt != "yarn")
+      bad(where, "rope_scaling type '" + rt + "' is not supported (llama3, linear, dynamic, yarn)");
+  }
+  c.tie_word_embeddings = j.value("tie_word_embeddings", false);
+  if (c.family == "llama3") c.qkv_bias = j.value("attention_bias", false);
+  if (c.family == "qwen3") c.qkv_bias = j.value("attention_bias", false);
+  auto token = [&](const char* key) -> int64_t {
+    if (!j.contains(key) || j[key].is_null()) return -1;
+    if (j[key].is_array()) return j[key].empty() ? -1 : j[key][0].get<int64_t>();
+    return j[key].get<int64_t>();
+  };
+  c.bos_token_id = token("bos_token_id");
+  c.eos_token_id = token("eos_token_id");
+  c.torch_dtype = j.value("torch_dtype", std::string("float32"));
+  return c;
+}
+
+nlohmann::json ModelConfig::to_hf_json() const {
+  nlohmann::json j;
+  const bool qwen = family != "llama3";
+  j["architectures"] = {family == "qwen3" ? "Qwen3ForCausalLM" : family == "qwen2" ? "Qwen2ForCausalLM" : "LlamaForCausalLM"};
+  j["model_type"] = family == "llama3" ? "llama" : family;
+  j["vocab_size"] = vocab_size;
+  j["hidden_size"] = hidden_size;
+  j["intermediate_size"] = intermediate_size;
+  j["num_hidden_layers"] = num_hidden_layers;
+  j["num_attention_heads"] = num_attention_heads;
+  j["num_key_value_heads"] = num_key_value_heads;
+  if (family != "qwen2") j["head_dim"] = head_dim;
+  j["hidden_act"] = "silu";
+  j["max_position_embeddings"] = max_position_embeddings;
+  j["rms_norm_eps"] = rms_norm_eps;
+  j["rope_theta"] = rope_theta;
+  j["rope_scaling"] = rope_scaling;
+  j["initializer_range"] = initializer_range;
+  j["tie_word_embeddings"] = tie_word_embeddings;
+  if (family != "qwen2") j["attention_bias"] = qkv_bias;
+  j["attention_dropout"] = 0.0;
+  if (family == "llama3") j["mlp_bias"] = false;
+  if (qwen) {
+    j["use_sliding_window"] = false;
+    j["sliding_window"] = nullptr;
+  }
+  j["bos_token_id"] = bos_token_id >= 0 ? nlohmann::json(bos_token_id) : nlohmann::json(nullptr);
+  j["eos_token_id"] = eos_token_id >= 0 ? nlohmann::json(eos_token_id) : nlohmann::json(nullptr);
+  j["torch_dtype"] = torch_dtype;
+  j["use_cache"] = true;
+  return j;
+}
+
+std::vector<WeightSpec> ModelConfig::weights() const {
+  std::vector<WeightSpec> w;
+  const int64_t q = num_attention_heads * head_dim, kv = num_key_value_heads * head_dim;
+  w.push_back({"model.embed_tokens.weight", {vocab_size, hidden_size}});
+  for (int64_t i = 0; i < num_hidden_layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    w.push_back({p + "input_layernorm.weight", {hidden_size}, WeightSpec::kOnes});
+    w.push_back({p + "self_attn.q_proj.weight", {q, hidden_size}});
+    w.push_back({p + "self_attn.k_proj.weight", {kv, hidden_size}});
+    w.push_back({p + "self_attn.v_proj.weight", {kv, hidden_size}});
+    if (qkv_bias) {
+      w.push_back({p + "self_attn.q_proj.bias", {q}, WeightSpec::kZeros});
+      w.push_back({p + "self_attn.k_proj.bias", {kv}, WeightSpec::kZeros});
+      w.push_back({p + "self_attn.v_proj.bias", {kv}, WeightSpec::kZeros});
+    }
+    if (qk_norm) {
+      w.push_back({p + "self_attn.q_norm.weight", {head_dim}, WeightSpec::kOnes});
+      w.push_back({p + "self_attn.k_norm.weight", {head_dim}, WeightSpec::kOnes});
+    }
+    w.push_back({p + "self_attn.o_proj.weight", {hidden_size, q}});
+    w.push_back({p + "post_attention_layernorm.weight", {hidden_size}, WeightSpec::kOnes});
+    w.push_back({p + "mlp.gate_proj.weight", {intermediate_size, hidden_size}});
+    w.push_back({p + "mlp.up_proj.weight", {intermediate_size, hidden_size}});
+    w.push_back({p + "mlp.down_proj.weight", {hidden_size, intermediate_size}});
+  }
+  w.push_back({"model.norm.weight", {hidden_size}, WeightSpec::kOnes});
+  if (!tie_word_embeddings) w.push_back({"lm_head.weight", {vocab_size, hidden_size}});
+  return w;
+}
+
+void ModelConfig::check(const Checkpoint& c) const {
+  std::set<std::string> expected;
+  for (const auto& w : weights()) {
+    expected.insert(w.name);
+    const TensorInfo& t = c.tensor(w.name);  // NOT_FOUND names it
+    if (t.shape != w.shape)
+      throw Error(AREAL_CODE_INVALID_ARGUMENT, "tensor '" + w.name + "' has shape " + shape_str(t.shape) + " but config.json implies " + shape_str(w.shape));
+  }
+  for (const auto& name : c.names())
+    if (!expected.count(name) && !(tie_word_embeddings && name == "lm_head.weight"))
+      throw Error(AREAL_CODE_INVALID_ARGUMENT, "the checkpoint has tensor '" + name + "', which a " + family + " model with this config.json does not");
+}
+
+ModelConfig preset(const std::string& family, const std::string& size, int64_t vocab_size) {
+  if (family != "qwen3" && family != "qwen2" && family != "llama3")
+    throw Error(AREAL_CODE_INVALID_ARGUMENT, "--family must be qwen3, qwen2 or llama3, got '" + family + "'");
+  ModelConfig c;
+  c.family = family;
+  c.qk_norm = family == "qwen3";
+  c.qkv_bias = family == "qwen2";
+  c.vocab_size = (vocab_size + 63) / 64 * 64;  // embedding rows for every tokenizer id, padded as HF models are
+  c.max_position_embeddings = 4096;
+  if (size == "tiny" || size == "agent") {
+    c.hidden_size = 64, c.intermediate_size = 128, c.num_hidden_layers = 2, c.num_attention_heads = 4, c.num_key_value_heads = 2, c.head_dim = 16;
+    // agent: room for what agent programs send (Claude Code's system prompt and tools are ~20-30k Qwen3 tokens) plus a reply.
+    if (size == "agent") c.max_position_embeddings = 65536;
+  } else if (size == "small") {
+    c.hidden_size = 256, c.intermediate_size = 768, c.num_hidden_layers = 4, c.num_attention_heads = 8, c.num_key_value_heads = 4, c.head_dim = 32;
+  } else {
+    throw Error(AREAL_CODE_INVALID_ARGUMENT, "--preset must be tiny, small or agent, got '" + size + "'");
+  }
+  c.rms_norm_eps = 1e-6;
+  c.rope_theta = family == "llama3" ? 500000.0 : 1000000.0;
+  if (family == "llama3")
+    c.rope_scaling = {{"factor", 8.0}, {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 1024}, {"rope_type", "llama3"}};
+  c.tie_word_embeddings = family != "llama3";
+  return c;
+}
+
+}  // namespace areal::model

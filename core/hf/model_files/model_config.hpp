@@ -1,0 +1,47 @@
+// Decoder-only model configs in Hugging Face's config.json form, for the
+// families areal trains and serves: Qwen3, Qwen2/2.5 and Llama 3. Knows
+// every weight's HF name and shape, so a checkpoint that does not fit its
+// config is refused with the tensor named.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/hf/model_files/safetensors.hpp"
+
+namespace areal::model {
+
+struct WeightSpec {
+  std::string name;
+  std::vector<int64_t> shape;
+  enum Init { kNormal, kOnes, kZeros } init = kNormal;
+};
+
+struct ModelConfig {
+  std::string family;  // "qwen3" | "qwen2" | "llama3"
+  int64_t vocab_size = 0, hidden_size = 0, intermediate_size = 0, num_hidden_layers = 0;
+  int64_t num_attention_heads = 0, num_key_value_heads = 0, head_dim = 0, max_position_embeddings = 0;
+  double rms_norm_eps = 1e-6, rope_theta = 10000.0, initializer_range = 0.02;
+  nlohmann::json rope_scaling;  // null or the HF object (llama3: factor, low/high_freq_factor, ...)
+  bool tie_word_embeddings = false;
+  bool qkv_bias = false;  // Qwen2
+  bool qk_norm = false;   // Qwen3
+  int64_t bos_token_id = -1, eos_token_id = -1;
+  std::string torch_dtype = "float32";
+
+  // From config.json; throws INVALID_ARGUMENT naming `where` and the key.
+  static ModelConfig from_hf_json(const nlohmann::json& j, const std::string& where);
+  nlohmann::json to_hf_json() const;
+
+  std::vector<WeightSpec> weights() const;  // every tensor, HF names, in model order
+  // Throws INVALID_ARGUMENT if a tensor is missing, extra, or of another shape.
+  void check(const Checkpoint& c) const;
+};
+
+// Presets for init-model: "tiny" (tests) and "small" (quickstart, benchmarks).
+ModelConfig preset(const std::string& family, const std::string& size, int64_t vocab_size);
+
+}  // namespace areal::model

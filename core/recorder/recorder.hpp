@@ -1,0 +1,116 @@
+// The recorder: the token-level record of every model call areal trains on,
+// one per gateway session and one per workflow episode.
+//
+// Each call (an "interaction") keeps its input messages, the exact prompt
+// ids, the sampled ids with their behaviour log-probs and policy versions,
+// the reply, and its reward. Gateway calls find their parent at insertion
+// by message prefix (as AReaL does): a call whose messages start with an
+// earlier call's messages + reply continues that conversation. A workflow's
+// api->generate calls form one linear conversation in call order. Rewards
+// flow back along conversations by one rule (returns()), and export_rows()
+// turns the record into TrajectoryRows.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/recorder/trajectory.hpp"
+
+namespace areal::recorder {
+
+using Json = nlohmann::ordered_json;
+
+struct Interaction {
+  std::string id;                // "chatcmpl-..." / "resp-..." / "msg_..." / "<episode>-c<n>"
+  Json messages;                 // input messages, null-valued keys dropped (null for generate calls)
+  std::optional<Json> output;    // the reply (null for generate calls); empty while in flight
+  int parent = -1;               // index of the parent interaction, -1 for a conversation root
+  bool concat = false;           // verified: prompt_ids extend the parent's prompt + output tokens
+  std::vector<int32_t> prompt_ids;
+  std::vector<int32_t> output_ids;
+  std::vector<float> output_logprobs;
+  std::vector<int64_t> output_versions;
+  std::string finish_reason;
+  bool failed = false;           // the backend failed: no output; never rewarded, discounted or exported
+  std::optional<double> reward;  // as set by the client or the workflow
+  bool complete() const { return output.has_value(); }
+};
+
+class Recorder {
+ public:
+  // Records a gateway call at arrival and resolves its parent by messages.
+  // Returns its index. Throws ALREADY_EXISTS for a duplicate id.
+  size_t insert(const std::string& id, Json messages);
+
+  // Records a call that continues the previous one (a workflow's
+  // api->generate calls: the episode is one linear conversation), with the
+  // id "<id_prefix>-c<index>". Returns its index.
+  size_t insert_next_turn(const std::string& id_prefix);
+
+  // The interaction whose messages + reply are the longest prefix of
+  // `messages` (null keys dropped), or -1. Used before insert to build a
+  // concat prompt from the parent's tokens.
+  int find_parent(const Json& messages) const;
+
+  // Completes a call with what was sampled. With `concat`, the call joins its
+  // parent's export row only if prompt_ids start with the parent's prompt +
+  // output ids (checked here); otherwise both keep rows of their own.
+  // Returns the stored interaction: its address and token fields never
+  // change afterwards (the episode API lends them to workflows).
+  const Interaction& complete(size_t index, Json output, std::vector<int32_t> prompt_ids, std::vector<int32_t> output_ids,
+                              std::vector<float> logprobs, std::vector<int64_t> versions, std::string finish_reason,
+                              bool concat);
+
+  // Marks a call whose generation failed (the client got an error): it keeps
+  // its place but takes no reward and yields no row, so nothing half-made is
+  // trained on and a reward for "the last call" reaches the last real one
+  // (a reward already set on it moves to the last earlier call that answered,
+  // unless that call has one).
+  void fail(size_t index);
+
+  // Sets the reward of `id`, or of the last call that did not fail when id
+  // is empty. Throws NOT_FOUND / FAILED_PRECONDITION (no interactions, or
+  // the call failed).
+  void set_reward(const std::string& id, double reward);
+
+  // Returns-to-go along each conversation, by call index: a call's return
+  // is its own reward (0 if unset) plus gamma times that of its latest
+  // child. For one linear conversation this is AReaL's formula; side calls
+  // and other conversations do not leak rewards into each other. Failed
+  // calls get 0 and pass nothing back.
+  std::vector<double> returns(double gamma) const;
+
+  // Rows for training, rewards discounted by `gamma`. Incomplete (in-flight)
+  // calls are skipped and counted. individual: one row per complete call.
+  // concat: one row per leaf holding the whole chain, every assistant turn
+  // in the loss mask.
+  std::vector<TrajectoryRow> export_rows(ExportStyle style, double gamma, size_t* skipped_incomplete = nullptr) const;
+
+  size_t size() const;
+  size_t unrewarded() const;            // complete calls without a reward
+  std::vector<double> rewards() const;  // the rewards that were set, in call order
+  std::string last_id() const;
+  int index_of(const std::string& id) const;  // -1 if absent
+  Interaction get(size_t index) const;
+
+  // Drops null-valued keys recursively (pydantic exclude_none), the form
+  // messages are compared and stored in.
+  static Json normalize(const Json& v);
+
+ private:
+  int find_parent_locked(const Json& messages) const;
+  size_t insert_locked(const std::string& id, Json messages, int parent);
+  std::vector<double> returns_locked(double gamma) const;
+  TrajectoryRow row_of(size_t index, bool with_chain, const std::vector<double>& returns) const;
+
+  mutable std::mutex mutex_;
+  std::deque<Interaction> items_;  // deque: completed interactions keep their address
+};
+
+}  // namespace areal::recorder

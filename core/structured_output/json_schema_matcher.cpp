@@ -1,0 +1,604 @@
+#include "core/structured_output/json_schema_matcher.hpp"
+
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <set>
+
+#include "core/plugin_host/error.hpp"
+
+namespace areal::structured_output {
+
+namespace {
+
+constexpr uint8_t kNull = 1, kBoolean = 2, kInteger = 4, kNumber = 8, kString = 16, kArray = 32, kObject = 64;
+constexpr uint8_t kAnyType = 127;
+constexpr uint32_t kUnbounded = UINT32_MAX;
+constexpr uint32_t kMaxWhitespace = 32;
+constexpr size_t kMaxFrames = 64;  // about 32 nested containers
+constexpr uint32_t kMaxNumberChars = 32;
+constexpr size_t kMaxThreads = 16;
+constexpr size_t kTrackedProperties = 64;  // `seen` is a 64-bit mask
+
+enum FrameKind : uint8_t { kValue, kObjectFrame, kArrayFrame, kStringFrame, kNumberFrame, kLiteral };
+// Object states.
+enum : uint8_t { kObjOpen, kObjAfterKey, kObjAfterValue, kObjAfterComma };
+// Array states.
+enum : uint8_t { kArrOpen, kArrAfterValue, kArrAfterComma };
+// Number states.
+enum : uint8_t { kNumMinus, kNumZero, kNumInt, kNumDot, kNumFrac, kNumE, kNumExpSign, kNumExp };
+
+const std::vector<std::string> kBooleans = {"true", "false"};
+const std::vector<std::string> kNullText = {"null"};
+
+bool is_ws(uint8_t b) { return b == ' ' || b == '\n' || b == '\t' || b == '\r'; }
+bool is_digit(uint8_t b) { return b >= '0' && b <= '9'; }
+bool is_hex(uint8_t b) { return is_digit(b) || (b >= 'a' && b <= 'f') || (b >= 'A' && b <= 'F'); }
+
+}  // namespace
+
+bool utf8_lead(uint8_t b, uint8_t& continuations, uint8_t& lo, uint8_t& hi) {
+  lo = 0x80, hi = 0xBF;
+  if (b >= 0xC2 && b <= 0xDF) continuations = 1;
+  else if (b >= 0xE0 && b <= 0xEF) continuations = 2;
+  else if (b >= 0xF0 && b <= 0xF4) continuations = 3;
+  else return false;
+  // No overlong forms, no surrogates, nothing above U+10FFFF (RFC 3629).
+  if (b == 0xE0) lo = 0xA0;
+  if (b == 0xED) hi = 0x9F;
+  if (b == 0xF0) lo = 0x90;
+  if (b == 0xF4) hi = 0x8F;
+  return true;
+}
+
+namespace {
+
+}  // namespace
+
+struct SchemaNode {
+  uint8_t types = kAnyType;
+  bool has_literals = false;
+  std::vector<std::string> literals;  // compact JSON texts
+  std::vector<std::string> property_keys;  // as written between the quotes (JSON-escaped)
+  std::vector<const SchemaNode*> property_nodes;
+  uint64_t required = 0;  // bit i: property i (only the first 64 are tracked)
+  bool additional = true;
+  const SchemaNode* additional_node = nullptr;  // null: any value
+  std::vector<const SchemaNode*> prefix_items;
+  const SchemaNode* items = nullptr;  // null: any value
+  bool more_items = true;             // items: false after prefixItems
+  uint32_t min_items = 0, max_items = kUnbounded;
+  uint32_t min_length = 0, max_length = kUnbounded;
+  std::vector<const SchemaNode*> any_of;
+};
+
+struct Schema::Nodes {
+  std::deque<SchemaNode> all;
+  SchemaNode any;  // the node for "any value"
+};
+
+Schema::Schema() : nodes_(std::make_unique<Nodes>()) {}
+Schema::~Schema() = default;
+
+namespace {
+
+class Compiler {
+ public:
+  Compiler(const nlohmann::json& root, std::deque<SchemaNode>& nodes, const SchemaNode* any) : root_(root), nodes_(nodes), any_(any) {}
+
+  const SchemaNode* compile(const nlohmann::json& s, const std::string& where) {
+    if (s.is_boolean()) {
+      if (s.get<bool>()) return any_;
+      nodes_.emplace_back();
+      nodes_.back().types = 0;  // `false`: nothing is valid
+      return &nodes_.back();
+    }
+    if (!s.is_object()) fail(where, "a schema must be an object or a boolean");
+    if (s.contains("$ref")) return reference(s["$ref"], where);
+    nodes_.emplace_back();
+    SchemaNode& n = nodes_.back();
+    n.types = types_of(s, where);
+    if (s.contains("const")) {
+      n.has_literals = true;
+      n.literals.push_back(s["const"].dump());
+    } else if (s.contains("enum")) {
+      if (!s["enum"].is_array()) fail(where + ".enum", "must be an array");
+      n.has_literals = true;
+      for (const auto& v : s["enum"]) n.literals.push_back(v.dump());
+    }
+    for (const char* key : {"anyOf", "oneOf"})
+      if (s.contains(key)) {
+        if (!s[key].is_array() || s[key].empty()) fail(where + "." + key, "must be a non-empty array");
+        for (size_t i = 0; i < s[key].size(); ++i) n.any_of.push_back(compile(s[key][i], where + "." + key + "[" + std::to_string(i) + "]"));
+      }
+    nlohmann::json merged = s;
+    if (s.contains("allOf")) {  // object schemas merged: properties, required, additionalProperties
+      if (!s["allOf"].is_array()) fail(where + ".allOf", "must be an array");
+      for (const auto& part : s["allOf"]) {
+        const nlohmann::json p = resolve(part, where + ".allOf");
+        if (!p.is_object()) continue;
+        if (p.contains("properties") && p["properties"].is_object()) merged["properties"].update(p["properties"]);
+        if (p.contains("required") && p["required"].is_array())
+          for (const auto& r : p["required"]) merged["required"].push_back(r);
+        for (const char* key : {"type", "additionalProperties", "items", "enum", "const"})
+          if (p.contains(key) && !merged.contains(key)) merged[key] = p[key];
+      }
+      if (!s.contains("type") && merged.contains("type")) n.types = types_of(merged, where);
+      if (!n.has_literals && (merged.contains("const") || merged.contains("enum"))) {
+        n.has_literals = true;
+        if (merged.contains("const")) n.literals.push_back(merged["const"].dump());
+        else for (const auto& v : merged["enum"]) n.literals.push_back(v.dump());
+      }
+    }
+    object_keywords(merged, n, where);
+    array_keywords(merged, n, where);
+    n.min_length = bound(merged, "minLength", 0, where);
+    n.max_length = bound(merged, "maxLength", kUnbounded, where);
+    return &n;
+  }
+
+ private:
+  [[noreturn]] static void fail(const std::string& where, const std::string& what) {
+    throw Error(AREAL_CODE_INVALID_ARGUMENT, "json schema at " + where + ": " + what);
+  }
+
+  static uint32_t bound(const nlohmann::json& s, const char* key, uint32_t dflt, const std::string& where) {
+    if (!s.contains(key)) return dflt;
+    if (!s[key].is_number_integer() || s[key].get<int64_t>() < 0) fail(where + "." + key, "must be a non-negative integer");
+    return static_cast<uint32_t>(std::min<int64_t>(s[key].get<int64_t>(), kUnbounded - 1));
+  }
+
+  static uint8_t type_bit(const nlohmann::json& t, const std::string& where) {
+    static const std::map<std::string, uint8_t> kTypes = {{"null", kNull},       {"boolean", kBoolean}, {"integer", kInteger}, {"number", kNumber | kInteger},
+                                                          {"string", kString},   {"array", kArray},     {"object", kObject}};
+    if (!t.is_string() || !kTypes.count(t.get<std::string>())) fail(where + ".type", "unknown type " + t.dump());
+    return kTypes.at(t.get<std::string>());
+  }
+
+  static uint8_t types_of(const nlohmann::json& s, const std::string& where) {
+    if (s.contains("type")) {
+      if (s["type"].is_array()) {
+        uint8_t bits = 0;
+        for (const auto& t : s["type"]) bits |= type_bit(t, where);
+        return bits;
+      }
+      return type_bit(s["type"], where);
+    }
+    // No type: what the keywords describe, else anything.
+    if (s.contains("properties") || s.contains("required") || s.contains("additionalProperties")) return kObject;
+    if (s.contains("items") || s.contains("prefixItems")) return kArray;
+    return kAnyType;
+  }
+
+  void object_keywords(const nlohmann::json& s, SchemaNode& n, const std::string& where) {
+    if (s.contains("properties")) {
+      if (!s["properties"].is_object()) fail(where + ".properties", "must be an object");
+      for (const auto& [name, sub] : s["properties"].items()) {
+        const std::string quoted = nlohmann::json(name).dump();
+        n.property_keys.push_back(quoted.substr(1, quoted.size() - 2));
+        n.property_nodes.push_back(compile(sub, where + ".properties." + name));
+      }
+    }
+    if (s.contains("required")) {
+      if (!s["required"].is_array()) fail(where + ".required", "must be an array of names");
+      for (const auto& r : s["required"]) {
+        if (!r.is_string()) fail(where + ".required", "must be an array of names");
+        const std::string quoted = r.dump(), key = quoted.substr(1, quoted.size() - 2);
+        size_t i = std::find(n.property_keys.begin(), n.property_keys.end(), key) - n.property_keys.begin();
+        if (i == n.property_keys.size()) {  // required but not described: any value
+          n.property_keys.push_back(key);
+          n.property_nodes.push_back(any_);
+        }
+        if (i < kTrackedProperties) n.required |= uint64_t{1} << i;
+      }
+    }
+    if (s.contains("additionalProperties")) {
+      const auto& a = s["additionalProperties"];
+      if (a.is_boolean()) n.additional = a.get<bool>();
+      else n.additional_node = compile(a, where + ".additionalProperties");
+    }
+  }
+
+  void array_keywords(const nlohmann::json& s, SchemaNode& n, const std::string& where) {
+    if (s.contains("prefixItems")) {
+      if (!s["prefixItems"].is_array()) fail(where + ".prefixItems", "must be an array");
+      for (size_t i = 0; i < s["prefixItems"].size(); ++i)
+        n.prefix_items.push_back(compile(s["prefixItems"][i], where + ".prefixItems[" + std::to_string(i) + "]"));
+    }
+    if (s.contains("items")) {
+      const auto& it = s["items"];
+      if (it.is_array()) {  // draft 4-2019 tuple form
+        for (size_t i = 0; i < it.size(); ++i) n.prefix_items.push_back(compile(it[i], where + ".items[" + std::to_string(i) + "]"));
+      } else if (it.is_boolean() && !it.get<bool>()) {
+        n.more_items = false;
+      } else {
+        n.items = compile(it, where + ".items");
+      }
+    }
+    n.min_items = bound(s, "minItems", 0, where);
+    n.max_items = bound(s, "maxItems", kUnbounded, where);
+    if (!n.more_items) n.max_items = std::min<uint32_t>(n.max_items, static_cast<uint32_t>(n.prefix_items.size()));
+  }
+
+  // The schema a $ref names; "#", "#/$defs/X", "#/definitions/X", or any
+  // JSON pointer into the document.
+  nlohmann::json resolve(const nlohmann::json& s, const std::string& where) {
+    if (!s.is_object() || !s.contains("$ref")) return s;
+    const auto& ref = s["$ref"];
+    if (!ref.is_string() || ref.get<std::string>().rfind('#', 0) != 0) fail(where + ".$ref", "only references inside the schema (#/...) are supported");
+    try {
+      return root_.at(nlohmann::json::json_pointer(ref.get<std::string>().substr(1)));
+    } catch (const nlohmann::json::exception&) {
+      fail(where + ".$ref", "points nowhere: " + ref.get<std::string>());
+    }
+  }
+
+  const SchemaNode* reference(const nlohmann::json& ref, const std::string& where) {
+    if (!ref.is_string()) fail(where + ".$ref", "must be a string");
+    const std::string r = ref.get<std::string>();
+    if (auto it = refs_.find(r); it != refs_.end()) return it->second;  // recursion: the node being built
+    // The reference is a one-alternative union of its target, so a use that
+    // is compiled while the target is still being built (recursion, or an
+    // alias of such a reference) follows the finished target at match time.
+    nodes_.emplace_back();
+    SchemaNode& alias = nodes_.back();
+    refs_[r] = &alias;
+    alias.any_of.push_back(compile(resolve(nlohmann::json{{"$ref", r}}, where), where + "(" + r + ")"));
+    return &alias;
+  }
+
+ public:
+  // A union that reaches itself through unions alone would expand forever
+  // before reading a byte ({"anyOf": [{"$ref": "#"}]}): refused.
+  void check_union_cycles(const SchemaNode* root) {
+    std::map<const SchemaNode*, int> state;  // 1 on the stack, 2 done
+    std::vector<const SchemaNode*> todo{root};
+    std::set<const SchemaNode*> seen{root};
+    while (!todo.empty()) {  // every node reachable through any edge
+      const SchemaNode* n = todo.back();
+      todo.pop_back();
+      union_dfs(n, state);
+      std::vector<const SchemaNode*> next = n->any_of;
+      next.insert(next.end(), n->property_nodes.begin(), n->property_nodes.end());
+      next.insert(next.end(), n->prefix_items.begin(), n->prefix_items.end());
+      for (const SchemaNode* c : {n->items, n->additional_node}) if (c) next.push_back(c);
+      for (const SchemaNode* c : next)
+        if (seen.insert(c).second) todo.push_back(c);
+    }
+  }
+
+ private:
+  void union_dfs(const SchemaNode* n, std::map<const SchemaNode*, int>& state) {
+    if (state[n] == 2) return;
+    if (state[n] == 1) fail("#", "anyOf/oneOf/$ref refers back to itself without any input in between");
+    state[n] = 1;
+    for (const SchemaNode* alt : n->any_of) union_dfs(alt, state);
+    state[n] = 2;
+  }
+
+  const nlohmann::json& root_;
+  std::deque<SchemaNode>& nodes_;
+  const SchemaNode* any_;
+  std::map<std::string, const SchemaNode*> refs_;
+};
+
+}  // namespace
+
+std::shared_ptr<const Schema> Schema::compile(const nlohmann::json& schema) {
+  std::shared_ptr<Schema> s(new Schema());
+  Compiler c(schema, s->nodes_->all, &s->nodes_->any);
+  s->root_ = c.compile(schema, "#");
+  c.check_union_cycles(s->root_);
+  return s;
+}
+
+std::shared_ptr<const Schema> Schema::any_object() {
+  static const std::shared_ptr<const Schema> kAnyObject = compile(nlohmann::json{{"type", "object"}});
+  return kAnyObject;
+}
+
+JsonMatcher::JsonMatcher(std::shared_ptr<const Schema> schema) : schema_(std::move(schema)) {
+  Thread t;
+  Frame root;
+  root.kind = kValue;
+  root.node = schema_->root();
+  t.frames.push_back(root);
+  threads_.push_back(std::move(t));
+}
+
+bool JsonMatcher::feed(std::string_view bytes) {
+  for (char c : bytes)
+    if (!feed(static_cast<uint8_t>(c))) return false;
+  return true;
+}
+
+bool JsonMatcher::feed(uint8_t b) {
+  std::vector<Thread> next;
+  for (auto& t : threads_) step(t, b, next);
+  // Alternatives that reached the same state are one (anyOf [integer, number] would double each item).
+  std::vector<Thread> unique;
+  for (auto& t : next)
+    if (std::find(unique.begin(), unique.end(), t) == unique.end()) unique.push_back(std::move(t));
+  next = std::move(unique);
+  if (next.size() > kMaxThreads) next.resize(kMaxThreads);
+  threads_ = std::move(next);
+  return !threads_.empty();
+}
+
+namespace {
+
+bool can_end(const JsonMatcher::Frame& f) {
+  if (f.kind == kNumberFrame) return f.state == kNumZero || f.state == kNumInt || f.state == kNumFrac || f.state == kNumExp;
+  if (f.kind == kLiteral) return std::find(f.literals->begin(), f.literals->end(), f.text) != f.literals->end();
+  return false;
+}
+
+bool can_add_key(const JsonMatcher::Frame& obj) {
+  const SchemaNode& n = *obj.node;
+  if (n.additional) return true;
+  for (size_t i = 0; i < n.property_keys.size(); ++i)
+    if (i >= kTrackedProperties || !(obj.seen >> i & 1)) return true;
+  return false;
+}
+
+bool required_done(const JsonMatcher::Frame& obj) { return (obj.node->required & ~obj.seen) == 0; }
+
+// The schema of array item i; null when the array may not have it.
+const SchemaNode* item_node(const SchemaNode& n, uint32_t i, const SchemaNode* any) {
+  if (i >= n.max_items) return nullptr;
+  if (i < n.prefix_items.size()) return n.prefix_items[i];
+  if (!n.more_items) return nullptr;
+  return n.items ? n.items : any;
+}
+
+JsonMatcher::Frame value_frame(const SchemaNode* node) {
+  JsonMatcher::Frame f;
+  f.kind = kValue;
+  f.node = node;
+  return f;
+}
+
+// A constrained key may still become one of the unwritten declared names.
+bool key_prefix_ok(const JsonMatcher::Frame& obj, const std::string& text) {
+  const SchemaNode& n = *obj.node;
+  for (size_t i = 0; i < n.property_keys.size(); ++i) {
+    if (i < kTrackedProperties && (obj.seen >> i & 1)) continue;
+    if (n.property_keys[i].compare(0, text.size(), text) == 0 && n.property_keys[i].size() >= text.size()) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void JsonMatcher::step(Thread t, uint8_t b, std::vector<Thread>& out) const {
+  static const SchemaNode kAny;
+  while (!t.frames.empty()) {
+    Frame& f = t.frames.back();
+    const bool ws = is_ws(b);
+    auto accept_ws = [&] {
+      if (++t.whitespace <= kMaxWhitespace) out.push_back(std::move(t));
+    };
+    switch (f.kind) {
+      case kValue: {
+        if (ws) return accept_ws();
+        const SchemaNode& n = *f.node;
+        if (!n.any_of.empty()) {
+          for (const SchemaNode* alt : n.any_of) {
+            if (out.size() >= kMaxThreads) return;  // bounded work whatever the nesting
+            Thread c = t;
+            c.frames.back().node = alt;
+            step(std::move(c), b, out);
+          }
+          return;
+        }
+        t.whitespace = 0;
+        if (n.has_literals) {
+          f.kind = kLiteral;
+          f.literals = &n.literals;
+          continue;
+        }
+        if (b == '{' && (n.types & kObject) && t.frames.size() < kMaxFrames) {
+          f.kind = kObjectFrame;
+          f.state = kObjOpen;
+          out.push_back(std::move(t));
+        } else if (b == '[' && (n.types & kArray) && t.frames.size() < kMaxFrames) {
+          f.kind = kArrayFrame;
+          f.state = kArrOpen;
+          out.push_back(std::move(t));
+        } else if (b == '"' && (n.types & kString)) {
+          f.kind = kStringFrame;
+          out.push_back(std::move(t));
+        } else if ((b == '-' || is_digit(b)) && (n.types & (kInteger | kNumber))) {
+          f.kind = kNumberFrame;
+          f.count = 1;
+          f.state = b == '-' ? kNumMinus : (b == '0' ? kNumZero : kNumInt);
+          out.push_back(std::move(t));
+        } else if ((b == 't' || b == 'f') && (n.types & kBoolean)) {
+          f.kind = kLiteral;
+          f.literals = &kBooleans;
+          continue;
+        } else if (b == 'n' && (n.types & kNull)) {
+          f.kind = kLiteral;
+          f.literals = &kNullText;
+          continue;
+        }
+        return;
+      }
+      case kLiteral: {
+        std::string longer = f.text;
+        longer.push_back(static_cast<char>(b));
+        bool prefix = false, exact = false, extends = false;
+        for (const auto& lit : *f.literals)
+          if (lit.compare(0, longer.size(), longer) == 0 && lit.size() >= longer.size()) {
+            prefix = true;
+            if (lit.size() == longer.size()) exact = true;
+            else extends = true;
+          }
+        if (prefix) {
+          t.whitespace = 0;  // a literal's own spaces are not white space between tokens
+          f.text = std::move(longer);
+          if (exact && !extends) t.frames.pop_back();  // nothing longer can follow: done
+          out.push_back(std::move(t));
+          return;
+        }
+        if (!can_end(f)) return;
+        t.frames.pop_back();  // e.g. enum [1, 12] after "1": the byte belongs to the parent
+        continue;
+      }
+      case kNumberFrame: {
+        const bool real = f.node->types & kNumber;
+        uint8_t next = 255;
+        switch (f.state) {
+          case kNumMinus: if (b == '0') next = kNumZero; else if (is_digit(b)) next = kNumInt; break;
+          case kNumZero: if (b == '.' && real) next = kNumDot; else if ((b == 'e' || b == 'E') && real) next = kNumE; break;
+          case kNumInt: if (is_digit(b)) next = kNumInt; else if (b == '.' && real) next = kNumDot; else if ((b == 'e' || b == 'E') && real) next = kNumE; break;
+          case kNumDot: if (is_digit(b)) next = kNumFrac; break;
+          case kNumFrac: if (is_digit(b)) next = kNumFrac; else if (b == 'e' || b == 'E') next = kNumE; break;
+          case kNumE: if (b == '+' || b == '-') next = kNumExpSign; else if (is_digit(b)) next = kNumExp; break;
+          case kNumExpSign: if (is_digit(b)) next = kNumExp; break;
+          case kNumExp: if (is_digit(b)) next = kNumExp; break;
+        }
+        // A state that cannot end the number needs room for one more character.
+        const bool can_end_next = next == kNumZero || next == kNumInt || next == kNumFrac || next == kNumExp;
+        if (next != 255 && f.count + (can_end_next ? 1u : 2u) <= kMaxNumberChars) {
+          f.state = next;
+          ++f.count;
+          out.push_back(std::move(t));
+          return;
+        }
+        if (!can_end(f)) return;
+        t.frames.pop_back();
+        continue;
+      }
+      case kStringFrame: {
+        t.whitespace = 0;
+        const SchemaNode* n = f.node;
+        const bool constrained_key = f.key && !t.frames[t.frames.size() - 2].node->additional;
+        if (f.escape == 1) {
+          if (b == 'u') f.escape = 2;
+          else if (std::string_view("\"\\/bfnrt").find(static_cast<char>(b)) != std::string_view::npos) f.escape = 0, ++f.count;
+          else return;
+        } else if (f.escape >= 2) {
+          if (!is_hex(b)) return;
+          if (f.escape++ == 5) f.escape = 0, ++f.count;
+        } else if (f.utf8 > 0) {
+          if (b < f.utf8_lo || b > f.utf8_hi) return;
+          f.utf8_lo = 0x80, f.utf8_hi = 0xBF;
+          if (--f.utf8 == 0) ++f.count;
+        } else if (b == '"') {
+          if (!f.key) {
+            if (f.count < n->min_length) return;
+            t.frames.pop_back();
+            out.push_back(std::move(t));
+            return;
+          }
+          // A property name: which value schema follows.
+          Frame& obj = t.frames[t.frames.size() - 2];
+          const SchemaNode& o = *obj.node;
+          const size_t i = std::find(o.property_keys.begin(), o.property_keys.end(), f.text) - o.property_keys.begin();
+          if (i < o.property_keys.size()) {
+            if (i < kTrackedProperties) {
+              if (obj.seen >> i & 1) return;  // written already
+              obj.seen |= uint64_t{1} << i;
+            }
+            obj.value = o.property_nodes[i];
+          } else {
+            if (!o.additional) return;
+            obj.value = o.additional_node ? o.additional_node : &kAny;
+          }
+          obj.state = kObjAfterKey;
+          t.frames.pop_back();
+          out.push_back(std::move(t));
+          return;
+        } else if (b == '\\') {
+          if (!f.key && f.count >= n->max_length) return;
+          f.escape = 1;
+        } else if (b < 0x20) {
+          return;
+        } else if (b < 0x80) {
+          if (!f.key && f.count >= n->max_length) return;
+          ++f.count;
+        } else {
+          if (!f.key && f.count >= n->max_length) return;
+          if (!utf8_lead(b, f.utf8, f.utf8_lo, f.utf8_hi)) return;
+        }
+        if (f.key) {
+          f.text.push_back(static_cast<char>(b));
+          if (constrained_key && !key_prefix_ok(t.frames[t.frames.size() - 2], f.text)) return;
+        }
+        out.push_back(std::move(t));
+        return;
+      }
+      case kObjectFrame: {
+        if (ws) return accept_ws();
+        t.whitespace = 0;
+        const bool open_key = b == '"' && (f.state == kObjAfterComma || (f.state == kObjOpen && can_add_key(f)));
+        if (open_key) {
+          Frame key;
+          key.kind = kStringFrame;
+          key.key = true;
+          key.node = &kAny;
+          t.frames.push_back(std::move(key));
+          if (!t.frames[t.frames.size() - 2].node->additional && !key_prefix_ok(t.frames[t.frames.size() - 2], "")) return;
+          out.push_back(std::move(t));
+        } else if (b == ':' && f.state == kObjAfterKey) {
+          f.state = kObjAfterValue;
+          t.frames.push_back(value_frame(f.value));
+          out.push_back(std::move(t));
+        } else if (b == ',' && f.state == kObjAfterValue && can_add_key(f)) {
+          f.state = kObjAfterComma;
+          out.push_back(std::move(t));
+        } else if (b == '}' && (f.state == kObjOpen || f.state == kObjAfterValue) && required_done(f)) {
+          t.frames.pop_back();
+          out.push_back(std::move(t));
+        }
+        return;
+      }
+      case kArrayFrame: {
+        if (ws) return accept_ws();
+        const SchemaNode& n = *f.node;
+        if (f.state == kArrAfterValue) {
+          t.whitespace = 0;
+          if (b == ',' && item_node(n, f.count, &kAny)) {
+            f.state = kArrAfterComma;
+            out.push_back(std::move(t));
+          } else if (b == ']' && f.count >= n.min_items) {
+            t.frames.pop_back();
+            out.push_back(std::move(t));
+          }
+          return;
+        }
+        if (b == ']' && f.state == kArrOpen) {
+          if (n.min_items > 0) return;
+          t.whitespace = 0;
+          t.frames.pop_back();
+          out.push_back(std::move(t));
+          return;
+        }
+        const SchemaNode* item = item_node(n, f.count, &kAny);
+        if (!item) return;
+        f.state = kArrAfterValue;
+        ++f.count;
+        t.frames.push_back(value_frame(item));
+        continue;  // the byte starts the item
+      }
+    }
+    return;
+  }
+}
+
+bool JsonMatcher::complete() const {
+  for (const auto& t : threads_)
+    if (t.frames.empty() || (t.frames.size() == 1 && can_end(t.frames[0]))) return true;
+  return false;
+}
+
+bool JsonMatcher::in_free_string() const {
+  if (threads_.size() != 1 || threads_[0].frames.empty()) return false;
+  const Frame& f = threads_[0].frames.back();
+  if (f.kind != kStringFrame || f.escape != 0 || f.utf8 != 0) return false;
+  if (f.key) return threads_[0].frames[threads_[0].frames.size() - 2].node->additional;
+  return f.node->max_length == kUnbounded;
+}
+
+}  // namespace areal::structured_output

@@ -1,0 +1,46 @@
+// Constrained decoding, part 2: which vocabulary tokens can continue a
+// JsonMatcher's output. The vocabulary is a byte trie; the walk copies the
+// matcher down each branch and prunes a branch at its first rejected byte,
+// and inside free string contents accepts whole subtrees of plain tokens at
+// once (the common case: a mask over 150k tokens costs a few milliseconds).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/structured_output/json_schema_matcher.hpp"
+
+namespace areal::structured_output {
+
+class VocabularyTrie {
+ public:
+  // token_bytes[id]: the bytes token id adds to the output; "" for tokens
+  // that never belong inside structured output (special tokens, padding).
+  explicit VocabularyTrie(const std::vector<std::string>& token_bytes);
+
+  // Sets allowed[id] = 1 for every token the matcher accepts as its next
+  // bytes (allowed is resized to the vocabulary and cleared first). End of
+  // output is not a token here: the caller allows its stop tokens when
+  // matcher.complete().
+  void allowed_tokens(const JsonMatcher& matcher, std::vector<uint8_t>& allowed) const;
+
+  size_t vocab_size() const { return vocab_size_; }
+
+ private:
+  struct Node {
+    uint32_t lo, end_here, hi;  // order_[lo, end_here): tokens ending at this node; [lo, hi): the subtree
+    uint32_t first_child = 0, children = 0;
+    uint8_t byte = 0;
+  };
+  void build(uint32_t node, uint32_t depth, const std::vector<std::string>& bytes);
+  void visit(uint32_t node, const JsonMatcher& m, std::vector<uint8_t>& allowed) const;
+  bool all_plain(uint32_t lo, uint32_t hi) const { return not_plain_before_[hi] == not_plain_before_[lo]; }
+
+  size_t vocab_size_ = 0;
+  std::vector<int32_t> order_;              // token ids sorted by their bytes
+  std::vector<uint32_t> not_plain_before_;  // prefix counts over order_ of tokens that are not plain string text
+  std::vector<Node> nodes_;
+};
+
+}  // namespace areal::structured_output

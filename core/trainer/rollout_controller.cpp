@@ -1,0 +1,265 @@
+#include "core/trainer/rollout_controller.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <numeric>
+#include <optional>
+#include <random>
+
+#include "core/plugin_host/error.hpp"
+#include "core/telemetry/logging.hpp"
+#include "core/telemetry/metrics.hpp"
+
+namespace areal::trainer {
+
+int64_t RolloutGroup::oldest_version() const {
+  int64_t oldest = -1;
+  for (const auto& r : rows) {
+    const int64_t v = r.oldest_version();
+    if (v >= 0) oldest = oldest < 0 ? v : std::min(oldest, v);
+  }
+  return oldest;
+}
+
+RolloutController::RolloutController(RolloutOptions options, EpisodeTarget target)
+    : opt_(std::move(options)),
+      target_(std::move(target)),
+      staleness_(static_cast<int64_t>(opt_.batch_size), opt_.max_head_offpolicyness,
+                 static_cast<int64_t>(opt_.max_concurrent ? opt_.max_concurrent : opt_.batch_size)),
+      next_task_(opt_.first_task),
+      untrained_watermark_(opt_.first_task) {
+  if (opt_.online && opt_.gateway == nullptr)
+    throw Error(AREAL_CODE_INVALID_ARGUMENT, "online mode needs a gateway with session slots (ABI 1.4)");
+  if (!opt_.online && opt_.dataset.empty()) throw Error(AREAL_CODE_INVALID_ARGUMENT, "the rollout dataset is empty");
+  if (opt_.n_samples == 0 || opt_.batch_size == 0) throw Error(AREAL_CODE_INVALID_ARGUMENT, "n_samples and batch_size must be >= 1");
+  const std::filesystem::path p(opt_.records_path);
+  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
+  records_.open(opt_.records_path, std::ios::app);
+  if (!records_) throw Error(AREAL_CODE_UNAVAILABLE, "cannot write rollout records '" + opt_.records_path + "'");
+}
+
+RolloutController::~RolloutController() { stop(); }
+
+void RolloutController::start() {
+  const size_t workers = opt_.max_concurrent ? opt_.max_concurrent : opt_.batch_size;
+  for (size_t i = 0; i < workers; ++i) threads_.emplace_back([this] { worker(); });
+}
+
+// Dataset order: a fresh seeded shuffle per pass over the data.
+size_t RolloutController::data_index_of(int64_t task) const {
+  const size_t n = opt_.dataset.size();
+  const uint64_t epoch = static_cast<uint64_t>(task) / n;
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937_64 rng(opt_.seed * 0x9E3779B97F4A7C15ULL + epoch);
+  std::shuffle(order.begin(), order.end(), rng);
+  return order[static_cast<uint64_t>(task) % n];
+}
+
+void RolloutController::worker() {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      pause_changed_.wait(lock, [&] { return stopped_ || !paused_; });
+      if (stopped_) return;
+    }
+    if (!staleness_.acquire()) return;
+    {
+      // Paused between the wait and the slot: give the slot back and wait again.
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (paused_ || stopped_) {
+        staleness_.release();
+        continue;
+      }
+      ++stats_.tasks_started;
+    }
+    const int64_t task = next_task_++;
+    RolloutGroup g;
+    try {
+      g = opt_.online ? run_online_task(task) : run_group(task);
+    } catch (const std::exception& e) {
+      // Stopping ends an online wait early; anything else is logged and the slot freed.
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!stopped_) logging::get("rollout")->warn("rollout task {} ended without data: {}", task, e.what());
+    }
+    const bool failed = g.rows.empty();
+    bool accept = !failed;
+    if (accept && opt_.filter == DynamicFilter::kMixedRewards) {
+      // DAPO-style dynamic sampling: a group whose rewards are all equal has no learning signal.
+      const auto [lo, hi] = std::minmax_element(g.episode_rewards.begin(), g.episode_rewards.end());
+      accept = lo != g.episode_rewards.end() && *lo != *hi;
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (accept) {
+      ++stats_.groups_accepted;
+      ready_.push_back(std::move(g));
+      staleness_.on_accepted();
+      ready_changed_.notify_all();
+    } else {
+      failed ? ++stats_.groups_failed : ++stats_.groups_filtered;
+      // A filtered or failed group will never be trained: count it as handed out.
+      handed_out_.insert(task);
+      while (handed_out_.count(untrained_watermark_)) handed_out_.erase(untrained_watermark_++);
+      staleness_.on_rejected();
+    }
+  }
+}
+
+namespace {
+
+// A stable int64 for a session's string group id (FNV-1a), so agents'
+// group ids become the algorithm's group_ids.
+int64_t group_number(const std::string& id) {
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : id) h = (h ^ c) * 1099511628211ULL;
+  return static_cast<int64_t>(h >> 1);
+}
+
+}  // namespace
+
+void RolloutController::record(nlohmann::json record) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  records_ << record.dump() << "\n";
+  records_.flush();
+}
+
+RolloutGroup RolloutController::run_online_task(int64_t task) {
+  opt_.gateway->grant_capacity(1);
+  std::optional<recorder::SessionTrajectory> session;
+  while (!session) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (stopped_) throw Error(AREAL_CODE_CANCELLED, "rollout stopped");
+    }
+    session = opt_.gateway->take_finished(std::chrono::milliseconds(250));
+  }
+  nlohmann::json rec = session->to_json();
+  RolloutGroup g;
+  g.task = task;
+  g.group_id = group_number(session->group_id.empty() ? session->session_id : session->group_id);
+  g.rows = std::move(session->rows);
+  if (!g.rows.empty()) g.episode_rewards.push_back(g.rows.back().reward);
+  rec["task"] = task;
+  rec["status"] = g.rows.empty() ? "empty" : "ok";
+  record(std::move(rec));
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++(g.rows.empty() ? stats_.episodes_failed : stats_.episodes_ok);
+  return g;
+}
+
+RolloutGroup RolloutController::run_group(int64_t task) {
+  RolloutGroup g;
+  g.task = task;
+  g.group_id = task;
+  g.data_index = data_index_of(task);
+  const std::string data = opt_.dataset[g.data_index].dump();
+  std::vector<EpisodeOutcome> outcomes(opt_.n_samples);
+  std::vector<std::thread> episodes;
+  for (size_t k = 0; k < opt_.n_samples; ++k)
+    episodes.emplace_back([&, k] {
+      const std::string id = "t" + std::to_string(task) + "-e" + std::to_string(k);
+      outcomes[k] = run_episode(target_, id, data, opt_.seed * 1000003ULL + static_cast<uint64_t>(task) * opt_.n_samples + k,
+                                "t" + std::to_string(task));
+    });
+  for (auto& t : episodes) t.join();
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& o : outcomes) {
+    o.record["task"] = task;
+    o.record["data_index"] = g.data_index;
+    records_ << o.record.dump() << "\n";
+    Metrics::global().add("areal_rollout_episodes_total{status=\"" + std::string(o.ok ? "ok" : "error") + "\"}", 1);
+    if (!o.ok) {
+      ++g.failed_episodes, ++stats_.episodes_failed;
+      logging::get("rollout")->warn("episode {} (dataset item {}) failed: {}", o.record.value("episode_id", std::string()),
+                                    g.data_index, o.error);
+      continue;
+    }
+    ++stats_.episodes_ok;
+    g.unrewarded += o.unrewarded;
+    if (!o.rows.empty()) g.episode_rewards.push_back(o.rows.back().reward);
+    for (auto& r : o.rows) g.rows.push_back(std::move(r));
+  }
+  records_.flush();
+  return g;
+}
+
+std::vector<RolloutGroup> RolloutController::take(size_t n) {
+  std::vector<RolloutGroup> out;
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (out.size() < n) {
+    while (!ready_changed_.wait_for(lock, std::chrono::milliseconds(500), [&] { return stopped_ || !ready_.empty(); })) {
+      if (!opt_.watchdog) continue;
+      lock.unlock();
+      const std::string problem = opt_.watchdog();
+      lock.lock();
+      if (!problem.empty()) throw Error(AREAL_CODE_UNAVAILABLE, problem);
+    }
+    if (stopped_) throw Error(AREAL_CODE_CANCELLED, "rollout stopped");
+    RolloutGroup g = std::move(ready_.front());
+    ready_.pop_front();
+    handed_out_.insert(g.task);
+    while (handed_out_.count(untrained_watermark_)) handed_out_.erase(untrained_watermark_++);
+    const int64_t oldest = g.oldest_version();
+    if (oldest >= 0 && version_ - oldest > opt_.max_head_offpolicyness) {
+      ++stats_.groups_dropped_stale;
+      staleness_.on_dropped();
+      logging::get("rollout")->warn("dropped group of task {}: its oldest token is from version {}, {} behind the trainer",
+                                    g.task, oldest, version_ - oldest);
+      continue;
+    }
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+void RolloutController::pause() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  paused_ = true;
+}
+
+void RolloutController::resume() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  paused_ = false;
+  pause_changed_.notify_all();
+}
+
+void RolloutController::set_version(int64_t version) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    version_ = version;
+  }
+  staleness_.set_version(version);
+}
+
+void RolloutController::on_version_recovered(int64_t version) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    version_ = version;
+  }
+  staleness_.on_version_recovered(version);
+}
+
+void RolloutController::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopped_ = true;
+    pause_changed_.notify_all();
+    ready_changed_.notify_all();
+  }
+  staleness_.stop();
+  for (auto& t : threads_)
+    if (t.joinable()) t.join();
+  threads_.clear();
+}
+
+int64_t RolloutController::next_untrained_task() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return untrained_watermark_;
+}
+
+RolloutStats RolloutController::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+}  // namespace areal::trainer

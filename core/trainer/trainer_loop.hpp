@@ -1,0 +1,64 @@
+// The RL trainer loop (AReaL's PPOTrainer.train, in C++ over the plugin ABI):
+//
+//   take a batch of groups from the asynchronous rollout
+//   -> (recompute proximal log-probs) -> advantages (algorithm plugin)
+//   -> one optimizer step (train plugin, loss from the algorithm plugin)
+//   -> pause rollout and inference -> weights to the inference backend (in
+//      memory, or through HF files on disk)
+//   -> version + 1 everywhere -> resume
+//   -> metrics row, progress line, checkpoint when due.
+//
+// Nothing here links libtorch: tensors cross as DLPack host tensors.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/trainer/rollout_controller.hpp"
+#include "areal/plugin_api.h"
+
+namespace areal::trainer {
+
+struct TrainerOptions {
+  int64_t total_steps = 1;
+  float temperature = 1.0f;         // log-probs of logits / temperature (match the sampling temperature)
+  bool recompute_logprob = false;   // proximal log-probs from the train plugin before each step
+  std::string run_dir;              // output_dir/name/trial
+  int64_t checkpoint_every = 0;     // steps; 0 = only the final one
+  bool resume = false;              // continue from the newest checkpoint under run_dir
+  bool save_final = true;           // HF model folder at run_dir/final
+  // "memory": train.export_weights -> inference.update_weights_from_tensors
+  // (ABI 1.1, both in this process); "disk": save HF files, inference
+  // reloads; "auto": memory when both plugins can, else disk.
+  std::string weight_update = "auto";
+};
+
+struct TrainerParts {
+  const areal_train_vtable* train = nullptr;
+  void* train_self = nullptr;
+  const areal_algorithm_vtable* algorithm = nullptr;
+  void* algorithm_self = nullptr;
+  const areal_inference_vtable* inference = nullptr;
+  void* inference_self = nullptr;
+  const areal_train_vtable* ref = nullptr;  // (optional) frozen reference model
+  void* ref_self = nullptr;
+};
+
+struct TrainSummary {
+  int64_t steps_run = 0, final_version = 0;
+  double seconds = 0;
+  std::vector<double> step_rewards;  // each step's mean reward, in order
+
+  // Mean reward over the first / last `window` steps run (fewer if fewer ran):
+  // one step's batch is too noisy to say whether anything was learned.
+  double first_mean(size_t window) const;
+  double last_mean(size_t window) const;
+};
+
+// Runs the loop. Throws areal::Error for a plugin failure or a missing
+// checkpoint to resume from (after stopping the rollout cleanly).
+TrainSummary run_trainer(const TrainerOptions& options, const TrainerParts& parts, RolloutOptions rollout,
+                         const EpisodeTarget& target);
+
+}  // namespace areal::trainer

@@ -1,0 +1,47 @@
+// From recorded rows (recorder/trajectory.hpp) to the packed batch the
+// algorithm and train plugins read: rows back to back, cu_seqlens bounds,
+// and a group id per row for the algorithm's group baselines.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/plugin_host/host_tensor.hpp"
+#include "core/recorder/trajectory.hpp"
+
+namespace areal::trainer {
+
+using recorder::TrajectoryRow;
+
+// Rows packed back to back (cu_seqlens bounds) as host tensors.
+class PackedBatch {
+ public:
+  PackedBatch(int64_t policy_version, float temperature);
+  PackedBatch(const PackedBatch&) = delete;
+  PackedBatch& operator=(const PackedBatch&) = delete;
+
+  // Appends a row of GRPO group `group_id`.
+  void add(const TrajectoryRow& row, int64_t group_id);
+
+  size_t rows() const { return rewards.values().size(); }
+  size_t tokens() const { return input_ids.values().size(); }
+  size_t loss_tokens() const;
+
+  // The batch as a tensor map: the fields below, plus prox_logprobs,
+  // ref_logprobs and advantages once set (non-empty).
+  TensorMapBuilder map();
+
+  HostTensor<int32_t> input_ids, cu_seqlens, loss_mask;
+  HostTensor<float> logprobs;
+  HostTensor<int64_t> versions;
+  HostTensor<float> rewards;
+  HostTensor<int64_t> group_ids;
+  HostTensor<float> prox_logprobs;  // filled when the trainer recomputes
+  HostTensor<float> ref_logprobs;   // filled when a reference model is configured
+  HostTensor<float> advantages;     // filled by the algorithm
+  HostScalar<int64_t> policy_version;
+  HostScalar<float> temperature;
+};
+
+}  // namespace areal::trainer

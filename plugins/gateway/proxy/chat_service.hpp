@@ -1,0 +1,105 @@
+// Serves one chat completion: prompt -> tokens -> generation -> parsed
+// OpenAI response, recording every token in the caller's session.
+//
+// Prompt modes:
+//   hf:     render the whole conversation with the chat template and tokenize
+//           (what transformers' apply_chat_template does each turn);
+//   concat: if the conversation continues an earlier call of the session,
+//           start from that call's exact prompt + sampled ids and append only
+//           the template's rendering of the new messages (located by
+//           counting turn-end tokens), so a multi-turn conversation's ids are
+//           never re-tokenized and export as one row.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "plugins/gateway/proxy/chat_request.hpp"
+#include "plugins/gateway/proxy/output_parser.hpp"
+#include "plugins/gateway/proxy/session_store.hpp"
+#include "core/hf/chat_template/chat_template.hpp"
+#include "core/hf/tokenizer/tokenizer.hpp"
+#include "areal/plugin_api.h"
+
+namespace areal::proxy {
+
+// The request for choice `choice` of an n-choice request: with a seed,
+// choice i samples with seed + i.
+ChatRequest choice_request(const ChatRequest& req, int32_t choice);
+
+struct ChatServiceConfig {
+  std::string prompt_mode = "hf";  // "hf" | "concat"
+  int64_t default_max_tokens = 1024;
+  int64_t max_completion_tokens = 0;  // > 0: caps every request's completion budget
+  int64_t max_context = 32768;     // prompt + completion
+  std::string model_name = "default";
+  OutputParserConfig parsers;
+};
+
+// What generation produced, before parsing.
+struct Generated {
+  std::vector<int32_t> prompt_ids;
+  std::vector<int32_t> output_ids;
+  std::vector<float> logprobs;
+  std::vector<int64_t> versions;
+  std::string forced_prefix;  // text appended to the prompt to force a tool call (prompt tokens)
+  std::string text;           // decoded output, stop token and stop string removed
+  std::string finish_reason;  // "stop" | "length"
+  std::string stop_string;    // the stop string that ended it, if one did
+  bool concat_linked = false;
+};
+
+class ChatService {
+ public:
+  ChatService(std::shared_ptr<const tokenizer::Tokenizer> tok, std::shared_ptr<const jinja::ChatTemplate> chat_template,
+              const areal_inference_ref* inference, ChatServiceConfig config);
+
+  // Non-streaming completion. `session` may be null (admin use: served, not
+  // recorded). Throws areal::Error: INVALID_ARGUMENT (400) for client
+  // mistakes, UNAVAILABLE (502) when the backend fails.
+  // `req.n` choices, each a call of its own in the session.
+  nlohmann::ordered_json complete(const ChatRequest& req, const std::shared_ptr<Session>& session);
+
+  // Streaming: `on_delta(text)` receives content as it is sampled (stop
+  // strings held back until ruled out); returns the final parsed result.
+  // The interaction is recorded even if the sink throws (client gone).
+  struct Completed {
+    std::string id;
+    Generated gen;
+    ParsedOutput parsed;
+    nlohmann::ordered_json message;  // the assistant message returned
+    std::string finish_reason;       // after tool-call detection
+  };
+  // `continues`: the index of an earlier call of `session` this request
+  // explicitly continues (Responses' previous_response_id): its exact prompt
+  // + sampled ids are the prefix, whatever gateway.prompt_mode says.
+  Completed run(const ChatRequest& req, const std::shared_ptr<Session>& session, const std::function<void(const std::string&)>& on_delta,
+                int continues = -1);
+
+  // Prompt tokens of a request as it would be served (count_tokens).
+  size_t count_prompt_tokens(const ChatRequest& req) const;
+
+  nlohmann::ordered_json usage(const Completed& c) const;
+  nlohmann::ordered_json logprobs_json(const Completed& c) const;
+  const ChatServiceConfig& config() const { return config_; }
+  const tokenizer::Tokenizer& tokenizer() const { return *tok_; }
+
+ private:
+  std::vector<int32_t> build_prompt(const ChatRequest& req, const std::shared_ptr<Session>& session, int continues, bool* concat_linked) const;
+  // Text the gateway appends to the prompt: a forced tool call's opening, or
+  // the reasoning's close before a structured reply.
+  std::string forced_prefix(const ChatRequest& req) const;
+  Generated generate(std::vector<int32_t> prompt, const ChatRequest& req, const std::string& affinity_key,
+                     const std::function<void(const std::string&)>& on_delta);
+
+  std::shared_ptr<const tokenizer::Tokenizer> tok_;
+  std::shared_ptr<const jinja::ChatTemplate> template_;
+  const areal_inference_ref* inference_;
+  ChatServiceConfig config_;
+  std::vector<int32_t> stop_ids_;  // eos (turn end) and pad
+  int32_t turn_end_id_ = -1;
+};
+
+}  // namespace areal::proxy

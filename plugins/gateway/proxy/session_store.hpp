@@ -1,0 +1,113 @@
+// Sessions of the agent proxy: who may call, which calls belong together,
+// and when a finished session's trajectory can be exported.
+//
+// Semantics follow AReaL's proxy (start/end/set_reward/export, capacity as
+// the staleness gate behind HTTP 429) and fix its gaps: a fixed key can be
+// refreshed (the old session is ended and kept for export, not lost), idle
+// sessions are ended and kept rather than dropped, and sessions carry a
+// group id (default: the task id) so GRPO groups never mix unrelated tasks.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/recorder/recorder.hpp"
+
+namespace areal::proxy {
+
+struct Session {
+  std::string id;        // "<task_id>-<n>"
+  std::string task_id;
+  std::string group_id;
+  std::string api_key;
+  std::chrono::steady_clock::time_point created;
+  recorder::Recorder record;  // every call of the session, token by token
+
+  bool finished() const;
+  std::string end_reason() const;  // "ended", "refreshed", "expired"; "" while active
+  void touch();
+  std::chrono::steady_clock::time_point last_access() const;
+
+ private:
+  friend class SessionStore;
+  mutable std::mutex mutex_;
+  bool finished_ = false;
+  std::string end_reason_;
+  std::chrono::steady_clock::time_point last_access_;
+};
+
+struct SessionStoreConfig {
+  std::string admin_key;
+  int64_t capacity = -1;         // sessions that may start; -1 = unlimited (no trainer gating)
+  double session_timeout_s = 3600;
+};
+
+struct StartedSession {
+  std::shared_ptr<Session> session;
+  std::string ended_session_id;  // set when a refresh ended the key's previous session
+};
+
+class SessionStore {
+ public:
+  explicit SessionStore(SessionStoreConfig config);
+
+  // Constant-time comparison with the admin key.
+  bool is_admin(const std::string& token) const;
+
+  // Starts a session (admin call). `api_key`: reuse/refresh that key (its
+  // active session, if any, is ended and kept for export); empty: mint one.
+  // Errors: RESOURCE_EXHAUSTED (no capacity), INVALID_ARGUMENT (admin key or
+  // a key shorter than 8 characters as session key, empty task id).
+  StartedSession start(const std::string& task_id, const std::string& api_key, const std::string& group_id);
+
+  // The active session of a key. UNAUTHENTICATED if unknown, CANCELLED-free
+  // contract: an ended session is reported as FAILED_PRECONDITION (HTTP 410).
+  std::shared_ptr<Session> authorize(const std::string& api_key) const;
+
+  // A session by id (active or ended, until exported); NOT_FOUND otherwise.
+  std::shared_ptr<Session> find(const std::string& session_id) const;
+
+  // Ends a session (idempotent errors: FAILED_PRECONDITION if already ended).
+  size_t end(const std::shared_ptr<Session>& s, const std::string& reason = "ended");
+
+  // Adds capacity (what the trainer grants per rollout slot); returns it.
+  int64_t grant_capacity(int64_t n = 1);
+  int64_t capacity() const;
+
+  // Ends sessions idle longer than the timeout; returns their ids.
+  std::vector<std::string> expire_idle(std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
+
+  // Exports and removes a finished session (admin). NOT_FOUND if unknown,
+  // FAILED_PRECONDITION (409) if still active.
+  recorder::SessionTrajectory export_session(const std::string& session_id, double discount, recorder::ExportStyle style);
+
+  // Waits up to `timeout` for an ended session, then exports and removes it
+  // (the trainer's consumer side); nullopt on timeout.
+  std::optional<recorder::SessionTrajectory> take_finished(std::chrono::milliseconds timeout, double discount, recorder::ExportStyle style);
+
+  std::vector<std::string> finished_session_ids() const;
+  size_t active_count() const;
+
+ private:
+  // Discounts and exports a session already removed from the maps.
+  static recorder::SessionTrajectory export_detached(Session& s, double discount, recorder::ExportStyle style);
+
+  SessionStoreConfig config_;
+  mutable std::mutex mutex_;
+  int64_t capacity_;
+  std::map<std::string, std::shared_ptr<Session>> sessions_;  // by id, until exported
+  std::map<std::string, std::string> key_to_session_;         // api key -> session id
+  std::condition_variable finished_cv_;                       // a session ended
+};
+
+// A fresh random session key: "sk-sess-" + 43 URL-safe characters (256 bits).
+std::string mint_session_key();
+
+}  // namespace areal::proxy
