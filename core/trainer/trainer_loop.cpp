@@ -108,194 +108,259 @@ double TrainSummary::last_mean(size_t window) const {
   return n == 0 ? 0.0 : std::accumulate(step_rewards.end() - static_cast<std::ptrdiff_t>(n), step_rewards.end(), 0.0) / static_cast<double>(n);
 }
 
-TrainSummary run_trainer(const TrainerOptions& opt, const TrainerParts& parts, RolloutOptions rollout,
-                         const EpisodeTarget& target) {
-  auto log = logging::get("trainer");
-  const auto run_start = Clock::now();
-  fs::create_directories(opt.run_dir);
-  const areal_train_vtable& train = *parts.train;
-  const areal_algorithm_vtable& algo = *parts.algorithm;
-  const areal_inference_vtable& inf = *parts.inference;
+namespace {
 
-  // Resume: weights, optimizer and step from the newest checkpoint; the
-  // inference backend serves those weights; staleness counts the consumed
-  // batches as accepted so capacity does not jump.
-  int64_t step = 0, version = 0;
-  if (opt.resume) {
-    int64_t ckpt_step = -1;
-    const std::string dir = newest_checkpoint(opt.run_dir, &ckpt_step);
-    if (dir.empty())
-      throw Error(AREAL_CODE_NOT_FOUND, "trainer.resume is true but " + opt.run_dir + "/checkpoints has no checkpoint (step_N/host_state.json)");
-    std::ifstream in(fs::path(dir) / "host_state.json");
-    const json state = json::parse(in);
-    step = state.at("step").get<int64_t>();
-    version = state.at("version").get<int64_t>();
-    rollout.first_task = state.at("next_task").get<int64_t>();
-    call(train.load(parts.train_self, to_str(json_str({{"path", dir}, {"optimizer", true}}))), "train load");
-    call(train.set_version(parts.train_self, version), "train set_version");
-    call(inf.update_weights(parts.inference_self, to_str(json_str({{"type", "disk"}, {"path", dir}, {"version", version}}))),
-         "inference update_weights");
-    log->info("resumed from {} at step {} (version {}), rollout continues at task {}", dir, step, version, rollout.first_task);
-  } else {
+// --- The named steps of one run ----------------------------------------------
+
+// Resume: weights, optimizer and step from the newest checkpoint, and the
+// inference backend serves those weights; else the train plugin's version
+// becomes the backend's. Returns {step, version}; sets where rollout resumes.
+std::pair<int64_t, int64_t> resume_or_start(const TrainerOptions& opt, const TrainerParts& parts, RolloutOptions& rollout) {
+  const areal_train_vtable& train = *parts.train;
+  const areal_inference_vtable& inf = *parts.inference;
+  int64_t version = 0;
+  if (!opt.resume) {
     call(train.get_version(parts.train_self, &version), "train get_version");
     call(inf.set_version(parts.inference_self, version), "inference set_version");
+    fs::remove(rollout.records_path);  // a fresh run starts fresh records; a resumed one appends
+    return {0, version};
   }
-  TrainingLog tlog(opt.run_dir, opt.total_steps, step);
-  if (!opt.resume) fs::remove(rollout.records_path);  // a fresh run starts fresh records; a resumed one appends
+  int64_t ckpt_step = -1;
+  const std::string dir = newest_checkpoint(opt.run_dir, &ckpt_step);
+  if (dir.empty())
+    throw Error(AREAL_CODE_NOT_FOUND, "trainer.resume is true but " + opt.run_dir + "/checkpoints has no checkpoint (step_N/host_state.json)");
+  std::ifstream in(fs::path(dir) / "host_state.json");
+  const json state = json::parse(in);
+  const int64_t step = state.at("step").get<int64_t>();
+  version = state.at("version").get<int64_t>();
+  rollout.first_task = state.at("next_task").get<int64_t>();
+  call(train.load(parts.train_self, to_str(json_str({{"path", dir}, {"optimizer", true}}))), "train load");
+  call(train.set_version(parts.train_self, version), "train set_version");
+  call(inf.update_weights(parts.inference_self, to_str(json_str({{"type", "disk"}, {"path", dir}, {"version", version}}))),
+       "inference update_weights");
+  logging::get("trainer")->info("resumed from {} at step {} (version {}), rollout continues at task {}", dir, step, version,
+                                rollout.first_task);
+  return {step, version};
+}
 
-  const size_t batch_groups = rollout.batch_size;
-  RolloutController controller(std::move(rollout), target);
-  if (opt.resume) controller.on_version_recovered(version);
-  else controller.set_version(version);
-  controller.start();
-
-  const bool can_memory = train.export_weights != nullptr && inf.update_weights_from_tensors != nullptr;
+// How new weights reach the inference backend: true for in memory.
+bool choose_weight_sync(const TrainerOptions& opt, const TrainerParts& parts) {
+  const bool can_memory = parts.train->export_weights != nullptr && parts.inference->update_weights_from_tensors != nullptr;
   if (opt.weight_update == "memory" && !can_memory)
     throw Error(AREAL_CODE_UNSUPPORTED, "trainer.weight_update is memory, but the train plugin has no export_weights or the inference "
                                         "plugin no update_weights_from_tensors (ABI 1.1); use disk or auto");
   const bool in_memory = opt.weight_update == "memory" || (opt.weight_update == "auto" && can_memory);
-  log->info("weight updates go {}", in_memory ? "in memory (train.export_weights -> inference.update_weights_from_tensors)"
-                                               : "through HF files on disk (train.save -> inference.update_weights)");
+  logging::get("trainer")->info("weight updates go {}", in_memory ? "in memory (train.export_weights -> inference.update_weights_from_tensors)"
+                                                                  : "through HF files on disk (train.save -> inference.update_weights)");
+  return in_memory;
+}
 
-  TrainSummary summary;
-  std::string previous_weights;
-  auto stop_and_rethrow = [&](const std::exception_ptr& e) {
-    controller.resume();
-    warn_if_status(inf.resume(parts.inference_self), "inference resume after an error");
-    controller.stop();
-    std::rethrow_exception(e);
-  };
-  try {
-    for (; step < opt.total_steps; ++step) {
-      const auto t_step = Clock::now();
-      std::vector<RolloutGroup> groups = controller.take(batch_groups);
-      const double t_wait = seconds_since(t_step);
+// What a step's groups say about rewards and staleness (the metrics row's inputs).
+struct BatchStats {
+  double reward_sum = 0, reward_sq = 0;
+  size_t episodes = 0, unrewarded = 0;
+  json sample_versions = json::array();
+  int64_t staleness_max = 0;
+  double staleness_sum = 0;
+  double reward_mean() const { return episodes ? reward_sum / static_cast<double>(episodes) : 0.0; }
+};
 
-      PackedBatch batch(version, opt.temperature);
-      double reward_sum = 0, reward_sq = 0;
-      size_t episodes = 0, unrewarded = 0;
-      json sample_versions = json::array();
-      int64_t staleness_max = 0;
-      double staleness_sum = 0;
-      for (const auto& g : groups) {
-        for (double r : g.episode_rewards) reward_sum += r, reward_sq += r * r, ++episodes;
-        unrewarded += g.unrewarded;
-        for (const auto& r : g.rows) {
-          const int64_t oldest = r.oldest_version();
-          sample_versions.push_back(oldest);
-          if (oldest >= 0) staleness_max = std::max(staleness_max, version - oldest), staleness_sum += static_cast<double>(version - oldest);
-          batch.add(r, g.group_id);
-        }
+// The groups' rows packed for the plugins, with their stats.
+void make_batch(const std::vector<RolloutGroup>& groups, int64_t version, PackedBatch& batch, BatchStats& stats) {
+  for (const auto& g : groups) {
+    for (double r : g.episode_rewards) stats.reward_sum += r, stats.reward_sq += r * r, ++stats.episodes;
+    stats.unrewarded += g.unrewarded;
+    for (const auto& r : g.rows) {
+      const int64_t oldest = r.oldest_version();
+      stats.sample_versions.push_back(oldest);
+      if (oldest >= 0) {
+        stats.staleness_max = std::max(stats.staleness_max, version - oldest);
+        stats.staleness_sum += static_cast<double>(version - oldest);
       }
-
-      const auto t_train = Clock::now();
-      if (opt.recompute_logprob)
-        batch.prox_logprobs.values() = logprobs_of(train, parts.train_self, batch, opt.temperature, "train compute_logprobs");
-      if (parts.ref != nullptr)
-        batch.ref_logprobs.values() = logprobs_of(*parts.ref, parts.ref_self, batch, opt.temperature, "ref compute_logprobs");
-      {
-        TensorMapBuilder in = batch.map(), out;
-        HostTensor<float> adv(std::vector<float>(batch.tokens(), 0.0f));
-        out.add("advantages", adv.dl());
-        call(algo.compute_advantages(parts.algorithm_self, in.get(), out.get()), "algorithm compute_advantages");
-        batch.advantages = adv;
-      }
-      LossBridge bridge{&algo, parts.algorithm_self, {}, 0};
-      areal_loss_fn loss{AREAL_OFFSET_OF_END(areal_loss_fn, eval), &bridge, &LossBridge::eval};
-      StringCollector stats_text;
-      {
-        TensorMapBuilder m = batch.map();
-        call(train.train_step(parts.train_self, m.get(), &loss, stats_text.writer()), "train train_step");
-      }
-      const json train_stats = json::parse(stats_text.text.empty() ? "{}" : stats_text.text);
-      const double t_trained = seconds_since(t_train);
-
-      // Weight update: nothing new starts and nothing generates while the
-      // backend swaps weights; tokens after resume carry the new version.
-      const auto t_update = Clock::now();
-      const int64_t next_version = version + 1;
-      controller.pause();
-      call(inf.pause(parts.inference_self), "inference pause");
-      call(train.set_version(parts.train_self, next_version), "train set_version");
-      if (in_memory) {
-        struct Target {
-          const areal_inference_vtable* inf;
-          void* self;
-          int64_t version;
-        } to{&inf, parts.inference_self, next_version};
-        auto load = [](void* ctx, const areal_tensor_map* weights) -> areal_status* {
-          auto* t = static_cast<Target*>(ctx);
-          return t->inf->update_weights_from_tensors(t->self, weights, t->version);
-        };
-        call(train.export_weights(parts.train_self, load, &to), "weight update in memory");
-      } else {
-        const std::string weights = (fs::path(opt.run_dir) / "weights" / ("v" + std::to_string(next_version))).string();
-        call(train.save(parts.train_self, to_str(json_str({{"path", weights}, {"optimizer", false}}))), "train save weights");
-        call(inf.update_weights(parts.inference_self, to_str(json_str({{"type", "disk"}, {"path", weights}, {"version", next_version}}))),
-             "inference update_weights");
-        if (!previous_weights.empty()) fs::remove_all(previous_weights);
-        previous_weights = weights;
-      }
-      version = next_version;
-      controller.set_version(version);
-      call(inf.resume(parts.inference_self), "inference resume");
-      controller.resume();
-      const double t_updated = seconds_since(t_update);
-
-      if (opt.checkpoint_every > 0 && ((step + 1) % opt.checkpoint_every == 0 || step + 1 == opt.total_steps)) {
-        const fs::path dir = fs::path(opt.run_dir) / "checkpoints" / ("step_" + std::to_string(step + 1));
-        call(train.save(parts.train_self, to_str(json_str({{"path", dir.string()}, {"optimizer", true}}))), "train save checkpoint");
-        std::ofstream(dir / "host_state.json")
-            << json{{"step", step + 1}, {"version", version}, {"next_task", controller.next_untrained_task()}}.dump() << "\n";
-        log->info("checkpoint {}", dir.string());
-      }
-
-      const double t_total = seconds_since(t_step);
-      const double mean = episodes ? reward_sum / static_cast<double>(episodes) : 0.0;
-      const RolloutStats rs = controller.stats();
-      json row = {{"step", step + 1},
-                  {"policy_version", version - 1},
-                  {"reward_mean", mean},
-                  {"reward_std", episodes ? std::sqrt(std::max(0.0, reward_sq / static_cast<double>(episodes) - mean * mean)) : 0.0},
-                  {"episodes", episodes},
-                  {"rows", batch.rows()},
-                  {"tokens", batch.tokens()},
-                  {"loss_tokens", batch.loss_tokens()},
-                  {"unrewarded_completions", unrewarded},
-                  {"sample_versions", sample_versions},
-                  {"staleness_max", staleness_max},
-                  {"staleness_mean", batch.rows() ? staleness_sum / static_cast<double>(batch.rows()) : 0.0},
-                  {"groups_filtered_total", rs.groups_filtered},
-                  {"groups_dropped_stale_total", rs.groups_dropped_stale},
-                  {"groups_failed_total", rs.groups_failed},
-                  {"episodes_failed_total", rs.episodes_failed},
-                  {"seconds_rollout_wait", t_wait},
-                  {"seconds_train", t_trained},
-                  {"seconds_weight_update", t_updated},
-                  {"weight_update", in_memory ? "memory" : "disk"},
-                  {"seconds_step", t_total},
-                  {"seconds_elapsed", seconds_since(run_start)},
-                  {"samples_per_second", static_cast<double>(batch.rows()) / std::max(t_total, 1e-9)},
-                  {"tokens_per_second", static_cast<double>(batch.tokens()) / std::max(t_total, 1e-9)}};
-      for (const auto& [k, v] : train_stats.items()) row[k] = v;
-      const json algo_stats = bridge.averages();  // named: items() must not outlive a temporary
-      for (const auto& [k, v] : algo_stats.items()) row["algo_" + k] = v;
-      tlog.step(row);
-      summary.step_rewards.push_back(mean);
-      ++summary.steps_run;
+      batch.add(r, g.group_id);
     }
-  } catch (...) {
-    stop_and_rethrow(std::current_exception());
   }
-  controller.stop();
+}
+
+// One optimizer step: (proximal and reference log-probs) -> advantages ->
+// train_step with the algorithm's loss. Returns the train plugin's stats
+// and the algorithm's, averaged by loss tokens ("algo_" keys).
+json optimizer_step(const TrainerOptions& opt, const TrainerParts& parts, PackedBatch& batch) {
+  const areal_train_vtable& train = *parts.train;
+  const areal_algorithm_vtable& algo = *parts.algorithm;
+  if (opt.recompute_logprob)
+    batch.prox_logprobs.values() = logprobs_of(train, parts.train_self, batch, opt.temperature, "train compute_logprobs");
+  if (parts.ref != nullptr)
+    batch.ref_logprobs.values() = logprobs_of(*parts.ref, parts.ref_self, batch, opt.temperature, "ref compute_logprobs");
+  {
+    TensorMapBuilder in = batch.map(), out;
+    HostTensor<float> adv(std::vector<float>(batch.tokens(), 0.0f));
+    out.add("advantages", adv.dl());
+    call(algo.compute_advantages(parts.algorithm_self, in.get(), out.get()), "algorithm compute_advantages");
+    batch.advantages = adv;
+  }
+  LossBridge bridge{&algo, parts.algorithm_self, {}, 0};
+  areal_loss_fn loss{AREAL_OFFSET_OF_END(areal_loss_fn, eval), &bridge, &LossBridge::eval};
+  StringCollector stats_text;
+  {
+    TensorMapBuilder m = batch.map();
+    call(train.train_step(parts.train_self, m.get(), &loss, stats_text.writer()), "train train_step");
+  }
+  json stats = json::parse(stats_text.text.empty() ? "{}" : stats_text.text);
+  const json algo_stats = bridge.averages();  // named: items() must not outlive a temporary
+  for (const auto& [k, v] : algo_stats.items()) stats["algo_" + k] = v;
+  return stats;
+}
+
+// Hands the trained weights to the inference backend as `next_version`.
+// The caller has paused rollout and inference. Disk updates keep one
+// weights folder at a time (*previous_weights).
+void sync_weights(const TrainerOptions& opt, const TrainerParts& parts, bool in_memory, int64_t next_version,
+                  std::string* previous_weights) {
+  const areal_train_vtable& train = *parts.train;
+  const areal_inference_vtable& inf = *parts.inference;
+  call(train.set_version(parts.train_self, next_version), "train set_version");
+  if (in_memory) {
+    struct Target {
+      const areal_inference_vtable* inf;
+      void* self;
+      int64_t version;
+    } to{&inf, parts.inference_self, next_version};
+    auto load = [](void* ctx, const areal_tensor_map* weights) -> areal_status* {
+      auto* t = static_cast<Target*>(ctx);
+      return t->inf->update_weights_from_tensors(t->self, weights, t->version);
+    };
+    call(train.export_weights(parts.train_self, load, &to), "weight update in memory");
+    return;
+  }
+  const std::string weights = (fs::path(opt.run_dir) / "weights" / ("v" + std::to_string(next_version))).string();
+  call(train.save(parts.train_self, to_str(json_str({{"path", weights}, {"optimizer", false}}))), "train save weights");
+  call(inf.update_weights(parts.inference_self, to_str(json_str({{"type", "disk"}, {"path", weights}, {"version", next_version}}))),
+       "inference update_weights");
+  if (!previous_weights->empty()) fs::remove_all(*previous_weights);
+  *previous_weights = weights;
+}
+
+// Weights, optimizer and loop state, when due after `steps_done` steps.
+void checkpoint_if_due(const TrainerOptions& opt, const TrainerParts& parts, int64_t steps_done, int64_t version,
+                       const RolloutController& controller) {
+  if (opt.checkpoint_every <= 0 || (steps_done % opt.checkpoint_every != 0 && steps_done != opt.total_steps)) return;
+  const fs::path dir = fs::path(opt.run_dir) / "checkpoints" / ("step_" + std::to_string(steps_done));
+  call(parts.train->save(parts.train_self, to_str(json_str({{"path", dir.string()}, {"optimizer", true}}))), "train save checkpoint");
+  std::ofstream(dir / "host_state.json")
+      << json{{"step", steps_done}, {"version", version}, {"next_task", controller.next_untrained_task()}}.dump() << "\n";
+  logging::get("trainer")->info("checkpoint {}", dir.string());
+}
+
+struct StepTimes {
+  double wait = 0, train = 0, update = 0, total = 0, elapsed = 0;
+};
+
+// The step's row of metrics.jsonl (docs/algorithms.md lists every key).
+json metrics_row(int64_t steps_done, int64_t trained_version, const BatchStats& b, const PackedBatch& batch, const RolloutStats& rs,
+                 const StepTimes& t, bool in_memory, const json& step_stats) {
+  const double mean = b.reward_mean();
+  json row = {{"step", steps_done},
+              {"policy_version", trained_version},
+              {"reward_mean", mean},
+              {"reward_std", b.episodes ? std::sqrt(std::max(0.0, b.reward_sq / static_cast<double>(b.episodes) - mean * mean)) : 0.0},
+              {"episodes", b.episodes},
+              {"rows", batch.rows()},
+              {"tokens", batch.tokens()},
+              {"loss_tokens", batch.loss_tokens()},
+              {"unrewarded_completions", b.unrewarded},
+              {"sample_versions", b.sample_versions},
+              {"staleness_max", b.staleness_max},
+              {"staleness_mean", batch.rows() ? b.staleness_sum / static_cast<double>(batch.rows()) : 0.0},
+              {"groups_filtered_total", rs.groups_filtered},
+              {"groups_dropped_stale_total", rs.groups_dropped_stale},
+              {"groups_failed_total", rs.groups_failed},
+              {"episodes_failed_total", rs.episodes_failed},
+              {"seconds_rollout_wait", t.wait},
+              {"seconds_train", t.train},
+              {"seconds_weight_update", t.update},
+              {"weight_update", in_memory ? "memory" : "disk"},
+              {"seconds_step", t.total},
+              {"seconds_elapsed", t.elapsed},
+              {"samples_per_second", static_cast<double>(batch.rows()) / std::max(t.total, 1e-9)},
+              {"tokens_per_second", static_cast<double>(batch.tokens()) / std::max(t.total, 1e-9)}};
+  for (const auto& [k, v] : step_stats.items()) row[k] = v;
+  return row;
+}
+
+// The final HF model folder and the cleanup of transient weights.
+void finish_run(const TrainerOptions& opt, const TrainerParts& parts, const std::string& previous_weights) {
   if (opt.save_final) {
     const std::string final_dir = (fs::path(opt.run_dir) / "final").string();
-    call(train.save(parts.train_self, to_str(json_str({{"path", final_dir}, {"optimizer", false}}))), "train save final");
-    log->info("final model (Hugging Face format) in {}; serve it with: areal-host serve --model {}", final_dir, final_dir);
+    call(parts.train->save(parts.train_self, to_str(json_str({{"path", final_dir}, {"optimizer", false}}))), "train save final");
+    logging::get("trainer")->info("final model (Hugging Face format) in {}; serve it with: areal-host serve --model {}", final_dir, final_dir);
   }
   if (!previous_weights.empty()) fs::remove_all(previous_weights);
   std::error_code ec;
   fs::remove(fs::path(opt.run_dir) / "weights", ec);  // only if empty
+}
+
+}  // namespace
+
+TrainSummary run_trainer(const TrainerOptions& opt, const TrainerParts& parts, RolloutOptions rollout,
+                         const EpisodeTarget& target) {
+  const auto run_start = Clock::now();
+  fs::create_directories(opt.run_dir);
+  const areal_inference_vtable& inf = *parts.inference;
+
+  auto [step, version] = resume_or_start(opt, parts, rollout);
+  TrainingLog tlog(opt.run_dir, opt.total_steps, step);
+  const size_t batch_groups = rollout.batch_size;
+  RolloutController controller(std::move(rollout), target);
+  // Resumed: staleness counts the consumed batches as accepted so capacity does not jump.
+  if (opt.resume) controller.on_version_recovered(version);
+  else controller.set_version(version);
+  controller.start();
+  const bool in_memory = choose_weight_sync(opt, parts);
+
+  TrainSummary summary;
+  std::string previous_weights;
+  try {
+    for (; step < opt.total_steps; ++step) {
+      StepTimes t;
+      const auto t_step = Clock::now();
+      const std::vector<RolloutGroup> groups = controller.take(batch_groups);
+      t.wait = seconds_since(t_step);
+
+      PackedBatch batch(version, opt.temperature);
+      BatchStats stats;
+      make_batch(groups, version, batch, stats);
+      const auto t_train = Clock::now();
+      const json step_stats = optimizer_step(opt, parts, batch);
+      t.train = seconds_since(t_train);
+
+      // Nothing new starts and nothing generates while the backend swaps
+      // weights; tokens after resume carry the new version.
+      const auto t_update = Clock::now();
+      controller.pause();
+      call(inf.pause(parts.inference_self), "inference pause");
+      sync_weights(opt, parts, in_memory, version + 1, &previous_weights);
+      ++version;
+      controller.set_version(version);
+      call(inf.resume(parts.inference_self), "inference resume");
+      controller.resume();
+      t.update = seconds_since(t_update);
+
+      checkpoint_if_due(opt, parts, step + 1, version, controller);
+      t.total = seconds_since(t_step);
+      t.elapsed = seconds_since(run_start);
+      tlog.step(metrics_row(step + 1, version - 1, stats, batch, controller.stats(), t, in_memory, step_stats));
+      summary.step_rewards.push_back(stats.reward_mean());
+      ++summary.steps_run;
+    }
+  } catch (...) {
+    controller.resume();
+    warn_if_status(inf.resume(parts.inference_self), "inference resume after an error");
+    controller.stop();
+    throw;
+  }
+  controller.stop();
+  finish_run(opt, parts, previous_weights);
   tlog.write_reward_curve();
   summary.final_version = version;
   summary.seconds = seconds_since(run_start);
