@@ -13,11 +13,8 @@
 namespace areal::host {
 
 int run_training(const ResolvedConfig& rc, const RolloutPlan& plan, const RunningParts& running) {
-  const Json& cfg = rc.effective;
-  const auto& ex = cfg["experiment"];
-  const auto& ro = cfg["rollout"];
-  const auto& tr = cfg["trainer"];
-  const bool online = ro["openai"]["mode"].get<std::string>() == "online";
+  const HostSettings& h = rc.host;
+  const bool online = h.online();
   std::string train_name = "train", algorithm_name = "algorithm";
   areal_services train_services = make_services(train_name);
   PluginInstance train(rc.plugins.at("train"), rc.section_json("train"), &train_services);
@@ -30,13 +27,13 @@ int run_training(const ResolvedConfig& rc, const RolloutPlan& plan, const Runnin
   if (rc.plugins.count("ref")) ref = std::make_unique<PluginInstance>(rc.plugins.at("ref"), rc.section_json("ref"), &ref_services);
 
   trainer::TrainerOptions opt;
-  opt.total_steps = tr["total_steps"].get<int64_t>();
-  opt.temperature = tr["temperature"].get<float>();
-  opt.recompute_logprob = tr["recompute_logprob"].get<bool>();
-  opt.checkpoint_every = tr["checkpoint_every"].get<int64_t>();
-  opt.resume = tr["resume"].get<bool>();
-  opt.save_final = tr["save_final"].get<bool>();
-  opt.weight_update = tr["weight_update"].get<std::string>();
+  opt.total_steps = h.trainer.total_steps;
+  opt.temperature = h.trainer.temperature;
+  opt.recompute_logprob = h.trainer.recompute_logprob;
+  opt.checkpoint_every = h.trainer.checkpoint_every;
+  opt.resume = h.trainer.resume;
+  opt.save_final = h.trainer.save_final;
+  opt.weight_update = h.trainer.weight_update;
   // ABI 1.2 made behaviour log-probs those of the sampling distribution; an
   // older inference plugin reports temperature-1 values, exact only at T = 1.
   if (const auto& inf = rc.plugins.at("inference"); inf->info().abi_minor < 2 && !opt.recompute_logprob)
@@ -44,17 +41,16 @@ int run_training(const ResolvedConfig& rc, const RolloutPlan& plan, const Runnin
         "inference plugin '{}' was built for ABI {}: its log-probs are temperature-1 values, which match the trainer's only "
         "when sampling at temperature 1; set trainer.recompute_logprob=true (non-decoupled loss) to sample at another temperature",
         inf->name(), inf->abi_version());
-  opt.run_dir = rc.path(ex["output_dir"].get<std::string>() + "/" + ex["name"].get<std::string>() + "/" + ex["trial"].get<std::string>());
+  opt.run_dir = rc.path(h.run_dir_relative());
 
   trainer::RolloutOptions ro_opt;
   ro_opt.dataset = plan.dataset;
-  ro_opt.n_samples = ro["n_samples"].get<size_t>();
-  ro_opt.batch_size = tr["batch_size"].get<size_t>();
-  ro_opt.max_head_offpolicyness = ro["max_head_offpolicyness"].get<int64_t>();
-  ro_opt.max_concurrent = ro["max_concurrent_rollouts"].get<size_t>();
+  ro_opt.n_samples = h.rollout.n_samples;
+  ro_opt.batch_size = h.trainer.batch_size;
+  ro_opt.max_head_offpolicyness = h.rollout.max_head_offpolicyness;
+  ro_opt.max_concurrent = h.rollout.max_concurrent_rollouts;
   ro_opt.seed = plan.seed;
-  ro_opt.filter = ro["dynamic_filter"].get<std::string>() == "mixed_rewards" ? trainer::DynamicFilter::kMixedRewards
-                                                                              : trainer::DynamicFilter::kNone;
+  ro_opt.filter = h.rollout.dynamic_filter == "mixed_rewards" ? trainer::DynamicFilter::kMixedRewards : trainer::DynamicFilter::kNone;
   ro_opt.records_path = plan.output_path;
   ro_opt.online = online;
   ro_opt.gateway = running.sessions;
@@ -62,13 +58,10 @@ int run_training(const ResolvedConfig& rc, const RolloutPlan& plan, const Runnin
   // Online mode's agent: started once the gateway listens, watched while the
   // trainer waits (a dead agent ends the run with its log), stopped at the end.
   std::unique_ptr<AgentProcess> agent;
-  const std::string command = ro["openai"]["online_agent_command"].get<std::string>();
-  if (online && ro_opt.filter != trainer::DynamicFilter::kNone)
-    throw Error(AREAL_CODE_INVALID_ARGUMENT, "rollout.dynamic_filter works on groups of a workflow's episodes; in online mode each session is its own task");
+  const std::string& command = h.rollout.openai.online_agent_command;
   if (online && !command.empty()) {
     std::filesystem::create_directories(opt.run_dir);
-    const Json& oa_key = ro["openai"]["admin_api_key"];
-    const std::string admin_key = !oa_key.is_null() ? oa_key.get<std::string>() : cfg["gateway"].value("admin_api_key", std::string("areal-admin-key"));
+    const std::string admin_key = h.rollout.openai.admin_api_key.value_or(rc.effective["gateway"].value("admin_api_key", std::string("areal-admin-key")));
     agent = std::make_unique<AgentProcess>(command, rc.base_dir,
                                            std::map<std::string, std::string>{{"AREAL_GATEWAY_URL", running.gateway_url},
                                                                               {"AREAL_ADMIN_KEY", admin_key},
@@ -88,7 +81,7 @@ int run_training(const ResolvedConfig& rc, const RolloutPlan& plan, const Runnin
   trainer::EpisodeTarget target{running.workflow, running.workflow_self, running.inference.vtable, running.inference.self,
                                 plan.base_url};
   target.gateway = running.sessions;
-  target.turn_discount = ro["openai"]["turn_discount"].get<double>();
+  target.turn_discount = h.rollout.openai.turn_discount;
 
   auto log = logging::get("trainer");
   log->info("training ({} mode): {} steps x {} groups x {} samples | max_head_offpolicyness {} | records {} | run dir {}",

@@ -88,7 +88,8 @@ void validate(const Json& schema, Json& value, const std::string& path, std::vec
     // A null default means "unset"; null is then a valid value too.
     if (value.is_null() && schema.contains("default") && schema["default"].is_null()) return;
     errors.push_back("'" + path + "' must be " + (type == "integer" || type == "array" || type == "object" ? "an " : "a ") +
-                     type + ", got " + type_of(value) + " " + value.dump());
+                     type + ", got " + (value.is_null() ? std::string("null (an empty value; quote '' for an empty string)")
+                                                         : type_of(value) + " " + value.dump()));
     return;
   }
   if (schema.contains("enum")) {

@@ -123,6 +123,7 @@ ResolvedConfig resolve_config(Json raw, const std::string& base_dir) {
   config::validate(schema, host_part, "", rc.errors);
   for (const auto& s : plugin_sections()) host_part.erase(s.name);
   rc.effective = host_part;
+  if (rc.errors.empty()) rc.host = HostSettings::read(rc.effective);  // types and defaults are settled now
 
   std::vector<std::string> dirs;
   if (host_part.contains("plugins"))
@@ -177,6 +178,35 @@ ResolvedConfig resolve_config(Json raw, const std::string& base_dir) {
     rc.plugins[s.name] = plugin;
   }
   return rc;
+}
+
+std::vector<std::string> run_job_problems(const ResolvedConfig& rc) {
+  std::vector<std::string> problems;
+  auto has = [&](const char* section) { return rc.plugins.count(section) > 0; };
+  const HostSettings& h = rc.host;
+  const bool training = has("train");
+  if (training && !has("algorithm")) problems.push_back("training needs 'algorithm.plugin' (grpo, dr_grpo, rloo, ppo or sft)");
+  if (h.online()) {
+    if (!training) problems.push_back("rollout.openai.mode online is a training mode: configure a 'train' section");
+    if (!has("gateway")) problems.push_back("rollout.openai.mode online needs the gateway (agents talk to it)");
+    if (has("workflow")) problems.push_back("rollout.openai.mode online takes no workflow: agents drive the sessions");
+    if (h.rollout.n_samples != 1)
+      problems.push_back("rollout.n_samples must be 1 in online mode: each session is one sample; agents group sessions with group_id");
+    if (h.rollout.dynamic_filter != "none")
+      problems.push_back("rollout.dynamic_filter works on groups of a workflow's episodes; in online mode each session is its own task");
+    return problems;
+  }
+  if (!has("workflow")) {
+    problems.push_back("'workflow.plugin' is required to run");
+  } else {
+    const std::string wf = rc.plugins.at("workflow")->name();
+    if (h.rollout.openai.mode == "subproc" && wf != "agent_pool" && wf != "subproc")
+      problems.push_back("rollout.openai.mode subproc runs the agent in worker processes: use workflow.plugin agent_pool (run(data) agents) or subproc (a command per episode), not '" + wf + "'");
+    if (wf == "agent_pool" && h.rollout.openai.subproc_max_workers && *h.rollout.openai.subproc_max_workers < 1)
+      problems.push_back("rollout.openai.subproc_max_workers must be >= 1 for agent_pool");
+  }
+  if (h.rollout.dataset.empty()) problems.push_back("'rollout.dataset' is required to run (a JSONL file of episode data)");
+  return problems;
 }
 
 std::string configuration_reference(const PluginCatalog& catalog) {

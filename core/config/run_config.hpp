@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/config/host_settings.hpp"
 #include "core/plugin_host/plugin_catalog.hpp"
 
 namespace areal {
@@ -37,6 +38,7 @@ const Json& host_schema();
 
 struct ResolvedConfig {
   Json effective;       // with defaults; plugin sections carry their resolved `plugin`
+  HostSettings host;    // the host's keys, typed (valid when errors is empty)
   std::string base_dir; // the config file's directory: relative paths start here
   std::map<std::string, std::shared_ptr<LoadedPlugin>> plugins;  // by section; absent when "none"
   std::vector<std::string> errors;  // every problem found, one line each
@@ -51,6 +53,11 @@ struct ResolvedConfig {
 // section's plugin and validates the section against its schema. Never
 // throws for config mistakes: they are collected in `errors`.
 ResolvedConfig resolve_config(Json raw, const std::string& base_dir);
+
+// What `areal-host run` needs beyond valid keys: the job's plugins and the
+// rules between keys (online mode takes no workflow, n_samples 1, ...).
+// One line per problem; empty when the job can start.
+std::vector<std::string> run_job_problems(const ResolvedConfig& rc);
 
 // The full configuration reference as Markdown tables: host keys and the
 // sections of every plugin `catalog` can load.

@@ -24,56 +24,36 @@ int run_job(const CommandLine& cl) {
     std::cerr << "areal-host: the config has " << rc.errors.size() << " problem(s); nothing was started\n";
     return 2;
   }
-  const Json& cfg = rc.effective;
-  logging::set_level(cfg["log"]["level"].get<std::string>());
-  set_effective_config(cfg);
+  const HostSettings& h = rc.host;
+  logging::set_level(h.log_level);
+  set_effective_config(rc.effective);
   auto log = logging::get("host");
 
-  // What each job needs, checked before anything starts.
-  const bool training = rc.plugins.count("train") > 0;
-  const bool online = cfg["rollout"]["openai"]["mode"].get<std::string>() == "online";
-  auto refuse = [&](const std::string& why) {
-    std::cerr << path << ": " << why << " (see docs/configuration.md)\n";
+  // What the job needs, checked before anything starts.
+  if (const auto problems = run_job_problems(rc); !problems.empty()) {
+    for (const auto& p : problems) std::cerr << path << ": " << p << " (see docs/configuration.md)\n";
     return 2;
-  };
-  if (training && !rc.plugins.count("algorithm")) return refuse("training needs 'algorithm.plugin' (grpo, dr_grpo, rloo, ppo or sft)");
-  if (online) {
-    if (!training) return refuse("rollout.openai.mode online is a training mode: configure a 'train' section");
-    if (!rc.plugins.count("gateway")) return refuse("rollout.openai.mode online needs the gateway (agents talk to it)");
-    if (rc.plugins.count("workflow")) return refuse("rollout.openai.mode online takes no workflow: agents drive the sessions");
-    if (cfg["rollout"]["n_samples"].get<int64_t>() != 1)
-      return refuse("rollout.n_samples must be 1 in online mode: each session is one sample; agents group sessions with group_id");
-  } else {
-    if (!rc.plugins.count("workflow")) return refuse("'workflow.plugin' is required to run");
-    const std::string wf = rc.plugins.at("workflow")->name();
-    if (cfg["rollout"]["openai"]["mode"] == "subproc" && wf != "agent_pool" && wf != "subproc")
-      return refuse("rollout.openai.mode subproc runs the agent in worker processes: use workflow.plugin agent_pool (run(data) agents) or subproc (a command per episode), not '" + wf + "'");
-    if (cfg["rollout"]["dataset"].get<std::string>().empty()) return refuse("'rollout.dataset' is required to run (a JSONL file of episode data)");
   }
+  const bool training = rc.plugins.count("train") > 0;
+  const bool online = h.online();
 
   log->info("areal-host {} (plugin ABI {}.{})", AREAL_VERSION, AREAL_ABI_MAJOR, AREAL_ABI_MINOR);
-  log->info("config {} | experiment {} / {}", path, cfg["experiment"]["name"].get<std::string>(),
-            cfg["experiment"]["trial"].get<std::string>());
+  log->info("config {} | experiment {} / {}", path, h.experiment.name, h.experiment.trial);
   for (const auto& [section, p] : rc.plugins)
     log->info("plugin {:<10} {} {} [{}] ABI {} from {}", section, p->name(), p->version(), kind_name(p->kind()),
               p->abi_version(), p->path());
 
   RolloutPlan plan;
   try {
-    if (!online) plan.dataset = read_dataset(rc.path(cfg["rollout"]["dataset"].get<std::string>()));
+    if (!online) plan.dataset = read_dataset(rc.path(h.rollout.dataset));
   } catch (const std::exception& e) {
     std::cerr << path << ": " << e.what() << "\n";
     return 2;
   }
-  const auto& ro = cfg["rollout"];
-  plan.episodes = ro["episodes"].get<size_t>() ? ro["episodes"].get<size_t>() : plan.dataset.size();
-  plan.concurrency = ro["concurrency"].get<size_t>();
-  plan.seed = cfg["experiment"]["seed"].get<uint64_t>();
-  const auto& ex = cfg["experiment"];
-  plan.output_path = ro["output"].get<std::string>().empty()
-                         ? rc.path(ex["output_dir"].get<std::string>() + "/" + ex["name"].get<std::string>() + "/" +
-                                   ex["trial"].get<std::string>() + "/rollouts.jsonl")
-                         : rc.path(ro["output"].get<std::string>());
+  plan.episodes = h.rollout.episodes ? h.rollout.episodes : plan.dataset.size();
+  plan.concurrency = h.rollout.concurrency;
+  plan.seed = h.experiment.seed;
+  plan.output_path = rc.path(h.rollout.output.empty() ? h.run_dir_relative() + "/rollouts.jsonl" : h.rollout.output);
 
   try {
     // Start order: inference, gateway, workflow; torn down in reverse.
@@ -92,10 +72,11 @@ int run_job(const CommandLine& cl) {
     if (rc.plugins.count("gateway")) {
       Json gw = Json::parse(rc.section_json("gateway"));
       // AReaL's rollout.openai.* names, applied to the gateway they configure.
-      const Json& oa = cfg["rollout"]["openai"];
-      for (const char* k : {"export_style", "admin_api_key", "session_timeout_seconds"})
-        if (!oa[k].is_null()) gw[k] = oa[k];
-      if (training) gw["turn_discount"] = oa["turn_discount"];
+      const auto& oa = h.rollout.openai;
+      if (oa.export_style) gw["export_style"] = *oa.export_style;
+      if (oa.admin_api_key) gw["admin_api_key"] = *oa.admin_api_key;
+      if (oa.session_timeout_seconds) gw["session_timeout_seconds"] = *oa.session_timeout_seconds;
+      if (training) gw["turn_discount"] = oa.turn_discount;
       // Online training: sessions start only as the trainer grants capacity.
       if (online && gw.value("capacity", int64_t{-1}) < 0) gw["capacity"] = 0;
       gateway = std::make_unique<PluginInstance>(rc.plugins.at("gateway"), gw.dump(), &gw_services);
@@ -121,11 +102,10 @@ int run_job(const CommandLine& cl) {
     std::unique_ptr<PluginInstance> workflow;
     if (rc.plugins.count("workflow")) {
       Json wf = Json::parse(rc.section_json("workflow"));
-      const Json& workers = cfg["rollout"]["openai"]["subproc_max_workers"];
-      if (!workers.is_null() && rc.plugins.at("workflow")->name() == "subproc") wf["max_workers"] = workers;
-      if (!workers.is_null() && rc.plugins.at("workflow")->name() == "agent_pool") {
-        if (workers.get<int64_t>() < 1) throw Error(AREAL_CODE_INVALID_ARGUMENT, "rollout.openai.subproc_max_workers must be >= 1 for agent_pool");
-        wf["workers"] = workers;
+      if (const auto& workers = h.rollout.openai.subproc_max_workers) {
+        const std::string wf_name = rc.plugins.at("workflow")->name();
+        if (wf_name == "subproc") wf["max_workers"] = *workers;
+        if (wf_name == "agent_pool") wf["workers"] = *workers;
       }
       workflow = std::make_unique<PluginInstance>(rc.plugins.at("workflow"), wf.dump(), &wf_services);
       running.workflow = rc.plugins.at("workflow")->workflow();

@@ -49,7 +49,7 @@ int serve(const CommandLine& cl) {
     std::cerr << "areal-host serve: gateway.plugin is none: there is nothing to serve\n";
     return 2;
   }
-  logging::set_level(rc.effective["log"]["level"].get<std::string>());
+  logging::set_level(rc.host.log_level);
   set_effective_config(rc.effective);
   auto log = logging::get("host");
   try {

@@ -26,4 +26,19 @@ err=$("$host" check-config "$bad" 2>&1 >/dev/null); rc=$?
 echo "$err"; [ "$rc" -eq 1 ] && grep -q "$bad:3:" <<<"$err" || fail "YAML error must name file and line"
 # `run` with a bad config starts nothing and exits 2.
 "$host" --config "$src/configs/rollout_token_match.yaml" rollout.episods=3 2>/dev/null; [ $? -eq 2 ] || fail "run must exit 2"
+# Valid keys that make no job (one rule list, config/run_config.cpp): every problem named, exit 2.
+expect_run_refusal() {  # expect_run_refusal "<substring>" args...
+  local want=$1; shift
+  local err rc
+  err=$("$host" run --config "$src/configs/rollout_token_match.yaml" "$@" 2>&1 >/dev/null); rc=$?
+  echo "--- run $*"; echo "$err"
+  [ "$rc" -eq 2 ] || fail "expected exit 2, got $rc"
+  grep -qF -- "$want" <<<"$err" || fail "missing: $want"
+}
+expect_run_refusal "rollout.openai.mode online is a training mode: configure a 'train' section" rollout.openai.mode=online
+expect_run_refusal "rollout.openai.mode online takes no workflow" rollout.openai.mode=online
+expect_run_refusal "rollout.n_samples must be 1 in online mode" rollout.openai.mode=online rollout.n_samples=2
+expect_run_refusal "rollout.dynamic_filter works on groups of a workflow's episodes" rollout.openai.mode=online rollout.dynamic_filter=mixed_rewards
+expect_run_refusal "use workflow.plugin agent_pool (run(data) agents) or subproc" rollout.openai.mode=subproc
+expect_run_refusal "'rollout.dataset' is required to run" "rollout.dataset=''"
 echo OK

@@ -1,0 +1,50 @@
+#include "core/config/host_settings.hpp"
+
+namespace areal {
+
+namespace {
+
+template <class T>
+std::optional<T> optional_of(const nlohmann::json& section, const char* key) {
+  if (!section.contains(key) || section[key].is_null()) return std::nullopt;
+  return section[key].get<T>();
+}
+
+}  // namespace
+
+HostSettings HostSettings::read(const nlohmann::json& c) {
+  HostSettings s;
+  const auto& ex = c.at("experiment");
+  s.experiment = {ex.at("name").get<std::string>(), ex.at("trial").get<std::string>(), ex.at("output_dir").get<std::string>(),
+                  ex.at("seed").get<uint64_t>()};
+  s.log_level = c.at("log").at("level").get<std::string>();
+  const auto& ro = c.at("rollout");
+  s.rollout.dataset = ro.at("dataset").get<std::string>();
+  s.rollout.output = ro.at("output").get<std::string>();
+  s.rollout.episodes = ro.at("episodes").get<size_t>();
+  s.rollout.concurrency = ro.at("concurrency").get<size_t>();
+  s.rollout.n_samples = ro.at("n_samples").get<size_t>();
+  s.rollout.max_concurrent_rollouts = ro.at("max_concurrent_rollouts").get<size_t>();
+  s.rollout.max_head_offpolicyness = ro.at("max_head_offpolicyness").get<int64_t>();
+  s.rollout.dynamic_filter = ro.at("dynamic_filter").get<std::string>();
+  const auto& oa = ro.at("openai");
+  s.rollout.openai.mode = oa.at("mode").get<std::string>();
+  s.rollout.openai.online_agent_command = oa.at("online_agent_command").get<std::string>();
+  s.rollout.openai.turn_discount = oa.at("turn_discount").get<double>();
+  s.rollout.openai.export_style = optional_of<std::string>(oa, "export_style");
+  s.rollout.openai.admin_api_key = optional_of<std::string>(oa, "admin_api_key");
+  s.rollout.openai.session_timeout_seconds = optional_of<double>(oa, "session_timeout_seconds");
+  s.rollout.openai.subproc_max_workers = optional_of<int64_t>(oa, "subproc_max_workers");
+  const auto& tr = c.at("trainer");
+  s.trainer.total_steps = tr.at("total_steps").get<int64_t>();
+  s.trainer.checkpoint_every = tr.at("checkpoint_every").get<int64_t>();
+  s.trainer.batch_size = tr.at("batch_size").get<size_t>();
+  s.trainer.temperature = tr.at("temperature").get<float>();
+  s.trainer.recompute_logprob = tr.at("recompute_logprob").get<bool>();
+  s.trainer.resume = tr.at("resume").get<bool>();
+  s.trainer.save_final = tr.at("save_final").get<bool>();
+  s.trainer.weight_update = tr.at("weight_update").get<std::string>();
+  return s;
+}
+
+}  // namespace areal

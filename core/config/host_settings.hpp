@@ -1,0 +1,57 @@
+// The host's own keys (experiment, log, rollout, trainer) as types, read
+// once from the validated effective config (config/run_config.cpp's schema
+// gives every key its type and default), so no command reads settings by
+// string key. run_job_problems() holds every cross-key rule of `run`.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace areal {
+
+struct HostSettings {
+  struct Experiment {
+    std::string name, trial, output_dir;
+    uint64_t seed = 1;
+  } experiment;
+  std::string log_level = "info";
+
+  // rollout.openai.*: AReaL's names for the agent side.
+  struct OpenAI {
+    std::string mode = "inline";  // inline | subproc | online
+    std::string online_agent_command;
+    double turn_discount = 1.0;
+    // These set the gateway's / workflow's own keys when given.
+    std::optional<std::string> export_style, admin_api_key;
+    std::optional<double> session_timeout_seconds;
+    std::optional<int64_t> subproc_max_workers;
+  };
+  struct Rollout {
+    std::string dataset, output;
+    size_t episodes = 0, concurrency = 4, n_samples = 1, max_concurrent_rollouts = 0;
+    int64_t max_head_offpolicyness = 0;
+    std::string dynamic_filter = "none";
+    OpenAI openai;
+  } rollout;
+
+  struct Trainer {
+    int64_t total_steps = 20, checkpoint_every = 0;
+    size_t batch_size = 8;
+    float temperature = 1.0f;
+    bool recompute_logprob = false, resume = false, save_final = true;
+    std::string weight_update = "auto";
+  } trainer;
+
+  bool online() const { return rollout.openai.mode == "online"; }
+  // output_dir/name/trial, relative to the config's directory until resolved.
+  std::string run_dir_relative() const { return experiment.output_dir + "/" + experiment.name + "/" + experiment.trial; }
+
+  // Reads the host keys of an effective config that passed the schema.
+  static HostSettings read(const nlohmann::json& effective);
+};
+
+}  // namespace areal
