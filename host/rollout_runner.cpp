@@ -1,16 +1,12 @@
 #include "rollout_runner.hpp"
 
-#include <atomic>
+#include <algorithm>
 #include <chrono>
-#include <filesystem>
 #include <fstream>
-#include <mutex>
-#include <thread>
 
-#include "core/trainer/episode_runner.hpp"
 #include "core/plugin_host/error.hpp"
 #include "core/telemetry/logging.hpp"
-#include "core/telemetry/metrics.hpp"
+#include "core/trainer/rollout_controller.hpp"
 
 namespace areal::host {
 
@@ -37,48 +33,44 @@ std::vector<nlohmann::json> read_dataset(const std::string& path) {
 RolloutSummary run_rollout(const RolloutPlan& plan, const areal_workflow_vtable& workflow, void* workflow_self,
                            const areal_inference_vtable& inference, void* inference_self) {
   auto log = logging::get("rollout");
-  std::filesystem::path out_path(plan.output_path);
-  if (out_path.has_parent_path()) std::filesystem::create_directories(out_path.parent_path());
-  std::ofstream out(plan.output_path, std::ios::trunc);
-  if (!out) throw Error(AREAL_CODE_UNAVAILABLE, "cannot write rollout output '" + plan.output_path + "'");
+  // The trainer's rollout loop without a trainer: one episode per task, as
+  // many in flight as `concurrency`, no staleness bound (the version never
+  // moves), every record written, no group kept.
+  trainer::RolloutOptions opt;
+  opt.dataset = plan.dataset;
+  opt.n_samples = 1;
+  opt.batch_size = std::max<size_t>(1, plan.concurrency);
+  opt.max_concurrent = opt.batch_size;
+  opt.max_head_offpolicyness = int64_t{1} << 40;
+  opt.seed = plan.seed;
+  opt.records_path = plan.output_path;
+  opt.max_tasks = static_cast<int64_t>(plan.episodes);
+  opt.keep_groups = false;
+  std::ofstream(plan.output_path, std::ios::trunc);  // a rollout job writes fresh records
+  const trainer::EpisodeTarget target{&workflow, workflow_self, &inference, inference_self, plan.base_url, plan.sessions};
 
-  RolloutSummary summary;
-  std::mutex mutex;  // guards `out` and `summary`
-  std::atomic<size_t> next{0};
   const auto start = std::chrono::steady_clock::now();
-
-  trainer::EpisodeTarget target{&workflow, workflow_self, &inference, inference_self, plan.base_url, plan.sessions};
-  auto worker = [&] {
-    for (size_t i = next++; i < plan.episodes; i = next++) {
-      const size_t item = i % plan.dataset.size();
-      const std::string id = "ep" + std::to_string(i);
-      const std::string data = plan.dataset[item].dump();
-      trainer::EpisodeOutcome o = trainer::run_episode(target, id, data, plan.seed + i);
-      nlohmann::json& record = o.record;
-      const std::string& error = o.error;
-      record["data_index"] = item;
-      size_t tokens = 0;
-      for (const auto& r : o.rows) tokens += r.sampled_tokens();
-      std::lock_guard<std::mutex> lock(mutex);
-      out << record.dump() << "\n";
-      out.flush();
-      summary.tokens += tokens;
-      if (error.empty()) ++summary.ok;
-      else {
-        ++summary.failed;
-        log->warn("episode {} (dataset item {}) failed: {}", id, item, error);
-      }
-      for (double r : o.rewards) summary.reward_sum += r, ++summary.rewarded;
-      Metrics::global().add("areal_rollout_episodes_total{status=\"" + std::string(error.empty() ? "ok" : "error") + "\"}", 1);
-      const size_t done = summary.ok + summary.failed;
-      if (done % std::max<size_t>(1, plan.episodes / 10) == 0 || done == plan.episodes)
-        log->info("episodes {}/{} | failed {} | mean reward {:.4f} | tokens {}", done, plan.episodes, summary.failed,
-                  summary.mean_reward(), summary.tokens);
+  trainer::RolloutController controller(std::move(opt), target);
+  controller.start();
+  const int64_t every = std::max<int64_t>(1, static_cast<int64_t>(plan.episodes) / 10);
+  int64_t reported = 0;
+  for (bool done = false; !done;) {
+    done = controller.wait_finished(std::chrono::milliseconds(200));
+    const trainer::RolloutStats s = controller.stats();
+    if (s.tasks_finished / every > reported / every || (done && s.tasks_finished > reported)) {
+      reported = s.tasks_finished;
+      log->info("episodes {}/{} | failed {} | mean reward {:.4f} | tokens {}", s.tasks_finished, plan.episodes, s.episodes_failed,
+                s.rewards ? s.reward_sum / static_cast<double>(s.rewards) : 0.0, s.sampled_tokens);
     }
-  };
-  std::vector<std::thread> threads;
-  for (size_t t = 0; t < std::min(plan.concurrency, plan.episodes); ++t) threads.emplace_back(worker);
-  for (auto& t : threads) t.join();
+  }
+  controller.stop();
+  const trainer::RolloutStats s = controller.stats();
+  RolloutSummary summary;
+  summary.ok = static_cast<size_t>(s.episodes_ok);
+  summary.failed = static_cast<size_t>(s.episodes_failed);
+  summary.rewarded = static_cast<size_t>(s.rewards);
+  summary.reward_sum = s.reward_sum;
+  summary.tokens = static_cast<size_t>(s.sampled_tokens);
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return summary;
 }

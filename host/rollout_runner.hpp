@@ -1,6 +1,8 @@
-// Runs workflow episodes over a dataset with bounded concurrency and writes
-// one JSONL record per episode. Every episode produces a record, failed ones
-// included (status "error" with the reason), so nothing is dropped silently.
+// The rollout-only job: workflow episodes over a dataset with bounded
+// concurrency, run by the trainer's rollout loop (RolloutController, one
+// episode per task, ids t<N>-e0), one JSONL record per episode. Every
+// episode produces a record, failed ones included (status "error" with the
+// reason), so nothing is dropped silently.
 #pragma once
 
 #include <string>
@@ -15,7 +17,7 @@ namespace areal::host {
 
 struct RolloutPlan {
   std::vector<nlohmann::json> dataset;  // one object per item
-  size_t episodes = 0;                  // total; items are cycled
+  size_t episodes = 0;                  // total; items in a seeded shuffle per pass
   size_t concurrency = 4;
   uint64_t seed = 1;
   std::string output_path;

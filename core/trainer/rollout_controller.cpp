@@ -64,6 +64,7 @@ void RolloutController::worker() {
       if (stopped_) return;
     }
     if (!staleness_.acquire()) return;
+    int64_t task = 0;
     {
       // Paused between the wait and the slot: give the slot back and wait again.
       std::lock_guard<std::mutex> lock(mutex_);
@@ -71,9 +72,13 @@ void RolloutController::worker() {
         staleness_.release();
         continue;
       }
+      if (opt_.max_tasks >= 0 && next_task_ >= opt_.first_task + opt_.max_tasks) {  // a rollout-only job is complete
+        staleness_.release();
+        return;
+      }
       ++stats_.tasks_started;
+      task = next_task_++;
     }
-    const int64_t task = next_task_++;
     RolloutGroup g;
     try {
       g = opt_.online ? run_online_task(task) : run_group(task);
@@ -90,9 +95,11 @@ void RolloutController::worker() {
       accept = lo != g.episode_rewards.end() && *lo != *hi;
     }
     std::lock_guard<std::mutex> lock(mutex_);
+    ++stats_.tasks_finished;
+    finished_changed_.notify_all();
     if (accept) {
       ++stats_.groups_accepted;
-      ready_.push_back(std::move(g));
+      if (opt_.keep_groups) ready_.push_back(std::move(g));
       staleness_.on_accepted();
       ready_changed_.notify_all();
     } else {
@@ -144,6 +151,8 @@ RolloutGroup RolloutController::run_online_task(int64_t task) {
   record(std::move(rec));
   std::lock_guard<std::mutex> lock(mutex_);
   ++(g.rows.empty() ? stats_.episodes_failed : stats_.episodes_ok);
+  for (double r : g.episode_rewards) stats_.reward_sum += r, ++stats_.rewards;
+  for (const auto& r : g.rows) stats_.sampled_tokens += static_cast<int64_t>(r.sampled_tokens());
   return g;
 }
 
@@ -164,6 +173,8 @@ RolloutGroup RolloutController::run_group(int64_t task) {
   for (auto& t : episodes) t.join();
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto& o : outcomes) {
+    for (double r : o.rewards) stats_.reward_sum += r, ++stats_.rewards;
+    for (const auto& r : o.rows) stats_.sampled_tokens += static_cast<int64_t>(r.sampled_tokens());
     o.record["task"] = task;
     o.record["data_index"] = g.data_index;
     records_ << o.record.dump() << "\n";
@@ -250,6 +261,11 @@ void RolloutController::stop() {
   for (auto& t : threads_)
     if (t.joinable()) t.join();
   threads_.clear();
+}
+
+bool RolloutController::wait_finished(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  return finished_changed_.wait_for(lock, timeout, [&] { return opt_.max_tasks >= 0 && stats_.tasks_finished >= opt_.max_tasks; });
 }
 
 int64_t RolloutController::next_untrained_task() const {

@@ -1,4 +1,5 @@
-// Asynchronous rollout for the trainer: worker threads start rollout tasks
+// The one rollout loop, for the trainer and for rollout-only jobs: worker
+// threads start rollout tasks
 // whenever the StalenessManager has capacity, each task running the
 // n_samples episodes of one dataset item concurrently (one GRPO group),
 // and finished groups queue up for the trainer in completion order.
@@ -11,6 +12,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -42,6 +44,10 @@ struct RolloutOptions {
   DynamicFilter filter = DynamicFilter::kNone;
   std::string records_path;           // rollouts.jsonl (appended)
   int64_t first_task = 0;             // task index to start from (resume)
+  // Rollout-only jobs: stop after this many tasks (-1: until stopped), and
+  // keep no groups (the records hold everything; nobody takes them).
+  int64_t max_tasks = -1;
+  bool keep_groups = true;
   // Online mode: no workflow; each task grants the gateway one session of
   // capacity and trains whichever session ends next (agents drive it).
   bool online = false;
@@ -63,8 +69,11 @@ struct RolloutGroup {
 };
 
 struct RolloutStats {
-  int64_t tasks_started = 0, groups_accepted = 0, groups_filtered = 0, groups_failed = 0, groups_dropped_stale = 0;
+  int64_t tasks_started = 0, tasks_finished = 0;
+  int64_t groups_accepted = 0, groups_filtered = 0, groups_failed = 0, groups_dropped_stale = 0;
   int64_t episodes_ok = 0, episodes_failed = 0;
+  int64_t rewards = 0, sampled_tokens = 0;  // rewards set and tokens sampled, over every episode
+  double reward_sum = 0;
 };
 
 class RolloutController {
@@ -85,6 +94,9 @@ class RolloutController {
   void on_version_recovered(int64_t version);
   // Stops starting tasks and waits for the running ones to finish.
   void stop();
+  // With max_tasks: blocks until every task has finished (true), or until
+  // `timeout` (false).
+  bool wait_finished(std::chrono::milliseconds timeout);
 
   // The index of the first task whose group has not been handed out yet:
   // where a resumed run starts so that no dataset item is skipped.
@@ -107,7 +119,7 @@ class RolloutController {
   int64_t version_ = 0;
 
   mutable std::mutex mutex_;  // guards everything below
-  std::condition_variable ready_changed_, pause_changed_;
+  std::condition_variable ready_changed_, pause_changed_, finished_changed_;
   std::deque<RolloutGroup> ready_;
   std::set<int64_t> handed_out_;  // tasks given to the trainer above the watermark
   int64_t untrained_watermark_ = 0;  // every task below was handed out

@@ -18,7 +18,7 @@ grep -q "done: 40 ok, 0 failed" "$work/stderr.log"
 import json, sys
 records = [json.loads(l) for l in open(sys.argv[1])]
 data = [json.loads(l) for l in open(sys.argv[2])]
-assert sorted(r["episode_id"] for r in records) == sorted(f"ep{i}" for i in range(40))
+assert sorted(r["episode_id"] for r in records) == sorted(f"t{i}-e0" for i in range(40))
 for r in records:
     assert r["status"] == "ok", r
     (c,) = r["completions"]
