@@ -1,7 +1,6 @@
 #include "core/recorder/episode_recorder.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstring>
 
