@@ -49,6 +49,26 @@ TEST(SessionStore, CapacityGatesStartsWith429) {
   EXPECT_NO_THROW(store.start("t", "", ""));
 }
 
+TEST(SessionStore, RefreshAtZeroCapacityEndsTheOldSessionBeforeAnswering429) {
+  // The online seed's fixed-key agent: it refreshes while the trainer has
+  // granted nothing. The old session must end and be exportable first, or
+  // the trainer (waiting for an ended session) and the agent (waiting for
+  // capacity) wait on each other.
+  SessionStore store({"admin-secret", 1, 3600});
+  auto first = store.start("t", "sk-my-fixed-key", "").session;
+  EXPECT_EQ(store.capacity(), 0);
+  EXPECT_EQ(code_of([&] { store.start("t", "sk-my-fixed-key", ""); }), AREAL_CODE_RESOURCE_EXHAUSTED);
+  EXPECT_TRUE(first->finished());
+  EXPECT_EQ(first->end_reason(), "refreshed");
+  auto taken = store.take_finished(std::chrono::milliseconds(0), 1.0, ExportStyle::kIndividual);
+  ASSERT_TRUE(taken.has_value());
+  EXPECT_EQ(taken->session_id, first->id);
+  store.grant_capacity(1);  // the trainer consumed it and frees a slot
+  auto second = store.start("t", "sk-my-fixed-key", "");
+  EXPECT_TRUE(second.ended_session_id.empty());  // nothing left to end
+  EXPECT_EQ(store.authorize("sk-my-fixed-key"), second.session);
+}
+
 TEST(SessionStore, ClientMistakesAreRejected) {
   SessionStore store({"admin-secret", -1, 3600});
   EXPECT_EQ(code_of([&] { store.start("t", "admin-secret", ""); }), AREAL_CODE_INVALID_ARGUMENT);

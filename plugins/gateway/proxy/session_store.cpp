@@ -50,7 +50,6 @@ StartedSession SessionStore::start(const std::string& task_id, const std::string
     if (api_key.size() < 8) throw Error(AREAL_CODE_INVALID_ARGUMENT, "a session api_key must be at least 8 characters");
   }
   std::lock_guard<std::mutex> lock(mutex_);
-  if (capacity_ == 0) throw Error(AREAL_CODE_RESOURCE_EXHAUSTED, "No available capacity to start a new session");
   StartedSession out;
   std::string key = api_key;
   if (!key.empty()) {
@@ -72,6 +71,11 @@ StartedSession SessionStore::start(const std::string& task_id, const std::string
     do key = mint_session_key();
     while (key_to_session_.count(key));
   }
+  // Checked after a refresh has ended the key's old session (as AReaL does):
+  // that session can then be exported and trained, which is what frees the
+  // capacity this start waits for; checked first, the two would wait on
+  // each other.
+  if (capacity_ == 0) throw Error(AREAL_CODE_RESOURCE_EXHAUSTED, "No available capacity to start a new session");
   size_t n = 0;
   while (sessions_.count(task_id + "-" + std::to_string(n))) ++n;
   auto s = std::make_shared<Session>();
