@@ -11,7 +11,6 @@
 // construction rather than by timing.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -115,13 +114,13 @@ class RolloutController {
   const EpisodeTarget target_;
   StalenessManager staleness_;
   std::vector<std::thread> threads_;
-  std::atomic<int64_t> next_task_;
   int64_t version_ = 0;
 
   mutable std::mutex mutex_;  // guards everything below
   std::condition_variable ready_changed_, pause_changed_, finished_changed_;
   std::deque<RolloutGroup> ready_;
   std::set<int64_t> handed_out_;  // tasks given to the trainer above the watermark
+  int64_t next_task_ = 0;            // the next task a worker starts
   int64_t untrained_watermark_ = 0;  // every task below was handed out
   bool paused_ = false, stopped_ = false;
   RolloutStats stats_;
