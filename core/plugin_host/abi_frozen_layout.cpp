@@ -166,3 +166,4 @@ AREAL_FROZEN(areal_gateway_vtable, end_session, 72);
 AREAL_FROZEN(areal_gateway_vtable, take_finished, 80);
 AREAL_FROZEN(areal_gateway_vtable, export_session, 88);
 AREAL_FROZEN(areal_gateway_vtable, session_chat, 96);
+AREAL_FROZEN(areal_gateway_vtable, acknowledge_sessions, 104);

@@ -80,6 +80,16 @@ recorder::SessionTrajectory GatewaySessions::export_session(const std::string& s
   return c.take("gateway export_session");
 }
 
+void GatewaySessions::acknowledge(const std::vector<std::string>& session_ids) {
+  if (session_ids.empty() || vt_->struct_size < AREAL_OFFSET_OF_END(areal_gateway_vtable, acknowledge_sessions) ||
+      vt_->acknowledge_sessions == nullptr)
+    return;  // a gateway without durable state has nothing to forget
+  std::vector<areal_str> ids;
+  ids.reserve(session_ids.size());
+  for (const auto& id : session_ids) ids.push_back(str_of(id));
+  throw_if_status(vt_->acknowledge_sessions(self_, ids.data(), ids.size()), "gateway acknowledge_sessions");
+}
+
 areal_status* GatewaySessions::chat(const std::string& session_id, areal_str request_json, const areal_writer* out) const {
   return vt_->session_chat(self_, str_of(session_id), request_json, out);
 }

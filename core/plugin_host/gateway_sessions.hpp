@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/recorder/trajectory.hpp"
 #include "areal/plugin_api.h"
@@ -37,6 +38,9 @@ class GatewaySessions {
   // The next ended session within `timeout`, exported and removed.
   std::optional<recorder::SessionTrajectory> take_finished(std::chrono::milliseconds timeout);
   recorder::SessionTrajectory export_session(const std::string& session_id, double discount);
+  // Sessions from take_finished that a checkpoint now holds (ABI 1.5; a
+  // no-op for gateways without the slot).
+  void acknowledge(const std::vector<std::string>& session_ids);
   // An OpenAI chat completion in the session; returns the plugin's status
   // (the episode API passes it on to the workflow).
   areal_status* chat(const std::string& session_id, areal_str request_json, const areal_writer* out) const;

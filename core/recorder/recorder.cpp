@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/plugin_host/error.hpp"
+#include "core/recorder/journal.hpp"
 
 namespace areal::recorder {
 namespace {
@@ -52,6 +53,21 @@ Json history_of(const Interaction& it) {
 
 }  // namespace
 
+void Recorder::journal_to(Journal* journal, std::string session_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  journal_ = journal;
+  journal_id_ = std::move(session_id);
+}
+
+void Recorder::restore(std::vector<Interaction> calls) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  items_.assign(std::make_move_iterator(calls.begin()), std::make_move_iterator(calls.end()));
+}
+
+uint64_t Recorder::journal_call_locked(size_t index) const {
+  return journal_ ? journal_->write_call(journal_id_, index, items_[index]) : 0;
+}
+
 Json Recorder::normalize(const Json& v) {
   if (v.is_object()) {
     Json out = Json::object();
@@ -95,6 +111,7 @@ size_t Recorder::insert_locked(const std::string& id, Json messages, int parent)
   it.messages = std::move(messages);
   it.parent = parent;
   items_.push_back(std::move(it));
+  journal_call_locked(items_.size() - 1);  // in flight: not waited for (a crash marks it failed)
   return items_.size() - 1;
 }
 
@@ -115,7 +132,27 @@ size_t Recorder::insert_next_turn(const std::string& id_prefix) {
 const Interaction& Recorder::complete(size_t index, Json output, std::vector<int32_t> prompt_ids, std::vector<int32_t> output_ids,
                                       std::vector<float> logprobs, std::vector<int64_t> versions, std::string finish_reason,
                                       bool concat) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  uint64_t ticket = 0;
+  const Interaction* done = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    done = &complete_locked(index, std::move(output), std::move(prompt_ids), std::move(output_ids), std::move(logprobs),
+                            std::move(versions), std::move(finish_reason), concat);
+    ticket = journal_call_locked(index);
+  }
+  if (ticket == 0) return *done;
+  try {
+    journal_->wait(ticket);  // the client sees its answer only once the call is committed
+  } catch (const StateUnavailable&) {
+    fail(index);  // not recorded, so not trained on: like a call whose backend failed
+    throw;
+  }
+  return *done;
+}
+
+const Interaction& Recorder::complete_locked(size_t index, Json output, std::vector<int32_t> prompt_ids, std::vector<int32_t> output_ids,
+                                             std::vector<float> logprobs, std::vector<int64_t> versions, std::string finish_reason,
+                                             bool concat) {
   if (index >= items_.size()) throw Error(AREAL_CODE_INTERNAL, "complete: no interaction " + std::to_string(index));
   if (logprobs.size() != output_ids.size() || versions.size() != output_ids.size())
     throw Error(AREAL_CODE_INTERNAL, "complete: output ids, logprobs and versions differ in length");
@@ -143,36 +180,57 @@ void Recorder::fail(size_t index) {
   std::lock_guard<std::mutex> lock(mutex_);
   Interaction& it = items_.at(index);
   it.failed = true;
+  it.output.reset();  // a reply that could not be recorded is no parent either
   // A reward set for "the last call" while this one was still in flight was
   // meant for the last call that answers: move it there unless that call has
   // its own.
   if (it.reward.has_value()) {
     for (size_t k = index; k-- > 0;)
       if (!items_[k].failed && items_[k].complete()) {
-        if (!items_[k].reward.has_value()) items_[k].reward = it.reward;
+        if (!items_[k].reward.has_value()) {
+          items_[k].reward = it.reward;
+          if (journal_) journal_->write_reward(journal_id_, k, it.reward);
+        }
         break;
       }
     it.reward.reset();
   }
+  journal_call_locked(index);
 }
 
 void Recorder::set_reward(const std::string& id, double reward) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  size_t index = 0;
+  std::optional<double> before;
+  uint64_t ticket = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    index = reward_target_locked(id);
+    before = items_[index].reward;
+    items_[index].reward = reward;
+    if (journal_) ticket = journal_->write_reward(journal_id_, index, reward);
+  }
+  if (ticket == 0) return;
+  try {
+    journal_->wait(ticket);
+  } catch (const StateUnavailable&) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (items_[index].reward == reward) items_[index].reward = before;  // undone unless changed again meanwhile
+    throw;
+  }
+}
+
+size_t Recorder::reward_target_locked(const std::string& id) const {
   if (items_.empty()) throw Error(AREAL_CODE_FAILED_PRECONDITION, "No interactions in session");
   if (id.empty()) {
     for (size_t k = items_.size(); k-- > 0;)
-      if (!items_[k].failed) {
-        items_[k].reward = reward;
-        return;
-      }
+      if (!items_[k].failed) return k;
     throw Error(AREAL_CODE_FAILED_PRECONDITION, "Every interaction in the session failed; there is nothing to reward");
   }
-  for (auto& it : items_)
-    if (it.id == id) {
-      if (it.failed)
+  for (size_t k = 0; k < items_.size(); ++k)
+    if (items_[k].id == id) {
+      if (items_[k].failed)
         throw Error(AREAL_CODE_FAILED_PRECONDITION, "Interaction " + id + " failed (the backend returned an error); it has nothing to reward");
-      it.reward = reward;
-      return;
+      return k;
     }
   throw Error(AREAL_CODE_NOT_FOUND, "Interaction " + id + " not found");
 }

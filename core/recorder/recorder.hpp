@@ -24,6 +24,8 @@
 
 namespace areal::recorder {
 
+class Journal;
+
 using Json = nlohmann::ordered_json;
 
 struct Interaction {
@@ -44,6 +46,14 @@ struct Interaction {
 
 class Recorder {
  public:
+  // Journals every change to `journal` under `session_id` (nullptr: memory
+  // only). A call's completion and a reward are committed before complete()
+  // and set_reward() return; if the commit fails they are undone and
+  // StateUnavailable is thrown. Set before the record is shared.
+  void journal_to(Journal* journal, std::string session_id);
+  // Replaces the record with calls read back from a journal.
+  void restore(std::vector<Interaction> calls);
+
   // Records a gateway call at arrival and resolves its parent by messages.
   // Returns its index. Throws ALREADY_EXISTS for a duplicate id.
   size_t insert(const std::string& id, Json messages);
@@ -107,8 +117,15 @@ class Recorder {
   int find_parent_locked(const Json& messages) const;
   size_t insert_locked(const std::string& id, Json messages, int parent);
   std::vector<double> returns_locked(double gamma) const;
+  size_t reward_target_locked(const std::string& id) const;
+  const Interaction& complete_locked(size_t index, Json output, std::vector<int32_t> prompt_ids, std::vector<int32_t> output_ids,
+                                     std::vector<float> logprobs, std::vector<int64_t> versions, std::string finish_reason, bool concat);
   TrajectoryRow row_of(size_t index, bool with_chain, const std::vector<double>& returns) const;
 
+  uint64_t journal_call_locked(size_t index) const;  // the journal's ticket (0: no journal)
+
+  Journal* journal_ = nullptr;
+  std::string journal_id_;
   mutable std::mutex mutex_;
   std::deque<Interaction> items_;  // deque: completed interactions keep their address
 };

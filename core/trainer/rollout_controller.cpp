@@ -104,6 +104,7 @@ void RolloutController::worker() {
       ready_changed_.notify_all();
     } else {
       failed ? ++stats_.groups_failed : ++stats_.groups_filtered;
+      if (!g.session_id.empty()) settled_sessions_.push_back(g.session_id);
       // A filtered or failed group will never be trained: count it as handed out.
       handed_out_.insert(task);
       while (handed_out_.count(untrained_watermark_)) handed_out_.erase(untrained_watermark_++);
@@ -138,12 +139,21 @@ RolloutGroup RolloutController::run_online_task(int64_t task) {
       std::lock_guard<std::mutex> lock(mutex_);
       if (stopped_) throw Error(AREAL_CODE_CANCELLED, "rollout stopped");
     }
-    session = opt_.gateway->take_finished(std::chrono::milliseconds(250));
+    try {
+      session = opt_.gateway->take_finished(std::chrono::milliseconds(250));
+    } catch (const Error& e) {
+      // The gateway could not journal the hand-off (its state dir is full or
+      // gone): the session stays with it. Try again, without spinning.
+      if (e.code() != AREAL_CODE_UNAVAILABLE) throw;
+      logging::get("rollout")->warn("task {}: {}", task, e.what());
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
   }
   nlohmann::json rec = session->to_json();
   RolloutGroup g;
   g.task = task;
   g.group_id = group_number(session->group_id.empty() ? session->session_id : session->group_id);
+  g.session_id = session->session_id;
   g.rows = std::move(session->rows);
   if (!g.rows.empty()) g.episode_rewards.push_back(g.rows.back().reward);
   rec["task"] = task;
@@ -210,6 +220,7 @@ std::vector<RolloutGroup> RolloutController::take(size_t n) {
     ready_.pop_front();
     handed_out_.insert(g.task);
     while (handed_out_.count(untrained_watermark_)) handed_out_.erase(untrained_watermark_++);
+    if (!g.session_id.empty()) settled_sessions_.push_back(g.session_id);  // trained in this step, or dropped below
     const int64_t oldest = g.oldest_version();
     if (oldest >= 0 && version_ - oldest > opt_.max_head_offpolicyness) {
       ++stats_.groups_dropped_stale;
@@ -221,6 +232,22 @@ std::vector<RolloutGroup> RolloutController::take(size_t n) {
     out.push_back(std::move(g));
   }
   return out;
+}
+
+void RolloutController::acknowledge_settled() {
+  if (!opt_.online || opt_.gateway == nullptr) return;
+  std::vector<std::string> ids;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ids.swap(settled_sessions_);
+  }
+  try {
+    opt_.gateway->acknowledge(ids);
+  } catch (const std::exception& e) {
+    logging::get("rollout")->warn("could not acknowledge {} trained sessions to the gateway (kept for the next checkpoint): {}", ids.size(), e.what());
+    std::lock_guard<std::mutex> lock(mutex_);
+    settled_sessions_.insert(settled_sessions_.begin(), ids.begin(), ids.end());
+  }
 }
 
 void RolloutController::pause() {

@@ -59,6 +59,7 @@ struct RolloutOptions {
 struct RolloutGroup {
   int64_t task = 0;        // global task index
   int64_t group_id = 0;    // the algorithm's group: the task, or online the agent's group_id
+  std::string session_id;  // online: the gateway session it came from
   size_t data_index = 0;
   std::vector<TrajectoryRow> rows;
   std::vector<double> episode_rewards;  // the last completion's reward, per ok episode
@@ -100,6 +101,12 @@ class RolloutController {
   // The index of the first task whose group has not been handed out yet:
   // where a resumed run starts so that no dataset item is skipped.
   int64_t next_untrained_task() const;
+  // Online mode: tells the gateway which of its sessions are settled
+  // (handed to the trainer, or dropped as stale, filtered or empty) so that
+  // it may forget them. Call only when a checkpoint holds every step so far
+  // (or the run keeps none): until then a restarted gateway hands them out
+  // again. A failure is logged and the list kept for the next call.
+  void acknowledge_settled();
   RolloutStats stats() const;
   StalenessCounters staleness() const { return staleness_.counters(); }
 
@@ -120,6 +127,7 @@ class RolloutController {
   std::condition_variable ready_changed_, pause_changed_, finished_changed_;
   std::deque<RolloutGroup> ready_;
   std::set<int64_t> handed_out_;  // tasks given to the trainer above the watermark
+  std::vector<std::string> settled_sessions_;  // online: not yet acknowledged to the gateway
   int64_t next_task_ = 0;            // the next task a worker starts
   int64_t untrained_watermark_ = 0;  // every task below was handed out
   bool paused_ = false, stopped_ = false;

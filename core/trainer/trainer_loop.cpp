@@ -243,13 +243,25 @@ void sync_weights(const TrainerOptions& opt, const TrainerParts& parts, bool in_
 
 // Weights, optimizer and loop state, when due after `steps_done` steps.
 void checkpoint_if_due(const TrainerOptions& opt, const TrainerParts& parts, int64_t steps_done, int64_t version,
-                       const RolloutController& controller) {
-  if (opt.checkpoint_every <= 0 || (steps_done % opt.checkpoint_every != 0 && steps_done != opt.total_steps)) return;
+                       RolloutController& controller) {
+  if (opt.checkpoint_every <= 0) {
+    controller.acknowledge_settled();  // no checkpoint to resume from: nothing would be delivered again
+    return;
+  }
+  if (steps_done % opt.checkpoint_every != 0 && steps_done != opt.total_steps) return;
   const fs::path dir = fs::path(opt.run_dir) / "checkpoints" / ("step_" + std::to_string(steps_done));
   call(parts.train->save(parts.train_self, to_str(json_str({{"path", dir.string()}, {"optimizer", true}}))), "train save checkpoint");
-  std::ofstream(dir / "host_state.json")
-      << json{{"step", steps_done}, {"version", version}, {"next_task", controller.next_untrained_task()}}.dump() << "\n";
+  // Written last and renamed into place: a checkpoint counts only once whole (a kill mid-save leaves none).
+  {
+    std::ofstream out(dir / "host_state.json.tmp");
+    out << json{{"step", steps_done}, {"version", version}, {"next_task", controller.next_untrained_task()}}.dump() << "\n";
+    out.flush();
+    if (!out) throw Error(AREAL_CODE_UNAVAILABLE, "cannot write " + (dir / "host_state.json.tmp").string());
+  }
+  fs::rename(dir / "host_state.json.tmp", dir / "host_state.json");
   logging::get("trainer")->info("checkpoint {}", dir.string());
+  // The checkpoint now holds every step so far: the sessions they trained need not come back.
+  controller.acknowledge_settled();
 }
 
 struct StepTimes {

@@ -79,6 +79,9 @@ int run_job(const CommandLine& cl) {
       if (training) gw["turn_discount"] = oa.turn_discount;
       // Online training: sessions start only as the trainer grants capacity.
       if (online && gw.value("capacity", int64_t{-1}) < 0) gw["capacity"] = 0;
+      // Durable by default where sessions come from outside (online): inline
+      // episodes are re-run from the dataset on resume instead.
+      resolve_gateway_state_dir(rc, gw, online, online && training && !h.trainer.resume);
       gateway = std::make_unique<PluginInstance>(rc.plugins.at("gateway"), gw.dump(), &gw_services);
       running.gateway = rc.plugins.at("gateway")->gateway();
       running.gateway_self = gateway->self();

@@ -68,7 +68,9 @@ int serve(const CommandLine& cl) {
       gw_services.inference = &ref;
     }
     auto gateway_plugin = rc.plugins.at("gateway");
-    PluginInstance gateway(gateway_plugin, rc.section_json("gateway"), &gw_services);
+    Json gw = Json::parse(rc.section_json("gateway"));
+    resolve_gateway_state_dir(rc, gw, /*durable=*/true, /*fresh_training_run=*/false);  // serve continues its state dir
+    PluginInstance gateway(gateway_plugin, gw.dump(), &gw_services);
     StringCollector url;
     throw_if_status(gateway_plugin->gateway()->start(gateway.self(), url.writer()), "gateway start");
     if (router)

@@ -35,6 +35,7 @@
 #include "session_control.hpp"
 #include "session_routes.hpp"
 #include "worker_router.hpp"
+#include "core/recorder/state_db.hpp"
 
 namespace {
 
@@ -47,6 +48,7 @@ using Poco::Net::HTTPServerResponse;
 constexpr const char* kGatewayVersion = "0.1.0";
 
 struct GatewayState {
+  std::unique_ptr<areal::recorder::StateDb> state_db;  // durable state (gateway.state_dir); outlives the sessions below
   size_t max_request_bytes = 32u << 20;
   const areal_inference_ref* inference = nullptr;  // may be NULL
   std::string model_name = "default";
@@ -95,6 +97,11 @@ class Handler : public HTTPRequestHandler {
       if (state_->responses_routes->handle(path, req, body, res)) return;
       areal::gateway::send_error(res, 404, "Unknown endpoint " + req.getMethod() + " " + path + " (see docs/http-api.md)",
                                  "invalid_request_error", "not_found");
+    } catch (const areal::recorder::StateUnavailable& e) {
+      // Nothing was changed: the client may retry once the state directory takes writes again.
+      if (anthropic) return areal::gateway::send_json(res, 503, areal::gateway::AnthropicRoutes::error_body(503, e.what()));
+      res.set("Retry-After", "1");
+      areal::gateway::send_error(res, 503, e.what(), "server_error", "state_unavailable");
     } catch (const areal::gateway::HttpError& e) {
       if (e.status == 413) res.setKeepAlive(false);  // the oversized body was not read: do not reuse the connection
       if (anthropic) return areal::gateway::send_json(res, e.status, areal::gateway::AnthropicRoutes::error_body(e.status, e.what()));
@@ -229,6 +236,8 @@ class Gateway {
     "tool_call_parser": {"type": "string", "enum": ["auto", "qwen", "hermes", "qwen3_coder", "llama3", "mistral", "deepseek_v3", "none"], "default": "auto", "doc": "Parses the model's tool-call markup into tool_calls: qwen/hermes <tool_call>{json}</tool_call>; qwen3_coder <tool_call><function=NAME><parameter=P>...; llama3 {\"name\", \"parameters\"} JSON, optionally after the python_tag token; mistral [TOOL_CALLS]; deepseek_v3 <｜tool▁calls▁begin｜>. auto: from the chat template (<function= and <parameter= -> qwen3_coder, <tool_call> -> qwen, <｜tool▁calls▁begin｜> -> deepseek_v3, [TOOL_CALLS] -> mistral, the python_tag token or a Llama 3 \"parameters\" tool prompt -> llama3, else none). A call that cannot be read stays text and is counted (areal_gateway_unreadable_tool_calls_total)."},
     "model": {"type": "string", "default": "", "doc": "Model name reported to clients; empty: the inference backend's."},
     "workers": {"type": "array", "items": {"type": "string"}, "default": [], "doc": "Router mode: base URLs of worker gateways (areal-host serve processes). Sessions are spread over them and every request of a session goes to its worker; this gateway then serves no model itself (docs/http-api.md)."},
+    "state_dir": {"type": "string", "default": "auto", "doc": "Where sessions, calls (token ids, log-probs, versions), rewards, ends and capacity are committed (SQLite in WAL mode) before a client is answered, so that a crash or restart loses none of them (docs/durability.md). auto: <output_dir>/<name>/<trial>/gateway_state for areal-host serve and online training, memory only for inline training (its episodes are re-run on resume) and router mode; none: memory only."},
+    "state_sync": {"type": "string", "enum": ["full", "normal"], "default": "full", "doc": "full: every commit is fsynced (survives power loss); normal: committed state survives a crash of the process, the last commits may be lost when the machine loses power."},
     "worker_idle_timeout_s": {"type": "number", "default": 3600, "minimum": 1, "doc": "Router mode: longest silence from a worker within one answer (no total timeout)."}
   }})";
 
@@ -246,6 +255,7 @@ class Gateway {
                                   "); set gateway.admin_api_key to a secret");
     state_->sessions = std::make_unique<areal::proxy::SessionStore>(
         areal::proxy::SessionStoreConfig{admin_key, c.value("capacity", int64_t{-1}), c.value("session_timeout_seconds", 3600.0)});
+    open_state(c);
     areal::gateway::SessionSettings settings;
     settings.turn_discount = c.value("turn_discount", 1.0);
     settings.export_style = c.value("export_style", std::string("individual"));
@@ -365,6 +375,7 @@ class Gateway {
   std::string session_chat(std::string_view session_id, std::string_view request_json) {
     return state_->control->session_chat(session_id, request_json);
   }
+  void acknowledge_sessions(const std::vector<std::string>& session_ids) { state_->sessions->acknowledge(session_ids); }
 
   void stop() {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -376,6 +387,28 @@ class Gateway {
   }
 
  private:
+  // Opens gateway.state_dir (unless none) and takes back what the previous
+  // process left there. "auto" is resolved by areal-host; a gateway created
+  // elsewhere with it keeps memory only.
+  void open_state(const json& c) {
+    const std::string dir = c.value("state_dir", std::string("none"));
+    if (dir.empty() || dir == "none" || dir == "auto") return;
+    if (c.contains("workers") && c["workers"].is_array() && !c["workers"].empty())
+      throw sdk::invalid_argument("gateway: router mode (workers) records no sessions itself; set state_dir on the workers, not here");
+    try {
+      state_->state_db = std::make_unique<areal::recorder::StateDb>(areal::recorder::StateDbOptions{dir, c.value("state_sync", std::string("full")) != "normal"});
+    } catch (const sdk::Error& e) {
+      throw sdk::Error(e.code(), std::string("gateway: ") + e.what());
+    }
+    state_->sessions->journal_to(state_->state_db.get());  // first: recovered sessions journal their next changes
+    const auto summary = state_->sessions->recover(state_->state_db->take_recovered());
+    sdk::log(AREAL_LOG_INFO, "gateway",
+             "state in " + state_->state_db->path() + ": recovered " + std::to_string(summary.active) + " active and " +
+                 std::to_string(summary.ended) + " ended sessions" +
+                 (summary.failed_in_flight ? ", " + std::to_string(summary.failed_in_flight) + " calls in flight at the crash marked failed" : std::string()) +
+                 (summary.owed_grants ? "; the next " + std::to_string(summary.owed_grants) + " capacity grants go to them" : std::string()));
+  }
+
   std::shared_ptr<GatewayState> state_;
   std::string host_;
   int port_ = 8080;

@@ -65,7 +65,7 @@ typedef struct areal_trajectory_sink {
  * control (ABI 1.1) and the session slots (ABI 1.4) from any thread while
  * the instance exists. */
 typedef struct areal_gateway_vtable {
-  uint32_t struct_size; /* AREAL_OFFSET_OF_END(areal_gateway_vtable, session_chat) since 1.4; (.., control) in 1.1-1.3; (.., stop) in 1.0 */
+  uint32_t struct_size; /* AREAL_OFFSET_OF_END(areal_gateway_vtable, acknowledge_sessions) since 1.5; (.., session_chat) in 1.4; (.., control) in 1.1-1.3; (.., stop) in 1.0 */
 
   /* As for areal_inference_vtable.create. Does not bind any socket yet. */
   areal_status* (*create)(areal_str config_json, const areal_services* services, void** out_self) AREAL_MUST_USE;
@@ -135,6 +135,17 @@ typedef struct areal_gateway_vtable {
    * (inline workflows' api->chat). request_json is a Chat Completions
    * request without streaming; out_json receives the response object. */
   areal_status* (*session_chat)(void* self, areal_str session_id, areal_str request_json, const areal_writer* out_json) AREAL_MUST_USE;
+
+  /* --- ABI 1.5 (check struct_size) ---------------------------------------- */
+
+  /* (optional) The trainer has trained the sessions take_finished handed
+   * it and saved a checkpoint past them (or keeps no checkpoints): a
+   * gateway with durable state may forget them. Until then a restarted
+   * gateway hands them out again, so a run resumed from its last
+   * checkpoint trains each exactly once. Unknown ids are ignored. NULL: the
+   * gateway keeps nothing across restarts. OWNERSHIP: the array and its
+   * strings are borrowed for the call. */
+  areal_status* (*acknowledge_sessions)(void* self, const areal_str* session_ids, size_t n) AREAL_MUST_USE;
 } areal_gateway_vtable;
 
 #ifdef __cplusplus

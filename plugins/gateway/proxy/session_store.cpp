@@ -1,5 +1,6 @@
 #include "plugins/gateway/proxy/session_store.hpp"
 
+#include <algorithm>
 #include <random>
 
 #include "core/plugin_host/error.hpp"
@@ -35,6 +36,50 @@ SessionStore::SessionStore(SessionStoreConfig config) : config_(std::move(config
   if (config_.admin_key.empty()) throw Error(AREAL_CODE_INVALID_ARGUMENT, "the admin key must not be empty");
 }
 
+recorder::SessionRecord Session::journal_record(const std::string& state) const {
+  return recorder::SessionRecord{id, task_id, group_id, api_key, state, end_reason_};
+}
+
+void SessionStore::journal_to(recorder::Journal* journal) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  journal_ = journal;
+}
+
+void SessionStore::wait(recorder::Journal::Ticket ticket) const {
+  if (journal_ != nullptr && ticket != 0) journal_->wait(ticket);
+}
+
+RecoverySummary SessionStore::recover(recorder::RecoveredState state) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  RecoverySummary out;
+  out.failed_in_flight = state.failed_in_flight;
+  const auto now = std::chrono::steady_clock::now();
+  for (auto& r : state.sessions) {
+    auto s = std::make_shared<Session>();
+    s->id = r.session.id;
+    s->task_id = r.session.task_id;
+    s->group_id = r.session.group_id;
+    s->api_key = r.session.api_key;
+    s->created = s->last_access_ = now;  // idle time restarts: the agent may have waited out the restart
+    s->finished_ = r.session.state != "active";
+    s->end_reason_ = r.session.end_reason;
+    s->record.restore(std::move(r.calls));
+    s->record.journal_to(journal_, s->id);
+    ++(s->finished_ ? out.ended : out.active);
+    if (!s->finished_) key_to_session_[s->api_key] = s->id;
+    sessions_[s->id] = std::move(s);
+  }
+  if (config_.capacity == 0) {
+    owed_grants_ = static_cast<int64_t>(out.active + out.ended);
+  } else if (state.capacity) {
+    capacity_ = *state.capacity;
+  }
+  out.capacity = capacity_;
+  out.owed_grants = owed_grants_;
+  if (!state.sessions.empty()) finished_cv_.notify_all();
+  return out;
+}
+
 bool SessionStore::is_admin(const std::string& token) const {
   // Compare every byte whatever the content, so timing reveals nothing but length.
   const std::string& a = config_.admin_key;
@@ -49,45 +94,78 @@ StartedSession SessionStore::start(const std::string& task_id, const std::string
     if (is_admin(api_key)) throw Error(AREAL_CODE_INVALID_ARGUMENT, "Cannot use the admin API key as a session key.");
     if (api_key.size() < 8) throw Error(AREAL_CODE_INVALID_ARGUMENT, "a session api_key must be at least 8 characters");
   }
-  std::lock_guard<std::mutex> lock(mutex_);
   StartedSession out;
-  std::string key = api_key;
-  if (!key.empty()) {
-    auto it = key_to_session_.find(key);
-    if (it != key_to_session_.end()) {
-      auto old = sessions_.find(it->second);
-      if (old != sessions_.end()) {
-        std::lock_guard<std::mutex> slock(old->second->mutex_);
-        if (!old->second->finished_) {  // refresh: end the old one, keep it for export
-          old->second->finished_ = true;
-          old->second->end_reason_ = "refreshed";
-          out.ended_session_id = old->first;
-          finished_cv_.notify_all();
+  std::shared_ptr<Session> refreshed;  // the key's previous session, ended by this start
+  recorder::Journal::Ticket ticket = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<recorder::SessionRecord> journaled;
+    std::string key = api_key;
+    if (!key.empty()) {
+      auto it = key_to_session_.find(key);
+      if (it != key_to_session_.end()) {
+        auto old = sessions_.find(it->second);
+        if (old != sessions_.end()) {
+          std::lock_guard<std::mutex> slock(old->second->mutex_);
+          if (!old->second->finished_ && !old->second->ending_) {  // refresh: end the old one, keep it for export
+            old->second->finished_ = true;
+            old->second->end_reason_ = "refreshed";
+            out.ended_session_id = old->first;
+            refreshed = old->second;
+            journaled.push_back(refreshed->journal_record("ended"));
+            finished_cv_.notify_all();
+          }
         }
+        key_to_session_.erase(it);
       }
-      key_to_session_.erase(it);
+    } else {
+      do key = mint_session_key();
+      while (key_to_session_.count(key));
     }
-  } else {
-    do key = mint_session_key();
-    while (key_to_session_.count(key));
+    // Checked after a refresh has ended the key's old session (as AReaL does):
+    // that session can then be exported and trained, which is what frees the
+    // capacity this start waits for; checked first, the two would wait on
+    // each other.
+    if (capacity_ == 0) {  // (0 too while grants are owed to recovered sessions)
+      if (refreshed && journal_) ticket = journal_->write_sessions(std::move(journaled), std::nullopt);
+      if (ticket == 0) throw Error(AREAL_CODE_RESOURCE_EXHAUSTED, "No available capacity to start a new session");
+    } else {
+      size_t n = 0;
+      while (sessions_.count(task_id + "-" + std::to_string(n)) || taken_.count(task_id + "-" + std::to_string(n))) ++n;
+      auto s = std::make_shared<Session>();
+      s->id = task_id + "-" + std::to_string(n);
+      s->task_id = task_id;
+      s->group_id = group_id.empty() ? task_id : group_id;
+      s->api_key = key;
+      s->created = s->last_access_ = std::chrono::steady_clock::now();
+      s->record.journal_to(journal_, s->id);
+      sessions_[s->id] = s;
+      key_to_session_[key] = s->id;
+      if (capacity_ > 0) --capacity_;
+      out.session = s;
+      journaled.push_back(s->journal_record("active"));
+      if (journal_) ticket = journal_->write_sessions(std::move(journaled), capacity_ >= 0 ? std::optional<int64_t>(capacity_) : std::nullopt);
+    }
   }
-  // Checked after a refresh has ended the key's old session (as AReaL does):
-  // that session can then be exported and trained, which is what frees the
-  // capacity this start waits for; checked first, the two would wait on
-  // each other.
-  if (capacity_ == 0) throw Error(AREAL_CODE_RESOURCE_EXHAUSTED, "No available capacity to start a new session");
-  size_t n = 0;
-  while (sessions_.count(task_id + "-" + std::to_string(n))) ++n;
-  auto s = std::make_shared<Session>();
-  s->id = task_id + "-" + std::to_string(n);
-  s->task_id = task_id;
-  s->group_id = group_id.empty() ? task_id : group_id;
-  s->api_key = key;
-  s->created = s->last_access_ = std::chrono::steady_clock::now();
-  sessions_[s->id] = s;
-  key_to_session_[key] = s->id;
-  if (capacity_ > 0) --capacity_;
-  out.session = s;
+  try {
+    wait(ticket);  // the key reaches the client only once the session is committed
+  } catch (const recorder::StateUnavailable&) {
+    // Undone in memory as it was undone on disk: the old session active again under its key.
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (out.session) {
+      sessions_.erase(out.session->id);
+      key_to_session_.erase(out.session->api_key);
+      if (capacity_ >= 0) ++capacity_;
+    }
+    if (refreshed) {
+      std::lock_guard<std::mutex> slock(refreshed->mutex_);
+      refreshed->finished_ = false;
+      refreshed->end_reason_.clear();
+      key_to_session_[refreshed->api_key] = refreshed->id;
+    }
+    throw;
+  }
+  if (!out.session) throw Error(AREAL_CODE_RESOURCE_EXHAUSTED, "No available capacity to start a new session");
   return out;
 }
 
@@ -110,10 +188,31 @@ std::shared_ptr<Session> SessionStore::find(const std::string& session_id) const
 }
 
 size_t SessionStore::end(const std::shared_ptr<Session>& s, const std::string& reason) {
+  recorder::Journal::Ticket ticket = 0;
+  {
+    std::lock_guard<std::mutex> lock(s->mutex_);
+    if (s->finished_ || s->ending_) throw Error(AREAL_CODE_FAILED_PRECONDITION, "Session already ended or expired");
+    if (journal_) {
+      recorder::SessionRecord r = s->journal_record("ended");
+      r.end_reason = reason;
+      s->ending_ = true;
+      ticket = journal_->write_sessions({std::move(r)}, std::nullopt);
+    }
+  }
+  if (ticket != 0) {
+    // Committed before the session counts as ended (and before the client hears so).
+    try {
+      journal_->wait(ticket);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(s->mutex_);
+      s->ending_ = false;
+      throw;
+    }
+  }
   size_t n = 0;
   {
     std::lock_guard<std::mutex> lock(s->mutex_);
-    if (s->finished_) throw Error(AREAL_CODE_FAILED_PRECONDITION, "Session already ended or expired");
+    s->ending_ = false;
     s->finished_ = true;
     s->end_reason_ = reason;
     n = s->record.size();
@@ -125,10 +224,26 @@ size_t SessionStore::end(const std::shared_ptr<Session>& s, const std::string& r
 }
 
 int64_t SessionStore::grant_capacity(int64_t n) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (capacity_ < 0) return capacity_;  // unlimited stays unlimited
-  capacity_ += n;
-  return capacity_;
+  recorder::Journal::Ticket ticket = 0;
+  int64_t now = 0, paid = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (capacity_ < 0) return capacity_;  // unlimited stays unlimited
+    paid = std::min(n, owed_grants_);  // recovered sessions hold these slots already
+    owed_grants_ -= paid;
+    capacity_ += n - paid;
+    now = capacity_;
+    if (journal_) ticket = journal_->write_capacity(capacity_);
+  }
+  try {
+    wait(ticket);
+  } catch (const recorder::StateUnavailable&) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    capacity_ -= n - paid;
+    owed_grants_ += paid;
+    throw;
+  }
+  return now;
 }
 
 int64_t SessionStore::capacity() const {
@@ -139,16 +254,21 @@ int64_t SessionStore::capacity() const {
 std::vector<std::string> SessionStore::expire_idle(std::chrono::steady_clock::time_point now) {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<std::string> expired;
+  std::vector<recorder::SessionRecord> journaled;
   const auto timeout = std::chrono::duration<double>(config_.session_timeout_s);
   for (auto& [id, s] : sessions_) {
     std::lock_guard<std::mutex> slock(s->mutex_);
-    if (!s->finished_ && now - s->last_access_ > timeout) {
+    if (!s->finished_ && !s->ending_ && now - s->last_access_ > timeout) {
       s->finished_ = true;
       s->end_reason_ = "expired";
       expired.push_back(id);
+      if (journal_) journaled.push_back(s->journal_record("ended"));
     }
   }
   if (!expired.empty()) finished_cv_.notify_all();
+  // Not waited for: no client is answered. Lost in a crash, the session is
+  // active after the restart and expires again.
+  if (!journaled.empty()) journal_->write_sessions(std::move(journaled), std::nullopt);
   return expired;
 }
 
@@ -158,10 +278,23 @@ recorder::SessionTrajectory SessionStore::export_detached(Session& s, double dis
   return out;
 }
 
+void SessionStore::detach_locked(const std::shared_ptr<Session>& s) {
+  sessions_.erase(s->id);
+  auto k = key_to_session_.find(s->api_key);
+  if (k != key_to_session_.end() && k->second == s->id) key_to_session_.erase(k);
+}
+
+void SessionStore::reattach(const std::shared_ptr<Session>& s) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  sessions_[s->id] = s;
+  finished_cv_.notify_all();
+}
+
 recorder::SessionTrajectory SessionStore::export_session(const std::string& session_id, double discount, recorder::ExportStyle style) {
   // Checked before the session is removed: a bad argument must not lose it.
   if (!(discount >= 0.0 && discount <= 1.0)) throw Error(AREAL_CODE_INVALID_ARGUMENT, "discount must be in [0, 1]");
   std::shared_ptr<Session> s;
+  recorder::Journal::Ticket ticket = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = sessions_.find(session_id);
@@ -169,9 +302,14 @@ recorder::SessionTrajectory SessionStore::export_session(const std::string& sess
     if (!it->second->finished())
       throw Error(AREAL_CODE_FAILED_PRECONDITION, "Session " + session_id + " is still active; end it before exporting");
     s = it->second;
-    sessions_.erase(it);
-    auto k = key_to_session_.find(s->api_key);
-    if (k != key_to_session_.end() && k->second == session_id) key_to_session_.erase(k);
+    detach_locked(s);
+    if (journal_) ticket = journal_->delete_sessions({session_id});
+  }
+  try {
+    wait(ticket);  // an export is a committed removal: answered once, never again
+  } catch (const recorder::StateUnavailable&) {
+    reattach(s);
+    throw;
   }
   return export_detached(*s, discount, style);
 }
@@ -179,6 +317,7 @@ recorder::SessionTrajectory SessionStore::export_session(const std::string& sess
 std::optional<recorder::SessionTrajectory> SessionStore::take_finished(std::chrono::milliseconds timeout, double discount, recorder::ExportStyle style) {
   if (!(discount >= 0.0 && discount <= 1.0)) throw Error(AREAL_CODE_INVALID_ARGUMENT, "discount must be in [0, 1]");
   std::shared_ptr<Session> s;
+  recorder::Journal::Ticket ticket = 0;
   {
     std::unique_lock<std::mutex> lock(mutex_);
     auto first_finished = [&] {
@@ -192,11 +331,37 @@ std::optional<recorder::SessionTrajectory> SessionStore::take_finished(std::chro
       if (it == sessions_.end()) return std::nullopt;
     }
     s = it->second;
-    sessions_.erase(it);
-    auto k = key_to_session_.find(s->api_key);
-    if (k != key_to_session_.end() && k->second == s->id) key_to_session_.erase(k);
+    detach_locked(s);
+    if (journal_) {
+      std::lock_guard<std::mutex> slock(s->mutex_);
+      ticket = journal_->write_sessions({s->journal_record("taken")}, std::nullopt);
+      taken_.insert(s->id);
+    }
+  }
+  try {
+    wait(ticket);  // journaled as taken: a restart before acknowledge() delivers it again
+  } catch (const recorder::StateUnavailable&) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      taken_.erase(s->id);
+    }
+    reattach(s);
+    throw;
   }
   return export_detached(*s, discount, style);
+}
+
+void SessionStore::acknowledge(const std::vector<std::string>& session_ids) {
+  if (session_ids.empty()) return;
+  recorder::Journal::Ticket ticket = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (journal_ == nullptr) return;  // memory only: taken sessions are gone already
+    ticket = journal_->delete_sessions(session_ids);
+  }
+  wait(ticket);
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& id : session_ids) taken_.erase(id);
 }
 
 std::vector<std::string> SessionStore::finished_session_ids() const {

@@ -15,9 +15,11 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "core/recorder/journal.hpp"
 #include "core/recorder/recorder.hpp"
 
 namespace areal::proxy {
@@ -37,8 +39,11 @@ struct Session {
 
  private:
   friend class SessionStore;
+  recorder::SessionRecord journal_record(const std::string& state) const;  // caller holds mutex_
+
   mutable std::mutex mutex_;
   bool finished_ = false;
+  bool ending_ = false;  // an end is being committed
   std::string end_reason_;
   std::chrono::steady_clock::time_point last_access_;
 };
@@ -54,9 +59,26 @@ struct StartedSession {
   std::string ended_session_id;  // set when a refresh ended the key's previous session
 };
 
+struct RecoverySummary {
+  size_t active = 0, ended = 0, failed_in_flight = 0;
+  int64_t capacity = -1;
+  int64_t owed_grants = 0;
+};
+
 class SessionStore {
  public:
   explicit SessionStore(SessionStoreConfig config);
+
+  // Journals every session, call, reward and capacity change from now on
+  // (nullptr: memory only). Set before serving.
+  void journal_to(recorder::Journal* journal);
+
+  // Rebuilds the sessions a journal recovered; active ones keep their keys.
+  // Capacity: when the trainer grants it (configured capacity 0), each
+  // recovered session already holds a slot, so the next grants go to them
+  // before new sessions may start (capacity never jumps); otherwise the
+  // journaled capacity stands.
+  RecoverySummary recover(recorder::RecoveredState state);
 
   // Constant-time comparison with the admin key.
   bool is_admin(const std::string& token) const;
@@ -92,16 +114,28 @@ class SessionStore {
   // (the trainer's consumer side); nullopt on timeout.
   std::optional<recorder::SessionTrajectory> take_finished(std::chrono::milliseconds timeout, double discount, recorder::ExportStyle style);
 
+  // The trainer has trained these taken sessions and checkpointed: forget
+  // them. Until then a restart delivers them again (journaled as taken).
+  void acknowledge(const std::vector<std::string>& session_ids);
+
   std::vector<std::string> finished_session_ids() const;
   size_t active_count() const;
 
  private:
   // Discounts and exports a session already removed from the maps.
   static recorder::SessionTrajectory export_detached(Session& s, double discount, recorder::ExportStyle style);
+  // Removes an ended session from the maps (caller holds mutex_) / puts it back.
+  void detach_locked(const std::shared_ptr<Session>& s);
+  void reattach(const std::shared_ptr<Session>& s);
+  // Waits for a journal write (no-op without a journal).
+  void wait(recorder::Journal::Ticket ticket) const;
 
   SessionStoreConfig config_;
   mutable std::mutex mutex_;
   int64_t capacity_;
+  int64_t owed_grants_ = 0;  // grants that go to recovered sessions first
+  recorder::Journal* journal_ = nullptr;
+  std::set<std::string> taken_;  // journaled as taken, not yet acknowledged: their ids stay reserved
   std::map<std::string, std::shared_ptr<Session>> sessions_;  // by id, until exported
   std::map<std::string, std::string> key_to_session_;         // api key -> session id
   std::condition_variable finished_cv_;                       // a session ended

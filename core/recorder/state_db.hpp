@@ -1,0 +1,93 @@
+// The recorder's durable state: one SQLite database in WAL mode under the
+// gateway's state directory (docs/durability.md describes the format and
+// the guarantees). Writes come from any thread, are applied in order by
+// one writer thread, and are committed in batches (group commit), so a
+// thousand concurrent sessions cost one fsync per batch rather than one
+// per request. A second process cannot open a state directory in use.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/recorder/journal.hpp"
+
+struct sqlite3;
+struct sqlite3_stmt;
+
+namespace areal::recorder {
+
+struct StateDbOptions {
+  std::string dir;
+  // true: fsync at every commit (synchronous=FULL), committed data survives
+  // power loss; false (NORMAL): it survives a crash of the process, the
+  // last commits may be lost when the machine loses power.
+  bool sync_full = true;
+};
+
+class StateDb final : public Journal {
+ public:
+  // The format this build writes (PRAGMA user_version).
+  static constexpr int kFormatVersion = 1;
+  static constexpr const char* kFileName = "gateway_state.sqlite3";
+
+  // Opens (or creates) DIR/gateway_state.sqlite3, locks the directory, and
+  // recovers: calls in flight at a crash become failed, sessions taken but
+  // not acknowledged by the trainer become ended again. Throws
+  // FAILED_PRECONDITION with the reason when the directory cannot be
+  // created or written, is in use by another process, or holds a newer
+  // format.
+  explicit StateDb(StateDbOptions options);
+  ~StateDb() override;
+  StateDb(const StateDb&) = delete;
+  StateDb& operator=(const StateDb&) = delete;
+
+  // What the previous process left (read once, at open).
+  RecoveredState take_recovered() { return std::move(recovered_); }
+  const std::string& path() const { return path_; }
+
+  Ticket write_call(const std::string& session_id, size_t index, const Interaction& call) override;
+  Ticket write_reward(const std::string& session_id, size_t index, std::optional<double> reward) override;
+  Ticket write_sessions(std::vector<SessionRecord> sessions, std::optional<int64_t> capacity) override;
+  Ticket delete_sessions(std::vector<std::string> session_ids) override;
+  Ticket write_capacity(int64_t capacity) override;
+  void wait(Ticket ticket) override;
+
+ private:
+  struct Failed {
+    Ticket first, last;
+    std::string error;
+  };
+  Ticket enqueue(std::function<void()> apply);
+  void writer();
+  void exec(const char* sql);
+  sqlite3_stmt* prepare(const char* sql);
+  void step_done(sqlite3_stmt* stmt);
+  std::string error_text() const;
+  void create_or_check_schema();
+  void recover();
+  void put_capacity(int64_t capacity);
+
+  StateDbOptions options_;
+  std::string path_;
+  int lock_fd_ = -1;
+  sqlite3* db_ = nullptr;
+  sqlite3_stmt *put_call_ = nullptr, *put_reward_ = nullptr, *put_session_ = nullptr, *del_calls_ = nullptr,
+               *del_session_ = nullptr, *put_meta_ = nullptr;
+  RecoveredState recovered_;
+
+  std::mutex mutex_;  // guards everything below
+  std::condition_variable queued_, committed_;
+  std::deque<std::function<void()>> queue_;
+  Ticket next_ticket_ = 1;   // the ticket of the next write
+  Ticket done_ = 0;          // every ticket up to this one is committed or failed
+  std::vector<Failed> failed_;
+  bool stopping_ = false;
+  std::thread writer_;
+};
+
+}  // namespace areal::recorder

@@ -1,0 +1,260 @@
+// Durable gateway state: what a restart gets back (sessions, calls, rewards,
+// keys, capacity), exactly-once hand-off to the trainer, and a full disk
+// (a file-size limit) refusing writes without losing or corrupting anything.
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+
+#include "core/plugin_host/error.hpp"
+#include "core/recorder/state_db.hpp"
+#include "plugins/gateway/proxy/session_store.hpp"
+
+namespace fs = std::filesystem;
+using areal::proxy::SessionStore;
+using areal::recorder::ExportStyle;
+using areal::recorder::StateDb;
+using areal::recorder::StateUnavailable;
+
+namespace {
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    path = fs::temp_directory_path() / ("areal-state-" + std::to_string(::getpid()) + "-" +
+                                        std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+// A gateway's store journaled to `dir`, as the gateway opens it.
+struct Gateway {
+  std::unique_ptr<StateDb> db;
+  SessionStore store;
+  areal::proxy::RecoverySummary recovered;
+  Gateway(const fs::path& dir, int64_t capacity) : db(std::make_unique<StateDb>(areal::recorder::StateDbOptions{dir.string(), true})),
+                                                  store({"admin-secret", capacity, 3600}) {
+    store.journal_to(db.get());
+    recovered = store.recover(db->take_recovered());
+  }
+};
+
+// A call answered with tokens [prompt..] -> [out..], like the chat service records it.
+// `history`: earlier messages the call continues (empty: a new conversation).
+void answer(areal::proxy::Session& s, const std::string& id, const std::string& text, std::vector<int32_t> prompt, std::vector<int32_t> out,
+            areal::recorder::Json history = areal::recorder::Json::array()) {
+  history.push_back({{"role", "user"}, {"content", text}});
+  const size_t i = s.record.insert(id, history);
+  std::vector<float> lp(out.size(), -0.5f);
+  std::vector<int64_t> v(out.size(), 3);
+  s.record.complete(i, {{"role", "assistant"}, {"content", "ok " + text}}, prompt, out, lp, v, "stop", false);
+}
+
+int32_t code_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const areal::Error& e) {
+    return e.code();
+  }
+  return AREAL_CODE_OK;
+}
+
+}  // namespace
+
+TEST(StateDb, RestartRecoversSessionsCallsRewardsAndKeys) {
+  TempDir dir;
+  std::string ended_id, live_id, live_key;
+  std::vector<areal::recorder::TrajectoryRow> rows_before;
+  {
+    Gateway g(dir.path, -1);
+    auto ended = g.store.start("task", "", "grp").session;
+    answer(*ended, "c1", "one", {1, 2, 3}, {7, 8});
+    answer(*ended, "c2", "two", {1, 2, 3, 7, 8, 4}, {9},
+           {{{"role", "user"}, {"content", "one"}}, {{"role", "assistant"}, {"content", "ok one"}}});  // continues c1
+    ended->record.set_reward("c1", 0.25);
+    ended->record.set_reward("", 1.5);
+    g.store.end(ended);
+    rows_before = ended->record.export_rows(ExportStyle::kIndividual, 0.9);
+    auto live = g.store.start("task", "fixed-key-123", "").session;
+    answer(*live, "c3", "three", {5}, {6});
+    live->record.insert("c4", {{{"role", "user"}, {"content", "in flight"}}});  // the crash comes before its answer
+    ended_id = ended->id, live_id = live->id, live_key = live->api_key;
+  }
+  Gateway g(dir.path, -1);
+  EXPECT_EQ(g.recovered.active, 1u);
+  EXPECT_EQ(g.recovered.ended, 1u);
+  EXPECT_EQ(g.recovered.failed_in_flight, 1u);
+  // The live session continues under its key; its in-flight call came back failed.
+  auto live = g.store.authorize(live_key);
+  EXPECT_EQ(live->id, live_id);
+  ASSERT_EQ(live->record.size(), 2u);
+  EXPECT_TRUE(live->record.get(1).failed);
+  EXPECT_EQ(live->record.get(0).output_ids, (std::vector<int32_t>{6}));
+  answer(*live, "c5", "five", {5, 6, 1}, {2});
+  EXPECT_EQ(live->record.get(2).parent, -1);  // a different first message: a new conversation
+  // The ended session exports exactly what it exported before the restart.
+  const auto t = g.store.export_session(ended_id, 0.9, ExportStyle::kIndividual);
+  EXPECT_EQ(t.group_id, "grp");
+  EXPECT_EQ(t.end_reason, "ended");
+  ASSERT_EQ(t.rows.size(), rows_before.size());
+  for (size_t i = 0; i < t.rows.size(); ++i) {
+    EXPECT_EQ(t.rows[i].input_ids, rows_before[i].input_ids);
+    EXPECT_EQ(t.rows[i].loss_mask, rows_before[i].loss_mask);
+    EXPECT_EQ(t.rows[i].logprobs, rows_before[i].logprobs);
+    EXPECT_EQ(t.rows[i].versions, rows_before[i].versions);
+    EXPECT_DOUBLE_EQ(t.rows[i].reward, rows_before[i].reward);
+  }
+  EXPECT_DOUBLE_EQ(t.rows[0].reward, 0.25 + 0.9 * 1.5);
+}
+
+TEST(StateDb, ExportedSessionsAreGoneAndTakenOnesComeBackUntilAcknowledged) {
+  TempDir dir;
+  {
+    Gateway g(dir.path, -1);
+    for (int i = 0; i < 3; ++i) {
+      auto s = g.store.start("t" + std::to_string(i), "", "").session;
+      answer(*s, "c", "x", {1}, {2});
+      s->record.set_reward("", i);
+      g.store.end(s);
+    }
+    EXPECT_EQ(g.store.export_session("t0-0", 1.0, ExportStyle::kIndividual).rows.size(), 1u);  // exported: never again
+    auto a = g.store.take_finished(std::chrono::milliseconds(0), 1.0, ExportStyle::kIndividual);
+    auto b = g.store.take_finished(std::chrono::milliseconds(0), 1.0, ExportStyle::kIndividual);
+    ASSERT_TRUE(a && b);
+    g.store.acknowledge({a->session_id});  // trained and checkpointed; b was not
+    // A taken, unacknowledged id stays reserved: a new session must not overwrite it.
+    auto again = g.store.start(b->task_id, "", "").session;
+    EXPECT_NE(again->id, b->session_id);
+  }
+  Gateway g(dir.path, -1);
+  const auto ids = g.store.finished_session_ids();
+  ASSERT_EQ(ids.size(), 1u);  // only the unacknowledged one; the new one is active
+  EXPECT_EQ(g.recovered.active, 1u);
+  auto redelivered = g.store.take_finished(std::chrono::milliseconds(0), 1.0, ExportStyle::kIndividual);
+  ASSERT_TRUE(redelivered);
+  EXPECT_EQ(redelivered->session_id, ids[0]);
+  EXPECT_EQ(redelivered->rows.size(), 1u);
+  EXPECT_EQ(code_of([&] { g.store.find("t0-0"); }), AREAL_CODE_NOT_FOUND);
+}
+
+TEST(StateDb, TrainerGrantedCapacityGoesToRecoveredSessionsFirst) {
+  TempDir dir;
+  {
+    Gateway g(dir.path, 0);
+    g.store.grant_capacity(2);
+    g.store.start("a", "", "");
+    auto b = g.store.start("b", "", "").session;
+    g.store.end(b);
+    g.store.grant_capacity(1);  // granted by a rollout task that dies with the process
+  }
+  Gateway g(dir.path, 0);
+  EXPECT_EQ(g.recovered.owed_grants, 2);
+  EXPECT_EQ(g.store.capacity(), 0);
+  EXPECT_EQ(code_of([&] { g.store.start("c", "", ""); }), AREAL_CODE_RESOURCE_EXHAUSTED);
+  EXPECT_EQ(g.store.grant_capacity(1), 0);  // owed to the two recovered sessions
+  EXPECT_EQ(g.store.grant_capacity(1), 0);
+  EXPECT_EQ(g.store.grant_capacity(1), 1);
+  EXPECT_NO_THROW(g.store.start("c", "", ""));
+}
+
+TEST(StateDb, AdminGrantedCapacityIsKept) {
+  TempDir dir;
+  {
+    Gateway g(dir.path, 2);
+    g.store.start("a", "", "");
+    g.store.grant_capacity(3);
+  }
+  Gateway g(dir.path, 2);
+  EXPECT_EQ(g.store.capacity(), 4);
+}
+
+TEST(StateDb, ASecondProcessOrAnUnusableDirectoryIsAClearError) {
+  TempDir dir;
+  Gateway g(dir.path, -1);
+  try {
+    StateDb second({dir.path.string(), true});
+    FAIL() << "a second open of a state dir in use must fail";
+  } catch (const areal::Error& e) {
+    EXPECT_EQ(e.code(), AREAL_CODE_FAILED_PRECONDITION);
+    EXPECT_NE(std::string(e.what()).find("in use by another process (pid " + std::to_string(::getpid()) + ")"), std::string::npos) << e.what();
+  }
+  const fs::path file = dir.path / "a-file";
+  std::ofstream(file) << "x";
+  try {
+    StateDb bad({(file / "state").string(), true});
+    FAIL() << "a state dir under a regular file must fail";
+  } catch (const areal::Error& e) {
+    EXPECT_EQ(e.code(), AREAL_CODE_FAILED_PRECONDITION);
+    EXPECT_NE(std::string(e.what()).find("cannot create it"), std::string::npos) << e.what();
+  }
+}
+
+TEST(StateDb, ANewerFormatIsRefused) {
+  TempDir dir;
+  { Gateway g(dir.path, -1); }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open((dir.path / StateDb::kFileName).string().c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "PRAGMA user_version=99", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  try {
+    StateDb again({dir.path.string(), true});
+    FAIL() << "format 99 must be refused";
+  } catch (const areal::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("format 99"), std::string::npos) << e.what();
+  }
+}
+
+// A full disk, made with a file-size limit: writes fail with StateUnavailable
+// and are undone in memory; once space returns everything works, and the
+// database is intact and agrees with what clients were told.
+TEST(StateDb, FullDiskRefusesWritesAndLosesNothing) {
+  TempDir dir;
+  std::string kept_id;
+  {
+    Gateway g(dir.path, 5);
+    auto a = g.store.start("a", "", "").session;
+    answer(*a, "c1", "one", {1}, {2});
+    kept_id = a->id;
+    rlimit old{};
+    ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
+    rlimit tiny = old;
+    tiny.rlim_cur = 1024;  // every file is already longer: no write that extends one succeeds
+    ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &tiny), 0);
+    int refused = 0;
+    // Some writes may still land in WAL space already allocated; push until refused.
+    for (int i = 0; i < 200 && refused == 0; ++i) {
+      try {
+        g.store.start("b" + std::to_string(i), "", "");
+      } catch (const StateUnavailable& e) {
+        ++refused;
+        EXPECT_NE(std::string(e.what()).find("retry"), std::string::npos);
+      }
+    }
+    EXPECT_EQ(refused, 1);
+    const int64_t capacity_while_full = g.store.capacity();
+    EXPECT_THROW(a->record.set_reward("c1", 9.0), StateUnavailable);
+    EXPECT_FALSE(a->record.get(0).reward.has_value());  // undone
+    EXPECT_THROW(g.store.end(a), StateUnavailable);
+    EXPECT_FALSE(a->finished());                            // still active: the client may end it again
+    EXPECT_EQ(g.store.capacity(), capacity_while_full);     // a refused start gives its slot back
+    ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &old), 0);            // space returns
+    a->record.set_reward("c1", 9.0);
+    g.store.end(a);
+  }
+  Gateway g(dir.path, 5);
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open((dir.path / StateDb::kFileName).string().c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &st, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+  EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(st, 0)), "ok");
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  const auto t = g.store.export_session(kept_id, 1.0, ExportStyle::kIndividual);
+  ASSERT_EQ(t.rows.size(), 1u);
+  EXPECT_DOUBLE_EQ(t.rows[0].reward, 9.0);
+}
