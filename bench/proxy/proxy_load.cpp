@@ -9,12 +9,25 @@
 //     SESSIONS clients at once, each: start_session, one chat completion,
 //     set_reward (a value unique to the session), end_session; then every
 //     session is exported and checked: one row, one sampled token, its own
-//     reward. Prints errors and lost interactions (and chat latency).
+//     reward. Prints errors, lost interactions, chat latency and requests/s
+//     (the four requests per session, over the wall time before export).
+//   proxy_load journal URL ADMIN_KEY CLIENTS LOG
+//     CLIENTS clients, each repeating start_session, one chat completion,
+//     set_reward, end_session until the gateway stops answering (the fault
+//     test kills it). Every acknowledged step is appended to LOG as it is
+//     answered: "started ID KEY", "rewarded ID KEY R", "ended ID KEY R".
+//   proxy_load verify URL ADMIN_KEY LOG
+//     Against the restarted gateway: every ended session exports with its
+//     reward; every started one that had not ended still takes its key (it
+//     is ended here, and a rewarded one exports its reward). Prints what was
+//     lost; exits 1 unless nothing was.
 // Output: one JSON object on stdout.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <map>
 #include <iostream>
 #include <mutex>
 #include <sstream>
@@ -125,7 +138,7 @@ int latency(const Poco::URI& url, const std::string& admin, int concurrency, int
 }
 
 int sessions(const Poco::URI& url, const std::string& admin, int n) {
-  std::atomic<int> errors{0};
+  std::atomic<int> errors{0}, answered{0};  // answered: requests that got 200
   std::vector<std::string> ids(static_cast<size_t>(n));
   std::vector<double> chat_ms(static_cast<size_t>(n), 0);
   std::vector<std::thread> threads;
@@ -143,14 +156,18 @@ int sessions(const Poco::URI& url, const std::string& admin, int n) {
       std::string body;
       int st = c.post("/rl/start_session", admin, {{"task_id", "s-" + std::to_string(i)}}, body);
       if (st != 200) return fail("start_session " + std::to_string(st) + " " + body);
+      answered++;
       const json started = json::parse(body);
       const std::string key = started["api_key"];
       const auto t0 = Clock::now();
       st = c.post("/v1/chat/completions", key, kChat, body);
       chat_ms[static_cast<size_t>(i)] = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
       if (st != 200) return fail("chat " + std::to_string(st) + " " + body);
+      answered++;
       if (c.post("/rl/set_reward", key, {{"reward", i / 1000.0}}, body) != 200) return fail("set_reward " + body);
+      answered++;
       if (c.post("/rl/end_session", key, json::object(), body) != 200) return fail("end_session " + body);
+      answered++;
       ids[static_cast<size_t>(i)] = started["session_id"];
     });
   for (auto& t : threads) t.join();
@@ -178,6 +195,7 @@ int sessions(const Poco::URI& url, const std::string& admin, int n) {
                     {"errors", errors.load()},
                     {"lost", lost},
                     {"wall_s", wall},
+                    {"rps", answered.load() / wall},
                     {"chat_p50_ms", percentile(chat_ms, 0.5)},
                     {"chat_p99_ms", percentile(chat_ms, 0.99)},
                     {"first_error", first_error}}
@@ -186,11 +204,100 @@ int sessions(const Poco::URI& url, const std::string& admin, int n) {
   return errors == 0 && lost == 0 ? 0 : 1;
 }
 
+int journal(const Poco::URI& url, const std::string& admin, int clients, const std::string& log_path) {
+  std::mutex log_mutex;
+  FILE* log = std::fopen(log_path.c_str(), "a");
+  if (log == nullptr) return 2;
+  auto note = [&](const std::string& line) {
+    std::lock_guard<std::mutex> lock(log_mutex);
+    std::fputs((line + "\n").c_str(), log);
+    std::fflush(log);
+  };
+  std::atomic<int> ended{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < clients; ++t)
+    threads.emplace_back([&, t] {
+      Client c(url);
+      std::string body;
+      for (int round = 0;; ++round) {
+        if (c.post("/rl/start_session", admin, {{"task_id", "j" + std::to_string(t)}}, body) != 200) return;
+        const json started = json::parse(body);
+        const std::string id = started["session_id"], key = started["api_key"];
+        note("started " + id + " " + key);
+        if (c.post("/v1/chat/completions", key, kChat, body) != 200) return;
+        const double reward = t * 1000 + round;  // unique per session
+        if (c.post("/rl/set_reward", key, {{"reward", reward}}, body) != 200) return;
+        note("rewarded " + id + " " + key + " " + std::to_string(reward));
+        if (c.post("/rl/end_session", key, json::object(), body) != 200) return;
+        note("ended " + id + " " + key + " " + std::to_string(reward));
+        ended++;
+      }
+    });
+  for (auto& t : threads) t.join();
+  std::fclose(log);
+  std::cout << json{{"mode", "journal"}, {"clients", clients}, {"ended", ended.load()}}.dump() << std::endl;
+  return 0;
+}
+
+int verify(const Poco::URI& url, const std::string& admin, const std::string& log_path) {
+  struct Seen {
+    std::string key;
+    bool rewarded = false, ended = false;
+    double reward = 0;
+  };
+  std::map<std::string, Seen> sessions;
+  std::ifstream in(log_path);
+  std::string what, id, key;
+  while (in >> what >> id >> key) {
+    Seen& s = sessions[id];
+    s.key = key;
+    if (what == "rewarded" || what == "ended") in >> s.reward, s.rewarded = true;
+    if (what == "ended") s.ended = true;
+  }
+  Client c(url);
+  int ended = 0, live = 0, lost = 0;
+  std::string first_loss;
+  auto lose = [&](const std::string& why) {
+    lost++;
+    if (first_loss.empty()) first_loss = why;
+  };
+  for (const auto& [sid, s] : sessions) {
+    std::string body;
+    if (s.ended) {
+      ended++;
+    } else {
+      // Not acknowledged as ended: it must still be active under its key
+      // (410 only if its end committed and the answer died with the process).
+      live++;
+      const int st = c.post("/rl/end_session", s.key, json::object(), body);
+      if (st != 200 && st != 410) {
+        lose(sid + ": its key was refused after the restart (" + std::to_string(st) + " " + body + ")");
+        continue;
+      }
+    }
+    const int st = c.post("/export_trajectories", admin, {{"session_id", sid}}, body);
+    if (st != 200) {
+      lose(sid + ": export " + std::to_string(st) + " " + body);
+      continue;
+    }
+    const json e = json::parse(body);
+    if (!s.rewarded) continue;  // started only: whatever it recorded is fine
+    if (e["rows"].size() != 1 || e["rows"][0]["reward"].get<double>() != s.reward)
+      lose(sid + ": exported without its reward " + std::to_string(s.reward) + ": " + body.substr(0, 300));
+  }
+  std::cout << json{{"mode", "verify"}, {"sessions", sessions.size()}, {"ended", ended}, {"live", live}, {"lost", lost}, {"first_loss", first_loss}}.dump()
+            << std::endl;
+  return lost == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc >= 6 && std::string(argv[1]) == "latency") return latency(Poco::URI(argv[2]), argv[3], std::stoi(argv[4]), std::stoi(argv[5]));
   if (argc >= 5 && std::string(argv[1]) == "sessions") return sessions(Poco::URI(argv[2]), argv[3], std::stoi(argv[4]));
-  std::cerr << "usage: proxy_load latency URL ADMIN_KEY CONCURRENCY REQUESTS | proxy_load sessions URL ADMIN_KEY SESSIONS\n";
+  if (argc >= 6 && std::string(argv[1]) == "journal") return journal(Poco::URI(argv[2]), argv[3], std::stoi(argv[4]), argv[5]);
+  if (argc >= 5 && std::string(argv[1]) == "verify") return verify(Poco::URI(argv[2]), argv[3], argv[4]);
+  std::cerr << "usage: proxy_load latency URL ADMIN_KEY CONCURRENCY REQUESTS | sessions URL ADMIN_KEY SESSIONS | "
+               "journal URL ADMIN_KEY CLIENTS LOG | verify URL ADMIN_KEY LOG\n";
   return 2;
 }

@@ -10,7 +10,10 @@
 # "added" is the median of (proxy p50 - direct p50) within a round.
 # Then 1000 concurrent sessions with 200 ms of simulated generation through
 # each path: errors and lost interactions (every session exported and
-# checked). Installs Debian's nginx when it is missing.
+# checked). Last, durability's cost (issue #17): the same 1000-session run
+# straight to a worker with its state directory on (gateway.state_dir, the
+# default) and off (none), in interleaved rounds, requests/s side by side.
+# Installs Debian's nginx when it is missing.
 #   bench/proxy/run.sh [BUILD_DIR]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -85,7 +88,7 @@ stop_all() {
 }
 
 # --- latency: no model delay ----------------------------------------------------
-start_gateway "$work/worker.log" --tokenizer "$tok" inference.vocab_size=151669 inference.workers=64
+start_gateway "$work/worker.log" --tokenizer "$tok" inference.vocab_size=151669 inference.workers=64 gateway.state_dir=none
 worker=$url
 start_gateway "$work/router.log" "gateway.workers=[\"$worker\"]"
 router=$url
@@ -108,7 +111,7 @@ done
 stop_all
 
 # --- 1000 concurrent sessions, 200 ms of generation each --------------------------
-start_gateway "$work/worker2.log" --tokenizer "$tok" inference.vocab_size=151669 inference.workers=1100 inference.token_delay_ms=200
+start_gateway "$work/worker2.log" --tokenizer "$tok" inference.vocab_size=151669 inference.workers=1100 inference.token_delay_ms=200 gateway.state_dir=none
 worker=$url
 start_gateway "$work/router2.log" "gateway.workers=[\"$worker\"]"
 router=$url
@@ -120,7 +123,20 @@ for target in direct router nginx; do
 done
 stop_all
 
-/usr/bin/python3 - "$work/latency.jsonl" "$work/sessions.jsonl" "$("$NGINX" -v 2>&1)" <<'PY'
+# --- durability: the same 1000 sessions, state directory on vs off ----------------
+: > "$work/durable.jsonl"
+for round in 0 1 2; do
+  for state in on off; do
+    dir=$([ $state = on ] && echo "$work/state-$round" || echo none)
+    start_gateway "$work/durable-$state-$round.log" --tokenizer "$tok" inference.vocab_size=151669 inference.workers=1100 \
+      inference.token_delay_ms=200 "gateway.state_dir=$dir"
+    "$load" sessions "$url" $ADMIN 1000 |
+      /usr/bin/python3 -c "import json,sys; r=json.load(sys.stdin); r['state']='$state'; r['round']=$round; print(json.dumps(r))" >> "$work/durable.jsonl" || true
+    stop_all
+  done
+done
+
+/usr/bin/python3 - "$work/latency.jsonl" "$work/sessions.jsonl" "$("$NGINX" -v 2>&1)" "$work/durable.jsonl" <<'PY'
 import json, sys
 lat = [json.loads(l) for l in open(sys.argv[1])]
 ses = [json.loads(l) for l in open(sys.argv[2])]
@@ -147,4 +163,16 @@ print(f"{'target':<7} {'sessions':>8} {'errors':>6} {'lost':>5} {'wall s':>7} {'
 for r in ses:
     print(f"{r['target']:<7} {r['sessions']:>8} {r['errors']:>6} {r['lost']:>5} {r['wall_s']:>7.2f} {r['chat_p50_ms']:>12.1f} {r['chat_p99_ms']:>12.1f}"
           + (f"  first error: {r['first_error']}" if r['first_error'] else ""))
+print()
+dur = [json.loads(l) for l in open(sys.argv[4])]
+print("durability: 1000 sessions straight to the worker, state directory on (state_sync full) vs off")
+print(f"{'state':<5} {'rounds':>6} {'req/s (median)':>15} {'req/s (each round)':>24} {'errors':>6} {'lost':>5} {'chat p50 ms':>12}")
+rps = {}
+for st in ("off", "on"):
+    mine = [r for r in dur if r["state"] == st]
+    rps[st] = med([r["rps"] for r in mine])
+    each = ", ".join(f"{r['rps']:.0f}" for r in mine)
+    print(f"{st:<5} {len(mine):>6} {rps[st]:>15.0f} {each:>24} {sum(r['errors'] for r in mine):>6} {sum(r['lost'] for r in mine):>5} "
+          f"{med([r['chat_p50_ms'] for r in mine]):>12.1f}")
+print(f"     state on / off: {rps['on'] / rps['off']:.3f} (goal >= 0.90)")
 PY

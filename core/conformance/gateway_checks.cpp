@@ -118,6 +118,17 @@ void check_gateway(const std::shared_ptr<LoadedPlugin>& p, const ConformanceOpti
       code = code_of(vt.take_finished(a->self(), 0, nullptr));
       expect(code == AREAL_CODE_INVALID_ARGUMENT, std::string("take_finished without a sink returned ") + code_name(code));
     });
+    // ABI 1.5: the checkpoint pair, when the table has it.
+    if (sessions.keeps_sessions_across_restarts())
+      c.run("gateway: mark_sessions_trained and commit_checkpoint take taken and unknown ids alike", [&] {
+        const auto s = sessions.start("conformance-ckpt", "");
+        sessions.end(s.session_id);
+        const auto t = sessions.take_finished(std::chrono::milliseconds(1000));
+        expect(t.has_value() && t->session_id == s.session_id, "the ended session was not taken");
+        sessions.mark_trained({s.session_id, "no-such-session"}, 7);
+        sessions.commit_checkpoint(7);
+        expect(!sessions.take_finished(std::chrono::milliseconds(10)).has_value(), "a committed session came back");
+      });
   }
   c.run("gateway: starting twice is FAILED_PRECONDITION", [&] {
     StringCollector w;

@@ -166,4 +166,5 @@ AREAL_FROZEN(areal_gateway_vtable, end_session, 72);
 AREAL_FROZEN(areal_gateway_vtable, take_finished, 80);
 AREAL_FROZEN(areal_gateway_vtable, export_session, 88);
 AREAL_FROZEN(areal_gateway_vtable, session_chat, 96);
-AREAL_FROZEN(areal_gateway_vtable, acknowledge_sessions, 104);
+AREAL_FROZEN(areal_gateway_vtable, mark_sessions_trained, 104);
+AREAL_FROZEN(areal_gateway_vtable, commit_checkpoint, 112);

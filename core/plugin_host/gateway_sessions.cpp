@@ -80,14 +80,22 @@ recorder::SessionTrajectory GatewaySessions::export_session(const std::string& s
   return c.take("gateway export_session");
 }
 
-void GatewaySessions::acknowledge(const std::vector<std::string>& session_ids) {
-  if (session_ids.empty() || vt_->struct_size < AREAL_OFFSET_OF_END(areal_gateway_vtable, acknowledge_sessions) ||
-      vt_->acknowledge_sessions == nullptr)
-    return;  // a gateway without durable state has nothing to forget
+bool GatewaySessions::keeps_sessions_across_restarts() const {
+  return vt_->struct_size >= AREAL_OFFSET_OF_END(areal_gateway_vtable, commit_checkpoint) && vt_->mark_sessions_trained != nullptr &&
+         vt_->commit_checkpoint != nullptr;
+}
+
+void GatewaySessions::mark_trained(const std::vector<std::string>& session_ids, int64_t checkpoint_step) {
+  if (session_ids.empty() || !keeps_sessions_across_restarts()) return;
   std::vector<areal_str> ids;
   ids.reserve(session_ids.size());
   for (const auto& id : session_ids) ids.push_back(str_of(id));
-  throw_if_status(vt_->acknowledge_sessions(self_, ids.data(), ids.size()), "gateway acknowledge_sessions");
+  throw_if_status(vt_->mark_sessions_trained(self_, ids.data(), ids.size(), checkpoint_step), "gateway mark_sessions_trained");
+}
+
+void GatewaySessions::commit_checkpoint(int64_t step) {
+  if (!keeps_sessions_across_restarts()) return;
+  throw_if_status(vt_->commit_checkpoint(self_, step), "gateway commit_checkpoint");
 }
 
 areal_status* GatewaySessions::chat(const std::string& session_id, areal_str request_json, const areal_writer* out) const {

@@ -38,9 +38,12 @@ class GatewaySessions {
   // The next ended session within `timeout`, exported and removed.
   std::optional<recorder::SessionTrajectory> take_finished(std::chrono::milliseconds timeout);
   recorder::SessionTrajectory export_session(const std::string& session_id, double discount);
-  // Sessions from take_finished that a checkpoint now holds (ABI 1.5; a
-  // no-op for gateways without the slot).
-  void acknowledge(const std::vector<std::string>& session_ids);
+  // Exactly-once across restarts (ABI 1.5; no-ops for gateways without the
+  // slots): sessions from take_finished trained for the checkpoint about to
+  // be written, and that checkpoint once written (or resumed from).
+  bool keeps_sessions_across_restarts() const;
+  void mark_trained(const std::vector<std::string>& session_ids, int64_t checkpoint_step);
+  void commit_checkpoint(int64_t step);
   // An OpenAI chat completion in the session; returns the plugin's status
   // (the episode API passes it on to the workflow).
   areal_status* chat(const std::string& session_id, areal_str request_json, const areal_writer* out) const;

@@ -23,12 +23,16 @@ class StateUnavailable : public Error {
   explicit StateUnavailable(const std::string& message) : Error(AREAL_CODE_UNAVAILABLE, message) {}
 };
 
-// A session as journaled. state: "active", "ended", or "taken" (handed to
-// the trainer, not yet in a checkpoint: delivered again after a restart).
+// A session as journaled. state: "active", "ended", "taken" (handed to the
+// trainer; delivered again after a restart), or "trained" (the trainer
+// trained it in the steps of checkpoint `trained_step`, which is being
+// written: forgotten once that checkpoint is committed, delivered again if
+// the run resumes from an earlier one).
 struct SessionRecord {
   std::string id, task_id, group_id, api_key;
   std::string state = "active";
   std::string end_reason;
+  int64_t trained_step = -1;
 };
 
 struct RecoveredSession {
@@ -57,6 +61,11 @@ class Journal {
   // the new one atomically.
   virtual Ticket write_sessions(std::vector<SessionRecord> sessions, std::optional<int64_t> capacity) = 0;
   virtual Ticket delete_sessions(std::vector<std::string> session_ids) = 0;  // with their calls
+  // Taken sessions -> trained for checkpoint `step`.
+  virtual Ticket mark_trained(std::vector<std::string> session_ids, int64_t step) = 0;
+  // Deletes the sessions trained for checkpoints <= step; those trained for
+  // a later one become ended again.
+  virtual Ticket commit_checkpoint(int64_t step) = 0;
   virtual Ticket write_capacity(int64_t capacity) = 0;
   virtual void wait(Ticket ticket) = 0;
 };

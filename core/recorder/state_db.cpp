@@ -20,7 +20,7 @@ constexpr const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS sessions(
   id TEXT PRIMARY KEY, task_id TEXT NOT NULL, group_id TEXT NOT NULL, api_key TEXT NOT NULL,
-  state TEXT NOT NULL, end_reason TEXT NOT NULL);
+  state TEXT NOT NULL, end_reason TEXT NOT NULL, trained_step INTEGER NOT NULL DEFAULT -1);
 CREATE TABLE IF NOT EXISTS calls(
   session_id TEXT NOT NULL, idx INTEGER NOT NULL, id TEXT NOT NULL, parent INTEGER NOT NULL,
   state TEXT NOT NULL, messages TEXT, output TEXT, concat INTEGER NOT NULL,
@@ -75,6 +75,8 @@ StateDb::StateDb(StateDbOptions options) : options_(std::move(options)) {
     throw Error(AREAL_CODE_FAILED_PRECONDITION, where + " is not writable: " + std::strerror(errno));
   }
   path_ = (fs::path(options_.dir) / kFileName).string();
+  // Session keys are stored here: owner-only, and SQLite gives its -wal and -shm files the same mode.
+  if (const int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600); fd >= 0) ::close(fd);
   try {
     if (sqlite3_open_v2(path_.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK)
       throw Error(AREAL_CODE_FAILED_PRECONDITION, "cannot open: " + error_text());
@@ -96,7 +98,7 @@ StateDb::~StateDb() {
   }
   queued_.notify_all();
   if (writer_.joinable()) writer_.join();
-  for (sqlite3_stmt* s : {put_call_, put_reward_, put_session_, del_calls_, del_session_, put_meta_}) sqlite3_finalize(s);
+  for (sqlite3_stmt* s : {put_call_, put_reward_, put_session_, del_calls_, del_session_, put_meta_, mark_trained_}) sqlite3_finalize(s);
   sqlite3_close_v2(db_);
   ::close(lock_fd_);  // releases the flock
 }
@@ -149,6 +151,7 @@ void StateDb::create_or_check_schema() {
   del_calls_ = prepare("DELETE FROM calls WHERE session_id = ?1");
   del_session_ = prepare("DELETE FROM sessions WHERE id = ?1");
   put_meta_ = prepare("INSERT OR REPLACE INTO meta(key, value) VALUES(?1, ?2)");
+  mark_trained_ = prepare("UPDATE sessions SET state = 'trained', trained_step = ?2 WHERE id = ?1 AND state = 'taken'");
 }
 
 void StateDb::recover() {
@@ -167,10 +170,11 @@ void StateDb::recover() {
     throw;
   }
   std::map<std::string, size_t> by_id;
-  sqlite3_stmt* s = prepare("SELECT id, task_id, group_id, api_key, state, end_reason FROM sessions ORDER BY rowid");
+  sqlite3_stmt* s = prepare("SELECT id, task_id, group_id, api_key, state, end_reason, trained_step FROM sessions ORDER BY rowid");
   while (sqlite3_step(s) == SQLITE_ROW) {
     RecoveredSession r;
-    r.session = {column_text(s, 0), column_text(s, 1), column_text(s, 2), column_text(s, 3), column_text(s, 4), column_text(s, 5)};
+    r.session = {column_text(s, 0), column_text(s, 1), column_text(s, 2), column_text(s, 3), column_text(s, 4), column_text(s, 5),
+                 sqlite3_column_int64(s, 6)};
     by_id[r.session.id] = recovered_.sessions.size();
     recovered_.sessions.push_back(std::move(r));
   }
@@ -201,6 +205,11 @@ void StateDb::recover() {
     calls[idx] = std::move(c);
   }
   sqlite3_finalize(s);
+  // A call whose every write failed (the disk was full) left a gap: its
+  // client got an error, so it stands as a failed call, keeping indices.
+  for (auto& r : recovered_.sessions)
+    for (auto& c : r.calls)
+      if (c.id.empty()) c.failed = true, c.id = "(not recorded)";
   s = prepare("SELECT value FROM meta WHERE key = 'capacity'");
   if (sqlite3_step(s) == SQLITE_ROW) recovered_.capacity = std::stoll(column_text(s, 0));
   sqlite3_finalize(s);
@@ -270,6 +279,25 @@ StateDb::Ticket StateDb::delete_sessions(std::vector<std::string> session_ids) {
       bind_text(del_session_, 1, id);
       step_done(del_session_);
     }
+  });
+}
+
+StateDb::Ticket StateDb::mark_trained(std::vector<std::string> session_ids, int64_t step) {
+  return enqueue([this, ids = std::move(session_ids), step] {
+    for (const std::string& id : ids) {
+      bind_text(mark_trained_, 1, id);
+      sqlite3_bind_int64(mark_trained_, 2, step);
+      step_done(mark_trained_);
+    }
+  });
+}
+
+StateDb::Ticket StateDb::commit_checkpoint(int64_t step) {
+  return enqueue([this, step] {
+    const std::string n = std::to_string(step);
+    exec(("DELETE FROM calls WHERE session_id IN (SELECT id FROM sessions WHERE state = 'trained' AND trained_step <= " + n + ")").c_str());
+    exec(("DELETE FROM sessions WHERE state = 'trained' AND trained_step <= " + n).c_str());
+    exec(("UPDATE sessions SET state = 'ended', trained_step = -1 WHERE state = 'trained' AND trained_step > " + n).c_str());
   });
 }
 

@@ -37,7 +37,7 @@ class StateDb final : public Journal {
 
   // Opens (or creates) DIR/gateway_state.sqlite3, locks the directory, and
   // recovers: calls in flight at a crash become failed, sessions taken but
-  // not acknowledged by the trainer become ended again. Throws
+  // not yet marked trained become ended again. Throws
   // FAILED_PRECONDITION with the reason when the directory cannot be
   // created or written, is in use by another process, or holds a newer
   // format.
@@ -54,6 +54,8 @@ class StateDb final : public Journal {
   Ticket write_reward(const std::string& session_id, size_t index, std::optional<double> reward) override;
   Ticket write_sessions(std::vector<SessionRecord> sessions, std::optional<int64_t> capacity) override;
   Ticket delete_sessions(std::vector<std::string> session_ids) override;
+  Ticket mark_trained(std::vector<std::string> session_ids, int64_t step) override;
+  Ticket commit_checkpoint(int64_t step) override;
   Ticket write_capacity(int64_t capacity) override;
   void wait(Ticket ticket) override;
 
@@ -77,7 +79,7 @@ class StateDb final : public Journal {
   int lock_fd_ = -1;
   sqlite3* db_ = nullptr;
   sqlite3_stmt *put_call_ = nullptr, *put_reward_ = nullptr, *put_session_ = nullptr, *del_calls_ = nullptr,
-               *del_session_ = nullptr, *put_meta_ = nullptr;
+               *del_session_ = nullptr, *put_meta_ = nullptr, *mark_trained_ = nullptr;
   RecoveredState recovered_;
 
   std::mutex mutex_;  // guards everything below

@@ -225,6 +225,9 @@ std::vector<RolloutGroup> RolloutController::take(size_t n) {
     if (oldest >= 0 && version_ - oldest > opt_.max_head_offpolicyness) {
       ++stats_.groups_dropped_stale;
       staleness_.on_dropped();
+      records_ << nlohmann::json{{"task", g.task}, {"session_id", g.session_id}, {"status", "dropped_stale"}, {"oldest_version", oldest},
+                                 {"trainer_version", version_}}.dump()
+               << "\n";
       logging::get("rollout")->warn("dropped group of task {}: its oldest token is from version {}, {} behind the trainer",
                                     g.task, oldest, version_ - oldest);
       continue;
@@ -234,19 +237,31 @@ std::vector<RolloutGroup> RolloutController::take(size_t n) {
   return out;
 }
 
-void RolloutController::acknowledge_settled() {
-  if (!opt_.online || opt_.gateway == nullptr) return;
+bool RolloutController::mark_settled_sessions(int64_t step) {
+  if (!opt_.online || opt_.gateway == nullptr) return true;
   std::vector<std::string> ids;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     ids.swap(settled_sessions_);
   }
   try {
-    opt_.gateway->acknowledge(ids);
+    opt_.gateway->mark_trained(ids, step);
+    return true;
   } catch (const std::exception& e) {
-    logging::get("rollout")->warn("could not acknowledge {} trained sessions to the gateway (kept for the next checkpoint): {}", ids.size(), e.what());
+    logging::get("rollout")->error("the gateway could not record which {} sessions step {} holds: {}", ids.size(), step, e.what());
     std::lock_guard<std::mutex> lock(mutex_);
     settled_sessions_.insert(settled_sessions_.begin(), ids.begin(), ids.end());
+    return false;
+  }
+}
+
+void RolloutController::commit_checkpoint(int64_t step) {
+  if (!opt_.online || opt_.gateway == nullptr) return;
+  try {
+    opt_.gateway->commit_checkpoint(step);
+  } catch (const std::exception& e) {
+    // Harmless to skip: the marks stay, and the next commit (or a resume) forgets them.
+    logging::get("rollout")->warn("the gateway could not commit checkpoint {}: {}", step, e.what());
   }
 }
 

@@ -101,12 +101,15 @@ class RolloutController {
   // The index of the first task whose group has not been handed out yet:
   // where a resumed run starts so that no dataset item is skipped.
   int64_t next_untrained_task() const;
-  // Online mode: tells the gateway which of its sessions are settled
-  // (handed to the trainer, or dropped as stale, filtered or empty) so that
-  // it may forget them. Call only when a checkpoint holds every step so far
-  // (or the run keeps none): until then a restarted gateway hands them out
-  // again. A failure is logged and the list kept for the next call.
-  void acknowledge_settled();
+  // Online mode, exactly once across restarts: marks the gateway sessions
+  // settled since the last call (handed to the trainer, or dropped as
+  // stale, filtered or empty) as trained for checkpoint `step`. Returns
+  // false, keeping them for the next call, when the gateway could not
+  // record that (the checkpoint must then not be written).
+  bool mark_settled_sessions(int64_t step);
+  // The checkpoint `step` is written (or resumed from): the gateway forgets
+  // the sessions marked for it and hands out again those marked for later.
+  void commit_checkpoint(int64_t step);
   RolloutStats stats() const;
   StalenessCounters staleness() const { return staleness_.counters(); }
 
@@ -127,7 +130,7 @@ class RolloutController {
   std::condition_variable ready_changed_, pause_changed_, finished_changed_;
   std::deque<RolloutGroup> ready_;
   std::set<int64_t> handed_out_;  // tasks given to the trainer above the watermark
-  std::vector<std::string> settled_sessions_;  // online: not yet acknowledged to the gateway
+  std::vector<std::string> settled_sessions_;  // online: not yet marked trained at the gateway
   int64_t next_task_ = 0;            // the next task a worker starts
   int64_t untrained_watermark_ = 0;  // every task below was handed out
   bool paused_ = false, stopped_ = false;

@@ -134,6 +134,9 @@ std::pair<int64_t, int64_t> resume_or_start(const TrainerOptions& opt, const Tra
   const int64_t step = state.at("step").get<int64_t>();
   version = state.at("version").get<int64_t>();
   rollout.first_task = state.at("next_task").get<int64_t>();
+  // The gateway forgets the sessions this checkpoint trained (if the run died
+  // before it could) and hands out again those trained after it.
+  if (rollout.online && rollout.gateway != nullptr) rollout.gateway->commit_checkpoint(step);
   call(train.load(parts.train_self, to_str(json_str({{"path", dir}, {"optimizer", true}}))), "train load");
   call(train.set_version(parts.train_self, version), "train set_version");
   call(inf.update_weights(parts.inference_self, to_str(json_str({{"type", "disk"}, {"path", dir}, {"version", version}}))),
@@ -160,6 +163,8 @@ struct BatchStats {
   double reward_sum = 0, reward_sq = 0;
   size_t episodes = 0, unrewarded = 0;
   json sample_versions = json::array();
+  json session_ids = json::array();  // online: the gateway sessions trained,
+  json tasks = json::array();        // and their rollout tasks (rollouts.jsonl's "task"; unique in a process, as ids may not be)
   int64_t staleness_max = 0;
   double staleness_sum = 0;
   double reward_mean() const { return episodes ? reward_sum / static_cast<double>(episodes) : 0.0; }
@@ -170,6 +175,7 @@ void make_batch(const std::vector<RolloutGroup>& groups, int64_t version, Packed
   for (const auto& g : groups) {
     for (double r : g.episode_rewards) stats.reward_sum += r, stats.reward_sq += r * r, ++stats.episodes;
     stats.unrewarded += g.unrewarded;
+    if (!g.session_id.empty()) stats.session_ids.push_back(g.session_id), stats.tasks.push_back(g.task);
     for (const auto& r : g.rows) {
       const int64_t oldest = r.oldest_version();
       stats.sample_versions.push_back(oldest);
@@ -245,10 +251,18 @@ void sync_weights(const TrainerOptions& opt, const TrainerParts& parts, bool in_
 void checkpoint_if_due(const TrainerOptions& opt, const TrainerParts& parts, int64_t steps_done, int64_t version,
                        RolloutController& controller) {
   if (opt.checkpoint_every <= 0) {
-    controller.acknowledge_settled();  // no checkpoint to resume from: nothing would be delivered again
+    // No checkpoint to resume from: the sessions trained so far never come back.
+    if (controller.mark_settled_sessions(steps_done)) controller.commit_checkpoint(steps_done);
     return;
   }
   if (steps_done % opt.checkpoint_every != 0 && steps_done != opt.total_steps) return;
+  // First the gateway records which sessions these steps trained: a
+  // checkpoint it cannot tie to its sessions is not written (a resume from
+  // it could train them twice); the next one will be.
+  if (!controller.mark_settled_sessions(steps_done)) {
+    logging::get("trainer")->error("checkpoint at step {} skipped: the gateway could not record its sessions", steps_done);
+    return;
+  }
   const fs::path dir = fs::path(opt.run_dir) / "checkpoints" / ("step_" + std::to_string(steps_done));
   call(parts.train->save(parts.train_self, to_str(json_str({{"path", dir.string()}, {"optimizer", true}}))), "train save checkpoint");
   // Written last and renamed into place: a checkpoint counts only once whole (a kill mid-save leaves none).
@@ -260,8 +274,7 @@ void checkpoint_if_due(const TrainerOptions& opt, const TrainerParts& parts, int
   }
   fs::rename(dir / "host_state.json.tmp", dir / "host_state.json");
   logging::get("trainer")->info("checkpoint {}", dir.string());
-  // The checkpoint now holds every step so far: the sessions they trained need not come back.
-  controller.acknowledge_settled();
+  controller.commit_checkpoint(steps_done);  // the gateway forgets the sessions it holds
 }
 
 struct StepTimes {
@@ -296,6 +309,7 @@ json metrics_row(int64_t steps_done, int64_t trained_version, const BatchStats& 
               {"seconds_elapsed", t.elapsed},
               {"samples_per_second", static_cast<double>(batch.rows()) / std::max(t.total, 1e-9)},
               {"tokens_per_second", static_cast<double>(batch.tokens()) / std::max(t.total, 1e-9)}};
+  if (!b.session_ids.empty()) row["session_ids"] = b.session_ids, row["tasks"] = b.tasks;
   for (const auto& [k, v] : step_stats.items()) row[k] = v;
   return row;
 }

@@ -122,7 +122,7 @@ void AnthropicRoutes::stream(const proxy::ChatRequest& r, const std::shared_ptr<
                            {"usage", {{"input_tokens", done.gen.prompt_ids.size()}, {"output_tokens", done.gen.output_ids.size()}}}});
     send("message_stop", {{"type", "message_stop"}});
   } catch (const Error& e) {
-    const int status = http_status_for(e.code());
+    const int status = http_status_of(e);
     os << "event: error\ndata: " << error_body(status, e.what()) << "\n\n";
     os.flush();
   } catch (const std::exception&) {

@@ -88,7 +88,7 @@ void ChatRoutes::stream(const proxy::ChatRequest& r, const std::shared_ptr<proxy
     os.flush();
   } catch (const Error& e) {
     // The status line is already sent: report in-band, as OpenAI does.
-    const int status = http_status_for(e.code());
+    const int status = http_status_of(e);
     os << "data: " << J{{"error", {{"message", e.what()}, {"type", error_type_for(status)}, {"param", nullptr}, {"code", error_code_for(status)}}}}.dump()
        << "\n\n";
     os.flush();

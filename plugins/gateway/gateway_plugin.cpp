@@ -97,18 +97,14 @@ class Handler : public HTTPRequestHandler {
       if (state_->responses_routes->handle(path, req, body, res)) return;
       areal::gateway::send_error(res, 404, "Unknown endpoint " + req.getMethod() + " " + path + " (see docs/http-api.md)",
                                  "invalid_request_error", "not_found");
-    } catch (const areal::recorder::StateUnavailable& e) {
-      // Nothing was changed: the client may retry once the state directory takes writes again.
-      if (anthropic) return areal::gateway::send_json(res, 503, areal::gateway::AnthropicRoutes::error_body(503, e.what()));
-      res.set("Retry-After", "1");
-      areal::gateway::send_error(res, 503, e.what(), "server_error", "state_unavailable");
     } catch (const areal::gateway::HttpError& e) {
       if (e.status == 413) res.setKeepAlive(false);  // the oversized body was not read: do not reuse the connection
       if (anthropic) return areal::gateway::send_json(res, e.status, areal::gateway::AnthropicRoutes::error_body(e.status, e.what()));
       areal::gateway::send_error(res, e.status, e.what(), areal::gateway::error_type_for(e.status),
                                  e.code.empty() ? areal::gateway::error_code_for(e.status) : e.code);
     } catch (const sdk::Error& e) {
-      const int status = areal::gateway::http_status_for(e.code());
+      const int status = areal::gateway::http_status_of(e);
+      if (status == 503) res.set("Retry-After", "1");  // the state dir refused a write; nothing changed
       if (anthropic) return areal::gateway::send_json(res, status, areal::gateway::AnthropicRoutes::error_body(status, e.what()));
       areal::gateway::send_error(res, status, e.what(), areal::gateway::error_type_for(status),
                                  areal::gateway::error_code_for(status));
@@ -375,7 +371,14 @@ class Gateway {
   std::string session_chat(std::string_view session_id, std::string_view request_json) {
     return state_->control->session_chat(session_id, request_json);
   }
-  void acknowledge_sessions(const std::vector<std::string>& session_ids) { state_->sessions->acknowledge(session_ids); }
+  void mark_sessions_trained(const std::vector<std::string>& session_ids, int64_t checkpoint_step) {
+    state_->sessions->mark_trained(session_ids, checkpoint_step);
+  }
+  void commit_checkpoint(int64_t step) {
+    if (const size_t back = state_->sessions->commit_checkpoint(step))
+      sdk::log(AREAL_LOG_INFO, "gateway", std::to_string(back) + " sessions trained after checkpoint " + std::to_string(step) +
+                                              " (lost with the previous process) are handed out again");
+  }
 
   void stop() {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -405,6 +408,7 @@ class Gateway {
     sdk::log(AREAL_LOG_INFO, "gateway",
              "state in " + state_->state_db->path() + ": recovered " + std::to_string(summary.active) + " active and " +
                  std::to_string(summary.ended) + " ended sessions" +
+                 (summary.trained ? ", " + std::to_string(summary.trained) + " trained ones awaiting the trainer's checkpoint" : std::string()) +
                  (summary.failed_in_flight ? ", " + std::to_string(summary.failed_in_flight) + " calls in flight at the crash marked failed" : std::string()) +
                  (summary.owed_grants ? "; the next " + std::to_string(summary.owed_grants) + " capacity grants go to them" : std::string()));
   }

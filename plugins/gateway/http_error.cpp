@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "areal/abi.h"
+#include "core/recorder/journal.hpp"
 
 namespace areal::gateway {
 
@@ -26,6 +27,11 @@ int http_status_for(int32_t c) {
     case AREAL_CODE_DEADLINE_EXCEEDED: return 504;
     default: return 500;
   }
+}
+
+int http_status_of(const sdk::Error& e) {
+  if (dynamic_cast<const recorder::StateUnavailable*>(&e) != nullptr) return 503;
+  return http_status_for(e.code());
 }
 
 std::string error_type_for(int status) {

@@ -7,6 +7,8 @@
 
 #include <Poco/Net/HTTPServerResponse.h>
 
+#include "areal/sdk.hpp"
+
 namespace areal::gateway {
 
 // Thrown by route handlers for a response with a specific status.
@@ -22,6 +24,9 @@ std::string openai_error_body(const std::string& message, const std::string& typ
 
 // HTTP status for an areal_code (docs/http-api.md has the table).
 int http_status_for(int32_t areal_code);
+// The HTTP status for an error thrown while serving: its code's, except 503
+// for a change the state directory could not commit (the client may retry).
+int http_status_of(const sdk::Error& e);
 
 // The OpenAI error type and a default code for a status.
 std::string error_type_for(int status);

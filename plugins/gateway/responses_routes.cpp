@@ -187,7 +187,7 @@ void ResponsesRoutes::stream(const proxy::ChatRequest& r, const J& body, const s
     final["usage"] = usage(done);
     send({{"type", final["status"] == "completed" ? "response.completed" : "response.incomplete"}, {"response", final}});
   } catch (const Error& e) {
-    const int status = http_status_for(e.code());
+    const int status = http_status_of(e);
     send({{"type", "error"}, {"code", error_code_for(status)}, {"message", e.what()}, {"param", nullptr}});
   } catch (const std::exception&) {
     // The client went away; the call is still recorded.

@@ -1,11 +1,16 @@
 # Sourced by test scripts: starts `areal-host serve` on a free loopback port.
 #   start_gateway HOST ADMIN_KEY LOG [serve args...]
 # Sets url (its base URL) and appends its pid to the caller's pids array;
-# exits the script with the log when it does not come up.
+# exits the script with the log when it does not come up. Its durable state
+# goes next to the log (LOG.state) unless the args set gateway.state_dir:
+# tests run side by side, and each gateway needs a state dir of its own
+# (routers, given gateway.workers, keep none).
 start_gateway() {
   local bin=$1 key=$2 glog=$3
   shift 3
-  "$bin" serve --port 0 --admin-key "$key" "$@" 2> "$glog" &
+  local state=("gateway.state_dir=$glog.state")
+  [[ " $* " == *" gateway.workers="* ]] && state=()  # a router records nothing itself
+  "$bin" serve --port 0 --admin-key "$key" "${state[@]}" "$@" 2> "$glog" &
   pids+=($!)
   url=""
   for _ in $(seq 200); do

@@ -111,33 +111,44 @@ TEST(StateDb, RestartRecoversSessionsCallsRewardsAndKeys) {
   EXPECT_DOUBLE_EQ(t.rows[0].reward, 0.25 + 0.9 * 1.5);
 }
 
-TEST(StateDb, ExportedSessionsAreGoneAndTakenOnesComeBackUntilAcknowledged) {
+// The trainer's hand-off: taken sessions come back after a restart unless a
+// committed checkpoint holds them; marked for a checkpoint that was never
+// committed (the run resumes from an earlier one) they come back first.
+TEST(StateDb, TakenSessionsComeBackUnlessTheirCheckpointWasCommitted) {
   TempDir dir;
+  std::string in_ckpt_10, in_ckpt_20, only_taken;
   {
     Gateway g(dir.path, -1);
-    for (int i = 0; i < 3; ++i) {
+    for (int i = 0; i < 4; ++i) {
       auto s = g.store.start("t" + std::to_string(i), "", "").session;
       answer(*s, "c", "x", {1}, {2});
       s->record.set_reward("", i);
       g.store.end(s);
     }
     EXPECT_EQ(g.store.export_session("t0-0", 1.0, ExportStyle::kIndividual).rows.size(), 1u);  // exported: never again
-    auto a = g.store.take_finished(std::chrono::milliseconds(0), 1.0, ExportStyle::kIndividual);
-    auto b = g.store.take_finished(std::chrono::milliseconds(0), 1.0, ExportStyle::kIndividual);
-    ASSERT_TRUE(a && b);
-    g.store.acknowledge({a->session_id});  // trained and checkpointed; b was not
-    // A taken, unacknowledged id stays reserved: a new session must not overwrite it.
-    auto again = g.store.start(b->task_id, "", "").session;
-    EXPECT_NE(again->id, b->session_id);
+    auto take = [&] { return g.store.take_finished(std::chrono::milliseconds(0), 1.0, ExportStyle::kIndividual)->session_id; };
+    in_ckpt_10 = take(), in_ckpt_20 = take(), only_taken = take();
+    EXPECT_EQ(in_ckpt_10, "t1-0");  // oldest-ended first
+    g.store.mark_trained({in_ckpt_10}, 10);
+    g.store.commit_checkpoint(10);
+    g.store.mark_trained({in_ckpt_20, "unknown-id"}, 20);  // the run dies before checkpoint 20 is written
+    // A taken, uncommitted id stays reserved: a new session must not take it.
+    auto again = g.store.start("t2", "", "").session;
+    EXPECT_NE(again->id, in_ckpt_20);
   }
   Gateway g(dir.path, -1);
-  const auto ids = g.store.finished_session_ids();
-  ASSERT_EQ(ids.size(), 1u);  // only the unacknowledged one; the new one is active
+  EXPECT_EQ(g.recovered.trained, 1u);
+  EXPECT_EQ(g.recovered.ended, 1u);  // the taken, unmarked one
   EXPECT_EQ(g.recovered.active, 1u);
-  auto redelivered = g.store.take_finished(std::chrono::milliseconds(0), 1.0, ExportStyle::kIndividual);
-  ASSERT_TRUE(redelivered);
-  EXPECT_EQ(redelivered->session_id, ids[0]);
-  EXPECT_EQ(redelivered->rows.size(), 1u);
+  EXPECT_EQ(g.store.commit_checkpoint(10), 1u);  // resumed from 10: step 20's session comes back
+  auto first = g.store.take_finished(std::chrono::milliseconds(0), 1.0, ExportStyle::kIndividual);
+  auto second = g.store.take_finished(std::chrono::milliseconds(0), 1.0, ExportStyle::kIndividual);
+  ASSERT_TRUE(first && second);
+  EXPECT_EQ(first->session_id, in_ckpt_20);
+  EXPECT_EQ(second->session_id, only_taken);
+  EXPECT_EQ(first->rows.size(), 1u);
+  EXPECT_FALSE(g.store.take_finished(std::chrono::milliseconds(0), 1.0, ExportStyle::kIndividual).has_value());
+  EXPECT_EQ(code_of([&] { g.store.find(in_ckpt_10); }), AREAL_CODE_NOT_FOUND);
   EXPECT_EQ(code_of([&] { g.store.find("t0-0"); }), AREAL_CODE_NOT_FOUND);
 }
 

@@ -65,7 +65,7 @@ typedef struct areal_trajectory_sink {
  * control (ABI 1.1) and the session slots (ABI 1.4) from any thread while
  * the instance exists. */
 typedef struct areal_gateway_vtable {
-  uint32_t struct_size; /* AREAL_OFFSET_OF_END(areal_gateway_vtable, acknowledge_sessions) since 1.5; (.., session_chat) in 1.4; (.., control) in 1.1-1.3; (.., stop) in 1.0 */
+  uint32_t struct_size; /* AREAL_OFFSET_OF_END(areal_gateway_vtable, commit_checkpoint) since 1.5; (.., session_chat) in 1.4; (.., control) in 1.1-1.3; (.., stop) in 1.0 */
 
   /* As for areal_inference_vtable.create. Does not bind any socket yet. */
   areal_status* (*create)(areal_str config_json, const areal_services* services, void** out_self) AREAL_MUST_USE;
@@ -136,16 +136,23 @@ typedef struct areal_gateway_vtable {
    * request without streaming; out_json receives the response object. */
   areal_status* (*session_chat)(void* self, areal_str session_id, areal_str request_json, const areal_writer* out_json) AREAL_MUST_USE;
 
-  /* --- ABI 1.5 (check struct_size) ---------------------------------------- */
+  /* --- ABI 1.5 (check struct_size) ---------------------------------------- *
+   * (optional, set together) Exactly-once hand-off across restarts, for
+   * gateways that keep durable state; NULL in gateways that keep none. The
+   * trainer marks the sessions take_finished handed it, once trained, as
+   * belonging to the checkpoint it is about to write, and commits that
+   * checkpoint once it is written. A run resumed from checkpoint N commits N
+   * again first: sessions marked for a later checkpoint come back through
+   * take_finished (their steps died with the previous process), so each
+   * session is trained once in the run's surviving history.
+   * OWNERSHIP: the id array and its strings are borrowed for the call. */
 
-  /* (optional) The trainer has trained the sessions take_finished handed
-   * it and saved a checkpoint past them (or keeps no checkpoints): a
-   * gateway with durable state may forget them. Until then a restarted
-   * gateway hands them out again, so a run resumed from its last
-   * checkpoint trains each exactly once. Unknown ids are ignored. NULL: the
-   * gateway keeps nothing across restarts. OWNERSHIP: the array and its
-   * strings are borrowed for the call. */
-  areal_status* (*acknowledge_sessions)(void* self, const areal_str* session_ids, size_t n) AREAL_MUST_USE;
+  /* Marks n taken sessions as trained for checkpoint_step. Unknown ids are
+   * ignored. */
+  areal_status* (*mark_sessions_trained)(void* self, const areal_str* session_ids, size_t n, int64_t checkpoint_step) AREAL_MUST_USE;
+  /* Forgets the sessions marked for checkpoints <= step; those marked for a
+   * later one are ended again and handed out before any other. */
+  areal_status* (*commit_checkpoint)(void* self, int64_t step) AREAL_MUST_USE;
 } areal_gateway_vtable;
 
 #ifdef __cplusplus

@@ -483,8 +483,9 @@ struct TrainAdapter {
 //   void take_finished(int64_t timeout_ms, const areal_trajectory_sink& sink);  // calls the sink at most once
 //   void export_session(std::string_view session_id, double discount, const areal_trajectory_sink& sink);
 //   std::string session_chat(std::string_view session_id, std::string_view request_json);
-// and, when they keep durable state, the ABI 1.5 slot
-//   void acknowledge_sessions(const std::vector<std::string>& session_ids);
+// and, when they keep durable state, the ABI 1.5 pair (detected by commit_checkpoint):
+//   void mark_sessions_trained(const std::vector<std::string>& session_ids, int64_t checkpoint_step);
+//   void commit_checkpoint(int64_t step);
 // Without them the slots are NULL and struct_size stops at the last one set.
 template <class T, class = void>
 struct has_control : std::false_type {};
@@ -496,9 +497,9 @@ template <class T>
 struct has_sessions<T, std::void_t<decltype(std::declval<T&>().grant_capacity(int64_t{1}))>> : std::true_type {};
 
 template <class T, class = void>
-struct has_acknowledge : std::false_type {};
+struct has_checkpoints : std::false_type {};
 template <class T>
-struct has_acknowledge<T, std::void_t<decltype(std::declval<T&>().acknowledge_sessions(std::vector<std::string>()))>> : std::true_type {};
+struct has_checkpoints<T, std::void_t<decltype(std::declval<T&>().commit_checkpoint(int64_t{0}))>> : std::true_type {};
 
 template <class T>
 struct GatewayAdapter {
@@ -554,17 +555,22 @@ struct GatewayAdapter {
       if constexpr (has_sessions<T>::value) write(w, self_of<T>(s).session_chat(view(session), view(request)));
     });
   }
-  static areal_status* acknowledge_sessions(void* s, const areal_str* ids, size_t n) {
+  static areal_status* mark_sessions_trained(void* s, const areal_str* ids, size_t n, int64_t step) {
     return guard([&] {
-      if constexpr (has_acknowledge<T>::value) {
+      if constexpr (has_checkpoints<T>::value) {
         if (ids == nullptr && n > 0) throw invalid_argument("session_ids is NULL");
         std::vector<std::string> list;
         for (size_t i = 0; i < n; ++i) list.emplace_back(view(ids[i]));
-        self_of<T>(s).acknowledge_sessions(list);
+        self_of<T>(s).mark_sessions_trained(list, step);
       }
     });
   }
-  static constexpr uint32_t kSize = has_acknowledge<T>::value ? AREAL_OFFSET_OF_END(areal_gateway_vtable, acknowledge_sessions)
+  static areal_status* commit_checkpoint(void* s, int64_t step) {
+    return guard([&] {
+      if constexpr (has_checkpoints<T>::value) self_of<T>(s).commit_checkpoint(step);
+    });
+  }
+  static constexpr uint32_t kSize = has_checkpoints<T>::value ? AREAL_OFFSET_OF_END(areal_gateway_vtable, commit_checkpoint)
                                     : has_sessions<T>::value  ? AREAL_OFFSET_OF_END(areal_gateway_vtable, session_chat)
                                     : has_control<T>::value ? AREAL_OFFSET_OF_END(areal_gateway_vtable, control)
                                                             : AREAL_OFFSET_OF_END(areal_gateway_vtable, stop);
@@ -584,7 +590,8 @@ struct GatewayAdapter {
       /* .take_finished      = */ kSessions ? &GatewayAdapter::take_finished : nullptr,
       /* .export_session     = */ kSessions ? &GatewayAdapter::export_session : nullptr,
       /* .session_chat       = */ kSessions ? &GatewayAdapter::session_chat : nullptr,
-      /* .acknowledge_sessions = */ has_acknowledge<T>::value ? &GatewayAdapter::acknowledge_sessions : nullptr,
+      /* .mark_sessions_trained = */ has_checkpoints<T>::value ? &GatewayAdapter::mark_sessions_trained : nullptr,
+      /* .commit_checkpoint  = */ has_checkpoints<T>::value ? &GatewayAdapter::commit_checkpoint : nullptr,
   };
 };
 

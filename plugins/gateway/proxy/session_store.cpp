@@ -65,8 +65,16 @@ RecoverySummary SessionStore::recover(recorder::RecoveredState state) {
     s->end_reason_ = r.session.end_reason;
     s->record.restore(std::move(r.calls));
     s->record.journal_to(journal_, s->id);
+    if (r.session.state == "trained") {  // waits for the trainer's commit_checkpoint()
+      ++out.trained;
+      recovered_trained_[s->id] = {s, r.session.trained_step};
+      continue;
+    }
     ++(s->finished_ ? out.ended : out.active);
-    if (!s->finished_) key_to_session_[s->api_key] = s->id;
+    if (s->finished_) finished_order_.push_back(s->id);
+    // As before the restart: an ended session's key still answers 410 until
+    // it is exported; in start order, so a refreshed key maps to its newest session.
+    key_to_session_[s->api_key] = s->id;
     sessions_[s->id] = std::move(s);
   }
   if (config_.capacity == 0) {
@@ -113,6 +121,7 @@ StartedSession SessionStore::start(const std::string& task_id, const std::string
             out.ended_session_id = old->first;
             refreshed = old->second;
             journaled.push_back(refreshed->journal_record("ended"));
+            finished_order_.push_back(refreshed->id);
             finished_cv_.notify_all();
           }
         }
@@ -131,7 +140,8 @@ StartedSession SessionStore::start(const std::string& task_id, const std::string
       if (ticket == 0) throw Error(AREAL_CODE_RESOURCE_EXHAUSTED, "No available capacity to start a new session");
     } else {
       size_t n = 0;
-      while (sessions_.count(task_id + "-" + std::to_string(n)) || taken_.count(task_id + "-" + std::to_string(n))) ++n;
+      auto in_use = [&](const std::string& id) { return sessions_.count(id) || taken_.count(id) || recovered_trained_.count(id); };
+    while (in_use(task_id + "-" + std::to_string(n))) ++n;
       auto s = std::make_shared<Session>();
       s->id = task_id + "-" + std::to_string(n);
       s->task_id = task_id;
@@ -219,6 +229,7 @@ size_t SessionStore::end(const std::shared_ptr<Session>& s, const std::string& r
   }
   // The store lock after the session's (never both in the other order than start() takes them).
   std::lock_guard<std::mutex> lock(mutex_);
+  finished_order_.push_back(s->id);
   finished_cv_.notify_all();
   return n;
 }
@@ -262,6 +273,7 @@ std::vector<std::string> SessionStore::expire_idle(std::chrono::steady_clock::ti
       s->finished_ = true;
       s->end_reason_ = "expired";
       expired.push_back(id);
+      finished_order_.push_back(id);
       if (journal_) journaled.push_back(s->journal_record("ended"));
     }
   }
@@ -287,6 +299,7 @@ void SessionStore::detach_locked(const std::shared_ptr<Session>& s) {
 void SessionStore::reattach(const std::shared_ptr<Session>& s) {
   std::lock_guard<std::mutex> lock(mutex_);
   sessions_[s->id] = s;
+  finished_order_.push_front(s->id);  // first in line again
   finished_cv_.notify_all();
 }
 
@@ -321,8 +334,11 @@ std::optional<recorder::SessionTrajectory> SessionStore::take_finished(std::chro
   {
     std::unique_lock<std::mutex> lock(mutex_);
     auto first_finished = [&] {
-      for (auto it = sessions_.begin(); it != sessions_.end(); ++it)
-        if (it->second->finished()) return it;
+      while (!finished_order_.empty()) {  // skips ids exported over HTTP meanwhile
+        auto it = sessions_.find(finished_order_.front());
+        finished_order_.pop_front();
+        if (it != sessions_.end() && it->second->finished()) return it;
+      }
       return sessions_.end();
     };
     auto it = first_finished();
@@ -335,11 +351,11 @@ std::optional<recorder::SessionTrajectory> SessionStore::take_finished(std::chro
     if (journal_) {
       std::lock_guard<std::mutex> slock(s->mutex_);
       ticket = journal_->write_sessions({s->journal_record("taken")}, std::nullopt);
-      taken_.insert(s->id);
+      taken_[s->id] = -1;
     }
   }
   try {
-    wait(ticket);  // journaled as taken: a restart before acknowledge() delivers it again
+    wait(ticket);  // journaled as taken: a restart before its checkpoint is committed delivers it again
   } catch (const recorder::StateUnavailable&) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -351,17 +367,43 @@ std::optional<recorder::SessionTrajectory> SessionStore::take_finished(std::chro
   return export_detached(*s, discount, style);
 }
 
-void SessionStore::acknowledge(const std::vector<std::string>& session_ids) {
-  if (session_ids.empty()) return;
+void SessionStore::mark_trained(const std::vector<std::string>& session_ids, int64_t checkpoint_step) {
   recorder::Journal::Ticket ticket = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (journal_ == nullptr) return;  // memory only: taken sessions are gone already
-    ticket = journal_->delete_sessions(session_ids);
+    if (journal_ == nullptr || session_ids.empty()) return;
+    ticket = journal_->mark_trained(session_ids, checkpoint_step);
+    for (const auto& id : session_ids)
+      if (auto it = taken_.find(id); it != taken_.end()) it->second = checkpoint_step;
   }
   wait(ticket);
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (const auto& id : session_ids) taken_.erase(id);
+}
+
+size_t SessionStore::commit_checkpoint(int64_t step) {
+  recorder::Journal::Ticket ticket = 0;
+  size_t returned = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (journal_ == nullptr) return 0;
+    ticket = journal_->commit_checkpoint(step);
+    for (auto it = taken_.begin(); it != taken_.end();)
+      it = it->second >= 0 && it->second <= step ? taken_.erase(it) : std::next(it);
+    for (auto& [id, held] : recovered_trained_) {
+      if (held.second <= step) continue;
+      // Trained in steps the resumed run does not have: ended again, first in line.
+      Session& s = *held.first;
+      s.finished_ = true;
+      sessions_[id] = held.first;
+      key_to_session_.emplace(s.api_key, id);
+      finished_order_.push_front(id);
+      ++returned;
+    }
+    recovered_trained_.clear();
+    if (config_.capacity == 0) owed_grants_ += static_cast<int64_t>(returned);
+    if (returned) finished_cv_.notify_all();
+  }
+  wait(ticket);
+  return returned;
 }
 
 std::vector<std::string> SessionStore::finished_session_ids() const {

@@ -10,12 +10,12 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -60,7 +60,7 @@ struct StartedSession {
 };
 
 struct RecoverySummary {
-  size_t active = 0, ended = 0, failed_in_flight = 0;
+  size_t active = 0, ended = 0, trained = 0, failed_in_flight = 0;
   int64_t capacity = -1;
   int64_t owed_grants = 0;
 };
@@ -111,12 +111,18 @@ class SessionStore {
   recorder::SessionTrajectory export_session(const std::string& session_id, double discount, recorder::ExportStyle style);
 
   // Waits up to `timeout` for an ended session, then exports and removes it
-  // (the trainer's consumer side); nullopt on timeout.
+  // (the trainer's consumer side), the longest-ended first; nullopt on timeout.
   std::optional<recorder::SessionTrajectory> take_finished(std::chrono::milliseconds timeout, double discount, recorder::ExportStyle style);
 
-  // The trainer has trained these taken sessions and checkpointed: forget
-  // them. Until then a restart delivers them again (journaled as taken).
-  void acknowledge(const std::vector<std::string>& session_ids);
+  // Exactly-once hand-off across restarts (journaled stores; no-ops
+  // otherwise). The trainer marks the sessions it took and trained as
+  // belonging to the checkpoint it is about to write...
+  void mark_trained(const std::vector<std::string>& session_ids, int64_t checkpoint_step);
+  // ...and commits it once written: sessions marked for checkpoints <= step
+  // are forgotten; those marked for a later one (a run resumed from `step`
+  // lost those steps) are ended again and handed out first. Returns how
+  // many came back.
+  size_t commit_checkpoint(int64_t step);
 
   std::vector<std::string> finished_session_ids() const;
   size_t active_count() const;
@@ -135,10 +141,16 @@ class SessionStore {
   int64_t capacity_;
   int64_t owed_grants_ = 0;  // grants that go to recovered sessions first
   recorder::Journal* journal_ = nullptr;
-  std::set<std::string> taken_;  // journaled as taken, not yet acknowledged: their ids stay reserved
+  // Taken (journaled) sessions not yet forgotten, by id -> the checkpoint
+  // they are marked for (-1: not marked); their ids stay reserved.
+  std::map<std::string, int64_t> taken_;
+  // Sessions a restart found marked trained, kept until commit_checkpoint()
+  // says whether their checkpoint holds them.
+  std::map<std::string, std::pair<std::shared_ptr<Session>, int64_t>> recovered_trained_;
   std::map<std::string, std::shared_ptr<Session>> sessions_;  // by id, until exported
   std::map<std::string, std::string> key_to_session_;         // api key -> session id
   std::condition_variable finished_cv_;                       // a session ended
+  std::deque<std::string> finished_order_;  // ended sessions in the order they ended: take_finished is FIFO (oldest first, none starves)
 };
 
 // A fresh random session key: "sk-sess-" + 43 URL-safe characters (256 bits).

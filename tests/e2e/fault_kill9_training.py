@@ -1,0 +1,96 @@
+"""fault_kill9_training.sh's two halves.
+
+snapshot DB OUT: the sessions the killed run's gateway held (state ended,
+taken or trained) with at least one answered call, each as the ids of its
+answered calls: those must not be lost.
+
+check RUN WORK TOTAL CKPT MAX_STALE: after the resumed run finished, counts
+what was lost and what was trained twice, telling sessions apart by the ids
+of their calls (a session id alone may be reused once its session is gone:
+the restarted agent reuses its task ids; metrics rows name each trained
+session's rollout task, unique within a process). Exits 1 unless both are 0 and the
+steps, versions and staleness hold.
+"""
+import json
+import sqlite3
+import sys
+
+
+def snapshot(db_path, out):
+    db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    pending = {}
+    for sid, state in db.execute("SELECT id, state FROM sessions WHERE state IN ('ended', 'taken', 'trained')"):
+        calls = sorted(r[0] for r in db.execute("SELECT id FROM calls WHERE session_id = ? AND state = 'complete'", (sid,)))
+        if calls:
+            pending[sid] = {"state": state, "calls": calls}
+    in_flight = db.execute("SELECT COUNT(*) FROM calls WHERE state = 'in_flight'").fetchone()[0]
+    json.dump(pending, open(out, "w"))
+    handed = sum(1 for p in pending.values() if p["state"] != "ended")
+    print(f"at the kill the gateway held {len(pending)} answered sessions not in a committed checkpoint "
+          f"({handed} already handed to the trainer), and {in_flight} calls in flight")
+
+
+def takes(lines):
+    """Rollout task -> (session id, the ids of its answered calls), for one process (tasks are unique in it)."""
+    out = {}
+    for line in lines:
+        rec = json.loads(line)
+        if "rows" in rec and "session_id" in rec:
+            out[rec["task"]] = (rec["session_id"], tuple(sorted(r["interaction_id"] for r in rec["rows"])))
+    return out
+
+
+def trained(rows, taken, what):
+    """The call-id tuples of the sessions `rows` trained, resolved by task through `taken`."""
+    out = []
+    for r in rows:
+        for sid, task in zip(r.get("session_ids", []), r.get("tasks", [])):
+            if task not in taken or taken[task][0] != sid:
+                sys.exit(f"FAIL: step {r['step']} trained session {sid} of task {task}, which no process took ({what})")
+            out.append(taken[task][1])
+    return out
+
+
+def check(run, work, total, ckpt, max_stale):
+    total, ckpt, max_stale = int(total), int(ckpt), int(max_stale)
+    pending = json.load(open(f"{work}/pending.json"))
+    rows = [json.loads(l) for l in open(f"{run}/metrics.jsonl")]
+    problems = []
+    steps = [r["step"] for r in rows]
+    if steps != list(range(1, total + 1)):
+        problems.append(f"steps are not 1..{total} once each: {steps}")
+    for r in rows:
+        if r["policy_version"] != r["step"] - 1:
+            problems.append(f"step {r['step']} trained version {r['policy_version']}, not {r['step'] - 1}")
+        if r["staleness_max"] > max_stale:
+            problems.append(f"step {r['step']} trained a sample {r['staleness_max']} versions stale (bound {max_stale})")
+    before_lines = open(f"{work}/rollouts_before_kill.jsonl").read().splitlines()
+    all_lines = open(f"{run}/rollouts.jsonl").read().splitlines()
+    after_lines = all_lines[len(before_lines):]
+    kept = trained([r for r in rows if r["step"] <= ckpt], takes(before_lines), "before the kill")
+    redone = trained([r for r in rows if r["step"] > ckpt], takes(after_lines), "after the resume")
+    everything = kept + redone
+    twice = len(everything) - len(set(everything))
+    dropped_ids = {json.loads(l)["session_id"] for l in after_lines if json.loads(l).get("status") == "dropped_stale"}
+    pending_calls = {tuple(p["calls"]) for p in pending.values()}
+    after_set = set(redone)
+    stale = {c for c in pending_calls - after_set if any(sid in dropped_ids for sid, p in pending.items() if tuple(p["calls"]) == c)}
+    lost = pending_calls - after_set - stale
+    before = [json.loads(l) for l in open(f"{work}/metrics_before_kill.jsonl")]
+    lost_steps = sum(len(r.get("session_ids", [])) for r in before if r["step"] > ckpt)
+    if not pending:
+        problems.append("the gateway held nothing at the kill: the test did not test a crash")
+    print(f"kill -9 mid-training: {len(pending)} sessions pending at the kill ({lost_steps} trained in steps after the checkpoint, "
+          f"lost with the process); after the resume {len(pending_calls & after_set)} of them trained, {len(stale)} dropped as stale; "
+          f"lost {len(lost)}, trained twice {twice}")
+    if lost:
+        problems.append(f"lost sessions (their calls): {sorted(lost)[:5]}")
+    if twice:
+        problems.append(f"{twice} sessions trained twice")
+    for p in problems:
+        print("FAIL:", p)
+    sys.exit(1 if problems else 0)
+
+
+if __name__ == "__main__":
+    {"snapshot": snapshot, "check": check}[sys.argv[1]](*sys.argv[2:])
