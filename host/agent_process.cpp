@@ -2,7 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -32,23 +32,30 @@ AgentProcess::AgentProcess(const std::string& command, const std::string& cwd, c
   for (auto& v : vars) envp.push_back(v.data());
   envp.push_back(nullptr);
 
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  posix_spawn_file_actions_adddup2(&fa, STDOUT_FILENO, STDERR_FILENO);
   // The command runs in `cwd` (relative paths in it are the config's).
   const std::string script = "cd '" + cwd + "' && exec " + command;
   std::string sh = "/bin/sh", flag = "-c";
   char* argv[] = {sh.data(), flag.data(), const_cast<char*>(script.c_str()), nullptr};
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);  // its own group: stop() reaches its children too
-  posix_spawnattr_setpgroup(&attr, 0);
-  const int rc = posix_spawn(&pid_, "/bin/sh", &fa, &attr, argv, envp.data());
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) throw Error(AREAL_CODE_UNAVAILABLE, "cannot start agent command '" + command + "': " + std::strerror(rc));
+  const pid_t parent = getpid();
+  // fork + exec rather than posix_spawn: the child must ask to die with us.
+  // Between the two only async-signal-safe calls, on what was prepared above.
+  pid_ = fork();
+  if (pid_ < 0) throw Error(AREAL_CODE_UNAVAILABLE, "cannot start agent command '" + command + "': " + std::strerror(errno));
+  if (pid_ == 0) {
+    setpgid(0, 0);  // its own group: stop() reaches its children too
+    // If areal-host dies (kill -9, a crash), the agent gets SIGTERM rather
+    // than running on against a dead gateway; a resumed run starts its own.
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent) _exit(127);  // we died before the line above took effect
+    const int in = open("/dev/null", O_RDONLY);
+    const int out = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (in < 0 || out < 0) _exit(127);
+    dup2(in, STDIN_FILENO);
+    dup2(out, STDOUT_FILENO);
+    dup2(out, STDERR_FILENO);
+    execve("/bin/sh", argv, envp.data());
+    _exit(127);
+  }
 }
 
 AgentProcess::~AgentProcess() { stop(); }

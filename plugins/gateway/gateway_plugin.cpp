@@ -21,6 +21,8 @@
 #include <Poco/Net/HTTPServerResponse.h>
 #include <Poco/Net/ServerSocket.h>
 #include <Poco/Net/SocketAddress.h>
+#include <Poco/Net/StreamSocket.h>
+#include <Poco/Net/TCPServer.h>
 #include <nlohmann/json.hpp>
 
 #include "areal/sdk.hpp"
@@ -50,6 +52,7 @@ constexpr const char* kGatewayVersion = "0.1.0";
 struct GatewayState {
   std::unique_ptr<areal::recorder::StateDb> state_db;  // durable state (gateway.state_dir); outlives the sessions below
   size_t max_request_bytes = 32u << 20;
+  std::chrono::duration<double> client_timeout{60.0};  // gateway.client_timeout_s
   const areal_inference_ref* inference = nullptr;  // may be NULL
   std::string model_name = "default";
   std::atomic<uint64_t> requests{0};
@@ -83,7 +86,7 @@ class Handler : public HTTPRequestHandler {
     try {
       // Every body is read before anything is answered, errors included: a
       // keep-alive connection must not carry unread bytes into the next request.
-      const std::string body = areal::gateway::read_body(req, state_->max_request_bytes);
+      const std::string body = areal::gateway::read_body(req, state_->max_request_bytes, state_->client_timeout);
       if (!state_->router && scoped_to_session(req, path)) anthropic = path == "/v1/messages" || path == "/v1/messages/count_tokens";
       if (path == "/health") return get_only(req, res, [&] { health(res); });
       if (path == "/metrics") return get_only(req, res, [&] { metrics(res); });
@@ -98,7 +101,7 @@ class Handler : public HTTPRequestHandler {
       areal::gateway::send_error(res, 404, "Unknown endpoint " + req.getMethod() + " " + path + " (see docs/http-api.md)",
                                  "invalid_request_error", "not_found");
     } catch (const areal::gateway::HttpError& e) {
-      if (e.status == 413) res.setKeepAlive(false);  // the oversized body was not read: do not reuse the connection
+      if (e.status == 413 || e.status == 408) res.setKeepAlive(false);  // the body was not read whole: do not reuse the connection
       if (anthropic) return areal::gateway::send_json(res, e.status, areal::gateway::AnthropicRoutes::error_body(e.status, e.what()));
       areal::gateway::send_error(res, e.status, e.what(), areal::gateway::error_type_for(e.status),
                                  e.code.empty() ? areal::gateway::error_code_for(e.status) : e.code);
@@ -198,6 +201,37 @@ class Handler : public HTTPRequestHandler {
   std::shared_ptr<GatewayState> state_;
 };
 
+// Too many connections: once max_queued wait for a thread, a new one gets
+// 503 with an error body and is closed at once, where Poco would close it
+// without a word (and a client would see a reset, or wait on a backlog).
+class RefuseWhenFull : public Poco::Net::TCPServerConnectionFilter {
+ public:
+  RefuseWhenFull(const Poco::Net::TCPServer& server, int max_queued) : server_(server), max_queued_(max_queued) {}
+  bool accept(const Poco::Net::StreamSocket& socket) override {
+    if (server_.queuedConnections() < max_queued_) return true;
+    sdk::host().metric_add(sdk::str("areal_gateway_connections_refused_total"), 1.0);
+    const std::string body = areal::gateway::openai_error_body(
+        "Too many connections: " + std::to_string(server_.currentConnections()) + " being served and " + std::to_string(max_queued_) +
+            " waiting (gateway.max_threads, gateway.max_queued); retry shortly",
+        "server_error", "unavailable");
+    const std::string response = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: " +
+                                 std::to_string(body.size()) + "\r\nRetry-After: 1\r\nConnection: close\r\n\r\n" + body;
+    try {
+      Poco::Net::StreamSocket s(socket);
+      s.setSendTimeout(Poco::Timespan(1, 0));  // never let a stuck client block the accept loop
+      s.sendBytes(response.data(), static_cast<int>(response.size()));
+      s.shutdownSend();
+    } catch (const Poco::Exception&) {
+      // The client is gone already: nothing to tell it.
+    }
+    return false;
+  }
+
+ private:
+  const Poco::Net::TCPServer& server_;
+  const int max_queued_;
+};
+
 class Factory : public Poco::Net::HTTPRequestHandlerFactory {
  public:
   explicit Factory(std::shared_ptr<GatewayState> state) : state_(std::move(state)) {}
@@ -216,7 +250,8 @@ class Gateway {
     "host": {"type": "string", "default": "127.0.0.1", "doc": "Address to bind; 0.0.0.0 for all interfaces."},
     "port": {"type": "integer", "default": 8080, "minimum": 0, "maximum": 65535, "doc": "TCP port; 0 picks a free one (the log line shows which)."},
     "max_threads": {"type": "integer", "default": 256, "minimum": 1, "maximum": 65536, "doc": "Request threads; each streaming response holds one for its duration."},
-    "max_queued": {"type": "integer", "default": 1024, "minimum": 1, "doc": "Accepted connections waiting for a thread before new ones are refused."},
+    "max_queued": {"type": "integer", "default": 1024, "minimum": 1, "doc": "Accepted connections waiting for a thread; beyond that a new connection is answered 503 (Retry-After: 1) and closed at once."},
+    "client_timeout_s": {"type": "number", "default": 60, "minimum": 0.1, "doc": "A client must send its request line and headers, each read, within this long, and its whole body within this long again; else 408 and the connection is closed. Also how long an idle keep-alive connection is kept."},
     "admin_api_key": {"type": "string", "default": "areal-admin-key", "doc": "Key for admin endpoints (start_session, grant_capacity, export). The default is refused on a non-loopback host."},
     "capacity": {"type": "integer", "default": -1, "minimum": -1, "doc": "Sessions that may start before /grant_capacity adds more (HTTP 429 at 0); -1 = unlimited. The trainer sets this from its staleness budget."},
     "session_timeout_seconds": {"type": "number", "default": 3600, "minimum": 1, "doc": "Idle sessions are ended (and kept for export) after this long."},
@@ -243,6 +278,7 @@ class Gateway {
     port_ = c.value("port", 8080);
     max_threads_ = c.value("max_threads", 256);
     max_queued_ = c.value("max_queued", 1024);
+    state_->client_timeout = std::chrono::duration<double>(c.value("client_timeout_s", 60.0));
     if (port_ < 0 || port_ > 65535) throw sdk::invalid_argument("gateway: port must be in [0, 65535]");
     const std::string admin_key = c.value("admin_api_key", std::string(kDefaultAdminKey));
     if (admin_key.empty()) throw sdk::invalid_argument("gateway: admin_api_key must not be empty");
@@ -347,8 +383,12 @@ class Gateway {
     params->setMaxThreads(max_threads_);
     params->setMaxQueued(max_queued_);
     params->setKeepAlive(true);
+    const auto timeout = Poco::Timespan(static_cast<Poco::Timespan::TimeDiff>(state_->client_timeout.count() * 1e6));
+    params->setTimeout(timeout);
+    params->setKeepAliveTimeout(timeout);
     pool_ = std::make_unique<Poco::ThreadPool>(2, max_threads_);
     server_ = std::make_unique<Poco::Net::HTTPServer>(new Factory(state_), *pool_, socket, params);
+    server_->setConnectionFilter(new RefuseWhenFull(*server_, max_queued_));
     server_->start();
     const auto bound = socket.address();
     url_ = "http://" + host_ + ":" + std::to_string(bound.port());

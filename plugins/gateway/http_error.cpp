@@ -50,6 +50,7 @@ std::string error_code_for(int status) {
     case 403: return "forbidden";
     case 404: return "not_found";
     case 405: return "method_not_allowed";
+    case 408: return "request_timeout";
     case 409: return "conflict";
     case 410: return "session_ended";
     case 413: return "request_too_large";

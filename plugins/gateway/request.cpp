@@ -1,6 +1,7 @@
 #include "request.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <istream>
 
 #include "http_error.hpp"
@@ -32,7 +33,8 @@ size_t invalid_utf8_at(const std::string& s) {
 
 }  // namespace
 
-std::string read_body(Poco::Net::HTTPServerRequest& request, size_t max_bytes) {
+std::string read_body(Poco::Net::HTTPServerRequest& request, size_t max_bytes, std::chrono::duration<double> deadline) {
+  const auto start = std::chrono::steady_clock::now();
   if (request.getContentLength() != Poco::Net::HTTPMessage::UNKNOWN_CONTENT_LENGTH &&
       request.getContentLength() > static_cast<std::streamsize>(max_bytes))
     throw HttpError(413, "Request body of " + std::to_string(request.getContentLength()) + " bytes exceeds the limit of " +
@@ -44,7 +46,16 @@ std::string read_body(Poco::Net::HTTPServerRequest& request, size_t max_bytes) {
     body.append(buf, static_cast<size_t>(in.gcount()));
     if (body.size() > max_bytes)
       throw HttpError(413, "Request body exceeds the limit of " + std::to_string(max_bytes) + " bytes (gateway.max_request_bytes)");
+    // A client trickling its body holds a request thread: it gets the whole timeout once, not per read.
+    if (std::chrono::steady_clock::now() - start > deadline)
+      throw HttpError(408, "Request body not received within " + std::to_string(static_cast<int64_t>(deadline.count())) +
+                               " s (gateway.client_timeout_s)");
   }
+  // A read that timed out ends the stream early (Poco reports it as end of input).
+  if (request.getContentLength() != Poco::Net::HTTPMessage::UNKNOWN_CONTENT_LENGTH &&
+      static_cast<std::streamsize>(body.size()) < request.getContentLength())
+    throw HttpError(408, "Request body incomplete: " + std::to_string(body.size()) + " of " + std::to_string(request.getContentLength()) +
+                             " bytes arrived within gateway.client_timeout_s");
   return body;
 }
 

@@ -1,6 +1,7 @@
 // Reading requests: bounded JSON bodies and credentials.
 #pragma once
 
+#include <chrono>
 #include <string>
 
 #include <Poco/Net/HTTPServerRequest.h>
@@ -8,10 +9,12 @@
 
 namespace areal::gateway {
 
-// Reads the whole body (HttpError 413 beyond max_bytes). The gateway reads
-// every body before answering, so an early error never leaves unread bytes
-// in a keep-alive connection for the next request to trip over.
-std::string read_body(Poco::Net::HTTPServerRequest& request, size_t max_bytes);
+// Reads the whole body (HttpError 413 beyond max_bytes, before reading any
+// of it when Content-Length says so; 408 when it does not arrive whole
+// within `deadline`). The gateway reads every body before answering, so an
+// early error never leaves unread bytes in a keep-alive connection for the
+// next request to trip over.
+std::string read_body(Poco::Net::HTTPServerRequest& request, size_t max_bytes, std::chrono::duration<double> deadline);
 
 // Parses a body as a JSON object (400; 415 for a non-JSON content type). An
 // empty body is an empty object.

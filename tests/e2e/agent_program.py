@@ -85,7 +85,7 @@ else:
     script = json.dumps([tokenize(r) for r in replies], separators=(",", ":"))
     backend = ["--tokenizer", TOKENIZER, "inference.vocab_size=151669", "inference.max_context=131072", f"inference.script={script}"]
 gateway = subprocess.Popen([HOST, "serve", "--port", "0", "--admin-key", ADMIN, *backend, "gateway.prompt_mode=concat",
-                            "gateway.max_completion_tokens=256"], stderr=log, stdout=log)
+                            "gateway.max_completion_tokens=256", f"gateway.state_dir={work}/state"], stderr=log, stdout=log)
 try:
     url = ""
     for _ in range(300):

@@ -24,7 +24,7 @@ test -s "$run/reward_curve.svg"
 /usr/bin/python3 "$src/tests/support/check_quickstart_run.py" "$run" 360 --resume-at 300
 # The final model is an HF folder the local engine serves again.
 test -f "$run/final/config.json" && test -f "$run/final/model.safetensors" && test -f "$run/final/tokenizer.json"
-"$host" serve --model "$run/final" --port 0 > "$work/serve.log" 2>&1 &
+"$host" serve --model "$run/final" --port 0 "gateway.state_dir=$work/serve-state" > "$work/serve.log" 2>&1 &
 pid=$!
 trap 'kill $pid 2>/dev/null || true' EXIT
 for _ in $(seq 100); do grep -q "gateway listening at" "$work/serve.log" && break; sleep 0.1; done
