@@ -35,7 +35,12 @@ function(areal_add_plugin target)
     CXX_VISIBILITY_PRESET hidden
     VISIBILITY_INLINES_HIDDEN ON
     LINK_DEPENDS "${_map}")
-  target_link_options(${target} PRIVATE "-Wl,--version-script=${_map}" "-Wl,--no-undefined")
+  target_link_options(${target} PRIVATE "-Wl,--version-script=${_map}")
+  # Every symbol resolved at link time, except in the sanitizer build: there
+  # the ASan runtime lives in the executable that loads the plugin.
+  if(NOT AREAL_SANITIZE)
+    target_link_options(${target} PRIVATE "-Wl,--no-undefined")
+  endif()
   if(ARG_OUTPUT_DIRECTORY)
     set_target_properties(${target} PROPERTIES LIBRARY_OUTPUT_DIRECTORY "${ARG_OUTPUT_DIRECTORY}")
   elseif(DEFINED AREAL_PLUGIN_OUTPUT_DIR)

@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # The README's second command (and what CI runs): set up, build, and run the
-# whole test suite (labels unit, conformance, integration, e2e).
+# whole test suite (labels unit, conformance, integration, e2e), then the
+# sanitizer job: the unit tests under ASan + UBSan and a bounded run of each
+# fuzz target (label fuzz), from a second, clang build (scripts/sanitize.sh).
+# Extra arguments go to the main suite's ctest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-cd build
-ctest --output-on-failure -j "${JOBS:-$(nproc)}" "$@"
+status=0
+(cd build && ctest --output-on-failure -j "${JOBS:-$(nproc)}" "$@") || status=1
+scripts/sanitize.sh || status=1
+exit $status

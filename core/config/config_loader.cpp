@@ -1,5 +1,6 @@
 #include "core/config/config_loader.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -8,6 +9,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "core/plugin_host/error.hpp"
+#include "core/text/utf8.hpp"
 
 namespace areal::config {
 namespace {
@@ -71,6 +73,15 @@ Json convert(const YAML::Node& node, const std::string& source) {
 }  // namespace
 
 Json yaml_to_json(const std::string& yaml_text, const std::string& source_name) {
+  // YAML is Unicode text; a config value that is not would break every JSON
+  // that carries it later (the plugin's config, error messages).
+  if (const size_t bad = text::first_invalid_utf8(yaml_text); bad != std::string::npos) {
+    const size_t line_start = yaml_text.rfind('\n', bad == 0 ? 0 : bad - 1);
+    const size_t line = static_cast<size_t>(std::count(yaml_text.begin(), yaml_text.begin() + static_cast<std::ptrdiff_t>(bad), '\n')) + 1;
+    const size_t column = bad - (line_start == std::string::npos ? 0 : line_start + 1) + 1;
+    throw Error(AREAL_CODE_INVALID_ARGUMENT, source_name + ":" + std::to_string(line) + ":" + std::to_string(column) +
+                                                 ": not valid UTF-8 (byte " + std::to_string(bad) + ")");
+  }
   try {
     YAML::Node root = YAML::Load(yaml_text);
     return convert(root, source_name);
@@ -122,6 +133,8 @@ Json load_file_with_extends(const std::string& path, int depth) {
 Json load_yaml_file(const std::string& path) { return load_file_with_extends(path, 0); }
 
 void apply_override(Json& config, const std::string& assignment) {
+  if (const size_t bad = text::first_invalid_utf8(assignment); bad != std::string::npos)
+    throw Error(AREAL_CODE_INVALID_ARGUMENT, "an override is not valid UTF-8 (byte " + std::to_string(bad) + ")");
   auto eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0)
     throw Error(AREAL_CODE_INVALID_ARGUMENT, "override '" + assignment + "' must look like dotted.key=value");

@@ -4,34 +4,11 @@
 #include <chrono>
 #include <istream>
 
+#include "core/text/utf8.hpp"
 #include "http_error.hpp"
 
 namespace areal::gateway {
 
-namespace {
-
-// Offset of the first byte that is not well-formed UTF-8 (RFC 3629), or npos.
-size_t invalid_utf8_at(const std::string& s) {
-  for (size_t i = 0; i < s.size();) {
-    const auto b = static_cast<unsigned char>(s[i]);
-    size_t n = 0;
-    unsigned char lo = 0x80, hi = 0xBF;
-    if (b < 0x80) n = 0;
-    else if (b >= 0xC2 && b <= 0xDF) n = 1;
-    else if (b >= 0xE0 && b <= 0xEF) n = 2, lo = b == 0xE0 ? 0xA0 : 0x80, hi = b == 0xED ? 0x9F : 0xBF;
-    else if (b >= 0xF0 && b <= 0xF4) n = 3, lo = b == 0xF0 ? 0x90 : 0x80, hi = b == 0xF4 ? 0x8F : 0xBF;
-    else return i;
-    for (size_t k = 1; k <= n; ++k) {
-      if (i + k >= s.size()) return i;
-      const auto c = static_cast<unsigned char>(s[i + k]);
-      if (c < (k == 1 ? lo : 0x80) || c > (k == 1 ? hi : 0xBF)) return i;
-    }
-    i += n + 1;
-  }
-  return std::string::npos;
-}
-
-}  // namespace
 
 std::string read_body(Poco::Net::HTTPServerRequest& request, size_t max_bytes, std::chrono::duration<double> deadline) {
   const auto start = std::chrono::steady_clock::now();
@@ -64,7 +41,7 @@ nlohmann::ordered_json parse_json_object(const std::string& body, const std::str
   if (!type.empty() && type.find("json") == std::string::npos)
     throw HttpError(415, "Content-Type must be application/json, got '" + type + "'");
   // JSON text is UTF-8 (RFC 8259); say where it is not, before the parser does in its own words.
-  if (const size_t bad = invalid_utf8_at(body); bad != std::string::npos)
+  if (const size_t bad = text::first_invalid_utf8(body); bad != std::string::npos)
     throw HttpError(400, "Request body is not valid UTF-8 (byte " + std::to_string(bad) + ")");
   nlohmann::ordered_json j;
   try {

@@ -1,14 +1,18 @@
 // Fuzz target: YAML config and dotted overrides. Input: YAML text, then
-// lines after a NUL byte, each a "key.path=value" override; the result is
-// validated against the full schema as `areal-host run` does (plugins by
-// built-in name only: a path would be loaded). Mistakes must be reported
-// (areal::Error, or a listed config error), never crash.
+// lines after a NUL byte, each a "key.path=value" override. The result is
+// validated against the host's schema and read into HostSettings, as
+// `areal-host run` does before it loads any plugin (loading plugins, each a
+// dlopen, would unload coverage counters under libFuzzer; the plugin
+// sections go through the same schema validator). Mistakes must be
+// reported (areal::Error, or a listed config error), never crash.
 #include <cstddef>
 #include <cstdint>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "core/config/config_loader.hpp"
+#include "core/config/config_schema.hpp"
 #include "core/config/run_config.hpp"
 #include "core/plugin_host/error.hpp"
 
@@ -21,13 +25,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       std::istringstream lines(input.substr(nul + 1));
       for (std::string line; std::getline(lines, line);) areal::config::apply_override(raw, line);
     }
-    // A plugin named by path would be dlopen()ed: the harness keeps to built-in names.
-    if (raw.is_object())
-      for (auto& [section, value] : raw.items())
-        if (value.is_object() && value.contains("plugin") && value["plugin"].is_string() &&
-            value["plugin"].get<std::string>().find_first_of("/.") != std::string::npos)
-          value.erase("plugin");
-    areal::resolve_config(std::move(raw), "/nonexistent-base");
+    if (!raw.is_object()) return 0;
+    for (const auto& s : areal::plugin_sections()) raw.erase(s.name);
+    std::vector<std::string> errors;
+    areal::config::validate(areal::host_schema(), raw, "", errors);
+    if (errors.empty()) areal::HostSettings::read(raw);
   } catch (const areal::Error&) {
   }
   return 0;

@@ -57,6 +57,20 @@ TEST(YamlToJson, SyntaxErrorsAndDuplicateKeysNameFileLineAndColumn) {
   }
 }
 
+// Found by fuzz_config: a YAML value that is not UTF-8 reached the schema's
+// error message, whose JSON dump threw a type error instead of an areal::Error.
+TEST(YamlToJson, TextThatIsNotUtf8IsRefusedWithItsPlace) {
+  try {
+    config::yaml_to_json("a: 1\nname: ab\xff\n", "bytes.yaml");
+    FAIL() << "no error";
+  } catch (const areal::Error& e) {
+    EXPECT_EQ(e.code(), AREAL_CODE_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(e.what()).find("bytes.yaml:2:9: not valid UTF-8 (byte 13)"), std::string::npos) << e.what();
+  }
+  Json config = Json::object();
+  EXPECT_THROW(config::apply_override(config, "experiment.name=\xc3"), areal::Error);
+}
+
 TEST(Overrides, CreateNestedKeysAndParseValuesAsYaml) {
   Json c = Json::object();
   config::apply_override(c, "gateway.port=9000");

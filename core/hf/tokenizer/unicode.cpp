@@ -5,6 +5,7 @@
 #include <unicode/unistr.h>
 
 #include "core/plugin_host/error.hpp"
+#include "core/text/utf8.hpp"
 
 namespace areal::unicode {
 namespace {
@@ -119,14 +120,7 @@ void append_utf8(std::string& out, char32_t cp) {
   }
 }
 
-bool is_valid_utf8(std::string_view text) {
-  for (size_t i = 0; i < text.size();) {
-    const size_t len = valid_sequence(text, i);
-    if (len == 0) return false;
-    i += len;
-  }
-  return true;
-}
+bool is_valid_utf8(std::string_view text) { return text::first_invalid_utf8(text) == std::string_view::npos; }
 
 std::string utf8_lossy(std::string_view bytes) {
   std::string out;

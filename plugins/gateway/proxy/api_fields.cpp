@@ -135,8 +135,9 @@ void FieldNotes::ignore(const std::string& field) {
 }
 
 void note_fields(const nlohmann::ordered_json& body, const ApiTable& table, FieldNotes& notes) {
-  for (const auto& [key, value] : body.items()) {
-    if (value.is_null()) continue;
+  for (const auto& item : body.items()) {
+    const std::string& key = item.key();  // not a structured binding: C++17 lambdas cannot capture those
+    if (item.value().is_null()) continue;
     const auto it = std::find_if(table.fields.begin(), table.fields.end(), [&](const ApiField& f) { return key == f.name; });
     if (it == table.fields.end()) notes.unknown.push_back(key);
     else if (it->treatment == FieldTreatment::kIgnored) notes.ignore(key);
