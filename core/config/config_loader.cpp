@@ -31,7 +31,13 @@ Json plain_scalar(const std::string& s) {
       return s;  // too large for int64: keep the text rather than lose digits
     }
   }
-  if (std::regex_match(s, kFloat)) return std::stod(s);
+  if (std::regex_match(s, kFloat)) {
+    try {
+      return std::stod(s);
+    } catch (const std::out_of_range&) {  // found by fuzz_config: this escaped as a crash
+      throw Error(AREAL_CODE_INVALID_ARGUMENT, "the number " + (s.size() > 40 ? s.substr(0, 40) + "..." : s) + " is out of range for a double");
+    }
+  }
   return s;
 }
 

@@ -71,6 +71,18 @@ TEST(YamlToJson, TextThatIsNotUtf8IsRefusedWithItsPlace) {
   EXPECT_THROW(config::apply_override(config, "experiment.name=\xc3"), areal::Error);
 }
 
+// Found by fuzz_config: a float literal beyond a double's range threw
+// std::out_of_range out of the loader (areal-host aborted).
+TEST(Overrides, ANumberOutOfRangeIsAnErrorNotACrash) {
+  Json config = Json::object();
+  try {
+    config::apply_override(config, "train.lr=1e999");
+    FAIL() << "no error";
+  } catch (const areal::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the number 1e999 is out of range for a double"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Overrides, CreateNestedKeysAndParseValuesAsYaml) {
   Json c = Json::object();
   config::apply_override(c, "gateway.port=9000");

@@ -67,3 +67,24 @@ TEST(ChatTemplate, BuildsTransformersContextFromTokenizerConfig) {
   EXPECT_THROW(areal::jinja::ChatTemplate::from_tokenizer_config(config, "nope"), areal::Error);
   EXPECT_THROW(areal::jinja::ChatTemplate::from_tokenizer_config(nlohmann::json::object()), areal::Error);
 }
+
+// Found by fuzz_jinja (2 ** 62 * 2 overflowed, silently, as undefined
+// behaviour; a large exponent looped for ever): every limit is an error
+// naming itself, never a wrapped value, a hang or a blown stack.
+TEST(Jinja, ResourceLimitsAreErrorsNotHangsOrCrashes) {
+  EXPECT_EQ(render("{{ 2 ** 62 }} {{ -2 ** 63 }} {{ 9223372036854775807 - 1 }} {{ 7 // -2 }}"),
+            "4611686018427387904 -9223372036854775808 9223372036854775806 -4");
+  EXPECT_EQ(error_of("{{ 2 ** 62 * 2 }}"), "template:1:12: integer overflow in '*' (template integers are 64-bit)");
+  EXPECT_EQ(error_of("{{ 2 ** 1000000000000 }}"), "template:1:6: integer overflow in '**' (template integers are 64-bit)");
+  EXPECT_EQ(error_of("{{ 9223372036854775807 + 1 }}"), "template:1:24: integer overflow in '+' (template integers are 64-bit)");
+  EXPECT_EQ(error_of("{{ range(2000000) | length }}"), "range() of more than 1000000 items");
+  EXPECT_EQ(render("{{ range(-9223372036854775807, 9223372036854775807, 4611686018427387904) | list }}"),
+            "[-9223372036854775807, -4611686018427387903, 1, 4611686018427387905]");
+  EXPECT_EQ(error_of("{{ 'ab' * 100000000 }}"), "template:1:9: string longer than 16 MiB");
+  EXPECT_EQ(error_of("{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}"), "template:1:1: macro 'f' calls nested deeper than 100");
+  EXPECT_EQ(error_of(std::string(300, '(') + "1" + std::string(300, ')')), "<no error>");  // text, not an expression
+  EXPECT_NE(error_of("{{ " + std::string(300, '(') + "1" + std::string(300, ')') + " }}").find("nested more than 200 deep"), std::string::npos);
+  EXPECT_NE(error_of("{{ " + std::string(500, '-') + "1 }}").find("nested more than 200 deep"), std::string::npos);
+  EXPECT_NE(error_of("{% for i in range(1000000) %}{{ 'x' * 1000 }}{% endfor %}").find("the rendered text would exceed 16 MiB"),
+            std::string::npos);
+}

@@ -3,6 +3,7 @@
 #include "builtins.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <cmath>
 #include <ctime>
 
@@ -353,26 +354,44 @@ Value binary_op(const std::string& op, const Value& a, const Value& b, Pos p) {
   const bool ints = (a.is_int() || a.is_bool()) && (b.is_int() || b.is_bool());
   auto iv = [](const Value& v) { return v.is_bool() ? int64_t{v.as_bool()} : v.as_int(); };
   auto dv = [](const Value& v) { return v.is_bool() ? (v.as_bool() ? 1.0 : 0.0) : v.as_double(); };
+  // Checked 64-bit integer arithmetic: overflow is an error, as a wrapped value would be wrong.
+  auto overflow = [&]() { runtime_error(p, "integer overflow in '" + op + "' (template integers are 64-bit)"); };
+  // Returns x op y, or reports the overflow; f is one of __builtin_*_overflow.
+  auto checked = [&](bool (*f)(int64_t, int64_t, int64_t*), int64_t x, int64_t y) -> Value {
+    int64_t r = 0;
+    if (f(x, y, &r)) overflow();
+    return Value(r);
+  };
+  static constexpr auto add = [](int64_t x, int64_t y, int64_t* r) { return __builtin_add_overflow(x, y, r); };
+  static constexpr auto subtract = [](int64_t x, int64_t y, int64_t* r) { return __builtin_sub_overflow(x, y, r); };
+  static constexpr auto multiply = [](int64_t x, int64_t y, int64_t* r) { return __builtin_mul_overflow(x, y, r); };
   if (op == "+") {
-    if (a.is_string() && b.is_string()) return Value(a.as_string() + b.as_string());
+    if (a.is_string() && b.is_string()) {
+      if (a.as_string().size() + b.as_string().size() > kMaxStringBytes) runtime_error(p, "string longer than 16 MiB");
+      return Value(a.as_string() + b.as_string());
+    }
     if (a.is_array() && b.is_array()) {
       Array out = a.as_array();
       out.insert(out.end(), b.as_array().begin(), b.as_array().end());
       return Value(out);
     }
-    if (ints) return Value(iv(a) + iv(b));
+    if (ints) return checked(add, iv(a), iv(b));
     if (nums) return Value(dv(a) + dv(b));
     return bad();
   }
-  if (op == "-") return ints ? Value(iv(a) - iv(b)) : nums ? Value(dv(a) - dv(b)) : bad();
+  if (op == "-") return ints ? checked(subtract, iv(a), iv(b)) : nums ? Value(dv(a) - dv(b)) : bad();
   if (op == "*") {
-    if (ints) return Value(iv(a) * iv(b));
+    if (ints) return checked(multiply, iv(a), iv(b));
     if (nums) return Value(dv(a) * dv(b));
     const Value* s = a.is_string() ? &a : b.is_string() ? &b : nullptr;
     const Value* n = a.is_int() ? &a : b.is_int() ? &b : nullptr;
     if (s && n) {
+      const int64_t times = std::max<int64_t>(0, n->as_int());
+      if (!s->as_string().empty() && static_cast<uint64_t>(times) > kMaxStringBytes / s->as_string().size())
+        runtime_error(p, "string longer than 16 MiB");
       std::string out;
-      for (int64_t k = 0; k < n->as_int(); ++k) out += s->as_string();
+      out.reserve(s->as_string().size() * static_cast<size_t>(times));
+      for (int64_t k = 0; k < times; ++k) out += s->as_string();
       return Value(out);
     }
     return bad();
@@ -387,18 +406,23 @@ Value binary_op(const std::string& op, const Value& a, const Value& b, Pos p) {
     if (dv(b) == 0) runtime_error(p, "integer division or modulo by zero");
     if (ints) {
       const int64_t x = iv(a), y = iv(b);
-      int64_t q = x / y, r = x % y;
-      if (r != 0 && ((r < 0) != (y < 0))) --q, r += y;  // Python floors
-      return op == "//" ? Value(q) : Value(r);
+      if (x == INT64_MIN && y == -1) runtime_error(p, "integer overflow in '" + op + "' (template integers are 64-bit)");
+      int64_t q = x / y, m = x % y;
+      if (m != 0 && ((m < 0) != (y < 0))) --q, m += y;  // Python floors
+      return op == "//" ? Value(q) : Value(m);
     }
     const double q = std::floor(dv(a) / dv(b));
     return op == "//" ? Value(q) : Value(dv(a) - q * dv(b));
   }
   if (op == "**") {
-    if (ints && iv(b) >= 0) {
-      int64_t r = 1;
-      for (int64_t k = 0; k < iv(b); ++k) r *= iv(a);
-      return Value(r);
+    if (ints && iv(b) >= 0) {  // by squaring: 64 steps at most, each checked
+      int64_t result = 1, base = iv(a), e = iv(b);
+      while (e > 0) {
+        if ((e & 1) && __builtin_mul_overflow(result, base, &result)) overflow();
+        e >>= 1;
+        if (e > 0 && __builtin_mul_overflow(base, base, &base)) overflow();
+      }
+      return Value(result);
     }
     return nums ? Value(std::pow(dv(a), dv(b))) : bad();
   }
@@ -643,8 +667,12 @@ Object make_globals() {
     else if (a.size() >= 2) start = to_index(a[0], p), stop = to_index(a[1], p);
     if (a.size() == 3) step = to_index(a[2], p);
     if (step == 0) throw Error(AREAL_CODE_INVALID_ARGUMENT, "range() step must not be zero");
+    // The length first, in 128 bits: no step of the loop below can overflow.
+    const __int128 span = static_cast<__int128>(stop) - start;
+    const __int128 n = (span > 0) == (step > 0) && span != 0 ? (span + step + (step > 0 ? -1 : 1)) / step : 0;
+    if (n > kMaxRangeItems) throw Error(AREAL_CODE_INVALID_ARGUMENT, "range() of more than 1000000 items");
     Array out;
-    for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) out.push_back(Value(i));
+    for (int64_t k = 0; k < static_cast<int64_t>(n); ++k) out.push_back(Value(static_cast<int64_t>(start + static_cast<__int128>(k) * step)));
     return Value(out);
   })));
   g.set("namespace", Value(Function([](Array& a, Kwargs& k) {

@@ -9,6 +9,16 @@ namespace areal::jinja {
 
 [[noreturn]] void runtime_error(Pos p, const std::string& what);
 
+// What one render may use. Chat templates are short; these only stop a
+// broken or hostile template (or value) from hanging or exhausting the
+// gateway: each is far beyond any real template, and hitting one is an
+// INVALID_ARGUMENT naming it. Integers are 64-bit (Python's are unbounded):
+// an overflow is an error, never a wrapped value.
+constexpr size_t kMaxNesting = 200;            // blocks and expressions inside each other
+constexpr size_t kMaxMacroDepth = 100;         // macro calls inside each other
+constexpr size_t kMaxStringBytes = 16u << 20;  // any string built, the output included
+constexpr int64_t kMaxRangeItems = 1000000;    // range() length
+
 // Python code-point helpers.
 std::u32string to_u32(const std::string& s);
 std::string from_u32(const std::u32string& s);

@@ -36,6 +36,11 @@ class Interpreter {
  public:
   explicit Interpreter(Frame& top) : top_(top) {}
 
+  static void append(std::string& out, const std::string& text, Pos p) {
+    if (out.size() + text.size() > kMaxStringBytes) runtime_error(p, "the rendered text would exceed 16 MiB");
+    out += text;
+  }
+
   Flow exec(const Body& body, Frame& f, std::string& out) {
     for (const auto& s : body) {
       const Flow flow = exec(*s, f, out);
@@ -46,10 +51,10 @@ class Interpreter {
 
   Flow exec(const Stmt& s, Frame& f, std::string& out) {
     switch (s.kind) {
-      case Stmt::kText: out += s.text; return Flow::kNormal;
+      case Stmt::kText: append(out, s.text, s.pos); return Flow::kNormal;
       case Stmt::kOutput: {
         const Value v = eval(*s.expr, f);
-        out += v.str();
+        append(out, v.str(), s.pos);
         return Flow::kNormal;
       }
       case Stmt::kIf:
@@ -96,8 +101,17 @@ class Interpreter {
             else if (dflt) local.set(name, self->eval(*dflt, local));
             else local.set(name, Value());
           }
+          if (self->macro_depth_ >= kMaxMacroDepth)
+            runtime_error(def->pos, "macro '" + def->targets[0] + "' calls nested deeper than " + std::to_string(kMaxMacroDepth));
+          ++self->macro_depth_;
           std::string out;
-          self->exec(def->body, local, out);
+          try {
+            self->exec(def->body, local, out);
+          } catch (...) {
+            --self->macro_depth_;
+            throw;
+          }
+          --self->macro_depth_;
           return Value(out);
         })));
         return Flow::kNormal;
@@ -261,6 +275,7 @@ class Interpreter {
     }
   }
 
+  size_t macro_depth_ = 0;  // macro calls in progress (kMaxMacroDepth)
   Frame& top_;
 };
 

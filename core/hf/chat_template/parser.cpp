@@ -3,6 +3,7 @@
 // column, so an unsupported template is refused instead of rendered wrong.
 #include "core/plugin_host/error.hpp"
 #include "ast.hpp"
+#include "builtins.hpp"
 
 namespace areal::jinja {
 namespace {
@@ -51,7 +52,18 @@ class Parser {
   }
 
   // Parses statements until a block tag named in `stops` (not consumed).
+  // Counts how deep blocks and expressions nest (kMaxNesting): recursion
+  // is how both are parsed, and a stack must not be what ends a template.
+  struct Nest {
+    Parser& p;
+    explicit Nest(Parser& parser, Pos at) : p(parser) {
+      if (++p.depth_ > kMaxNesting) p.fail(at, "nested more than " + std::to_string(kMaxNesting) + " deep");
+    }
+    ~Nest() { --p.depth_; }
+  };
+
   Body parse_body(const std::vector<std::string>& stops) {
+    const Nest nest(*this, peek().pos);
     Body body;
     while (peek().kind != Token::kEof) {
       const Token& tok = peek();
@@ -224,6 +236,7 @@ class Parser {
   }
 
   ExprPtr parse_expr(bool allow_cond = true) {
+    const Nest nest(*this, peek().pos);
     ExprPtr e = parse_or();
     if (allow_cond && is_name("if")) {
       const Pos p = next().pos;
@@ -262,6 +275,7 @@ class Parser {
     return e;
   }
   ExprPtr parse_not() {
+    const Nest nest(*this, peek().pos);  // `not not not ...`
     if (is_name("not")) {
       auto n = node(Expr::kNot, next().pos);
       n->kids.push_back(parse_not());
@@ -333,6 +347,7 @@ class Parser {
     return e;
   }
   ExprPtr parse_unary() {
+    const Nest nest(*this, peek().pos);  // `- - -x`
     if (is_op("-") || is_op("+")) {
       const Token& t = next();
       auto u = node(Expr::kUnary, t.pos);
@@ -520,6 +535,7 @@ class Parser {
 
   const std::vector<Token>& t_;
   size_t i_ = 0;
+  size_t depth_ = 0;
 };
 
 }  // namespace
