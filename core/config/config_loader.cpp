@@ -41,14 +41,26 @@ Json plain_scalar(const std::string& s) {
   return s;
 }
 
+// A scalar's text as yaml-cpp decodes it: control bytes in a file that is
+// UTF-8 can come out as bytes that are not (found by fuzz_config).
+const std::string& utf8_scalar(const YAML::Node& node, const std::string& source) {
+  const std::string& s = node.Scalar();
+  if (text::first_invalid_utf8(s) != std::string::npos) {
+    const auto m = node.Mark();
+    throw Error(AREAL_CODE_INVALID_ARGUMENT, source + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1) +
+                                                 ": the value is not valid UTF-8 once its escapes are decoded");
+  }
+  return s;
+}
+
 Json convert(const YAML::Node& node, const std::string& source) {
   switch (node.Type()) {
     case YAML::NodeType::Null:
     case YAML::NodeType::Undefined: return nullptr;
     case YAML::NodeType::Scalar:
       // yaml-cpp tags quoted scalars "!" and plain ones "?".
-      if (node.Tag() == "!") return node.Scalar();
-      return plain_scalar(node.Scalar());
+      if (node.Tag() == "!") return utf8_scalar(node, source);
+      return plain_scalar(utf8_scalar(node, source));
     case YAML::NodeType::Sequence: {
       Json arr = Json::array();
       for (const auto& item : node) arr.push_back(convert(item, source));
@@ -62,7 +74,7 @@ Json convert(const YAML::Node& node, const std::string& source) {
           throw Error(AREAL_CODE_INVALID_ARGUMENT, source + ":" + std::to_string(m.line + 1) + ":" +
                                                        std::to_string(m.column + 1) + ": map keys must be scalars");
         }
-        const std::string key = kv.first.Scalar();
+        const std::string key = utf8_scalar(kv.first, source);
         if (obj.contains(key)) {
           auto m = kv.first.Mark();
           throw Error(AREAL_CODE_INVALID_ARGUMENT, source + ":" + std::to_string(m.line + 1) + ":" +

@@ -6,7 +6,11 @@
 #include "core/plugin_host/error.hpp"
 
 namespace areal::config {
+
 namespace {
+
+// A value as an error message quotes it (never throws, whatever its bytes).
+std::string shown(const Json& value) { return value.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
 const std::set<std::string> kTypes = {"boolean", "integer", "number", "string", "array", "object", "any"};
 
@@ -89,20 +93,20 @@ void validate(const Json& schema, Json& value, const std::string& path, std::vec
     if (value.is_null() && schema.contains("default") && schema["default"].is_null()) return;
     errors.push_back("'" + path + "' must be " + (type == "integer" || type == "array" || type == "object" ? "an " : "a ") +
                      type + ", got " + (value.is_null() ? std::string("null (an empty value; quote '' for an empty string)")
-                                                         : type_of(value) + " " + value.dump()));
+                                                         : type_of(value) + " " + shown(value)));
     return;
   }
   if (schema.contains("enum")) {
     const auto& e = schema["enum"];
     if (std::find(e.begin(), e.end(), value) == e.end())
-      errors.push_back("'" + path + "' must be one of " + e.dump() + ", got " + value.dump());
+      errors.push_back("'" + path + "' must be one of " + e.dump() + ", got " + shown(value));
   }
   if (value.is_number()) {
     double v = value.get<double>();
     if (schema.contains("minimum") && v < schema["minimum"].get<double>())
-      errors.push_back("'" + path + "' must be >= " + schema["minimum"].dump() + ", got " + value.dump());
+      errors.push_back("'" + path + "' must be >= " + schema["minimum"].dump() + ", got " + shown(value));
     if (schema.contains("maximum") && v > schema["maximum"].get<double>())
-      errors.push_back("'" + path + "' must be <= " + schema["maximum"].dump() + ", got " + value.dump());
+      errors.push_back("'" + path + "' must be <= " + schema["maximum"].dump() + ", got " + shown(value));
   }
   if (type == "array" && schema.contains("items")) {
     for (size_t i = 0; i < value.size(); ++i)

@@ -69,6 +69,15 @@ TEST(YamlToJson, TextThatIsNotUtf8IsRefusedWithItsPlace) {
   }
   Json config = Json::object();
   EXPECT_THROW(config::apply_override(config, "experiment.name=\xc3"), areal::Error);
+  // Valid UTF-8 with control bytes and NULs, which yaml-cpp decodes into
+  // bytes that are not UTF-8 (found by fuzz_config).
+  const std::string controls("a: 1\nb: \x01\0\0\0O1.9\n", 20);
+  try {
+    config::yaml_to_json(controls, "controls.yaml");
+    FAIL() << "no error";
+  } catch (const areal::Error& e) {
+    EXPECT_EQ(e.code(), AREAL_CODE_INVALID_ARGUMENT);
+  }
 }
 
 // Found by fuzz_config: a float literal beyond a double's range threw

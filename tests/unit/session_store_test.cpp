@@ -4,23 +4,11 @@
 #include <thread>
 
 #include "core/plugin_host/error.hpp"
+#include "tests/support/error_code.hpp"
 #include "plugins/gateway/proxy/session_store.hpp"
 
 using areal::recorder::ExportStyle;
 using areal::proxy::SessionStore;
-
-namespace {
-
-int32_t code_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const areal::Error& e) {
-    return e.code();
-  }
-  return AREAL_CODE_OK;
-}
-
-}  // namespace
 
 TEST(SessionStore, MintsKeysAndSessionIdsAndAuthorizes) {
   SessionStore store({"admin-secret", -1, 3600});

@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "core/plugin_host/error.hpp"
+#include "tests/support/error_code.hpp"
 #include "core/recorder/state_db.hpp"
 #include "plugins/gateway/proxy/session_store.hpp"
 
@@ -54,14 +55,6 @@ void answer(areal::proxy::Session& s, const std::string& id, const std::string& 
   s.record.complete(i, {{"role", "assistant"}, {"content", "ok " + text}}, prompt, out, lp, v, "stop", false);
 }
 
-int32_t code_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const areal::Error& e) {
-    return e.code();
-  }
-  return AREAL_CODE_OK;
-}
 
 }  // namespace
 
