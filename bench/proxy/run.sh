@@ -15,6 +15,7 @@
 # default) and off (none), in interleaved rounds, requests/s side by side.
 # Installs Debian's nginx when it is missing.
 #   bench/proxy/run.sh [BUILD_DIR]
+#   PARTS="durability" bench/proxy/run.sh    # some of: latency sessions durability
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 src=$(cd "$here/../.." && pwd)
@@ -32,6 +33,8 @@ pids=()
 cleanup() { kill ${pids[@]:-} 2>/dev/null || true; [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null; wait 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
 ADMIN=bench-admin-key
+PARTS=${PARTS:-latency sessions durability}
+want() { [[ " $PARTS " == *" $1 "* ]]; }
 
 start_gateway() {  # LOG ARGS... -> url
   local glog=$1
@@ -88,13 +91,14 @@ stop_all() {
 }
 
 # --- latency: no model delay ----------------------------------------------------
+: > "$work/latency.jsonl"; : > "$work/sessions.jsonl"; : > "$work/durable.jsonl"
+if want latency; then
 start_gateway "$work/worker.log" --tokenizer "$tok" inference.vocab_size=151669 inference.workers=64 gateway.state_dir=none
 worker=$url
 start_gateway "$work/router.log" "gateway.workers=[\"$worker\"]"
 router=$url
 start_nginx "$worker"
 echo "worker $worker, router $router, nginx $nginx_url"
-: > "$work/latency.jsonl"
 targets=(direct router nginx)
 for conc in 1 64; do
   n=$([ $conc = 1 ] && echo 1500 || echo 4000)
@@ -109,22 +113,24 @@ for conc in 1 64; do
   done
 done
 stop_all
+fi
 
 # --- 1000 concurrent sessions, 200 ms of generation each --------------------------
+if want sessions; then
 start_gateway "$work/worker2.log" --tokenizer "$tok" inference.vocab_size=151669 inference.workers=1100 inference.token_delay_ms=200 gateway.state_dir=none
 worker=$url
 start_gateway "$work/router2.log" "gateway.workers=[\"$worker\"]"
 router=$url
 start_nginx "$worker"
-: > "$work/sessions.jsonl"
 for target in direct router nginx; do
   case $target in direct) u=$worker ;; router) u=$router ;; nginx) u=$nginx_url ;; esac
   "$load" sessions "$u" $ADMIN 1000 | /usr/bin/python3 -c "import json,sys; r=json.load(sys.stdin); r['target']='$target'; print(json.dumps(r))" >> "$work/sessions.jsonl" || true
 done
 stop_all
+fi
 
 # --- durability: the same 1000 sessions, state directory on vs off ----------------
-: > "$work/durable.jsonl"
+if want durability; then
 for round in 0 1 2; do
   for state in on off; do
     dir=$([ $state = on ] && echo "$work/state-$round" || echo none)
@@ -135,44 +141,46 @@ for round in 0 1 2; do
     stop_all
   done
 done
+fi
 
 /usr/bin/python3 - "$work/latency.jsonl" "$work/sessions.jsonl" "$("$NGINX" -v 2>&1)" "$work/durable.jsonl" <<'PY'
 import json, sys
-lat = [json.loads(l) for l in open(sys.argv[1])]
-ses = [json.loads(l) for l in open(sys.argv[2])]
-print(f"reference: {sys.argv[3]}")
-print(f"{'conc':>4} {'target':<7} {'p50 ms':>8} {'p99 ms':>8} {'req/s':>8} {'added p50 ms':>13} {'errors':>6} {'rounds':>6}")
+lat, ses, dur = ([json.loads(l) for l in open(f)] for f in (sys.argv[1], sys.argv[2], sys.argv[4]))
 med = lambda xs: sorted(xs)[len(xs) // 2]
-for conc in (1, 64):
-    runs = [r for r in lat if r["concurrency"] == conc]
-    rounds = sorted({r["round"] for r in runs})
-    by = {(r["round"], r["target"]): r for r in runs}
-    added = {}
-    for t in ("direct", "router", "nginx"):
-        mine = [by[(k, t)] for k in rounds]
-        if t != "direct":
-            added[t] = med([by[(k, t)]["p50_ms"] - by[(k, "direct")]["p50_ms"] for k in rounds])
-        a = "" if t == "direct" else f"{added[t]:.3f}"
-        print(f"{conc:>4} {t:<7} {med([r['p50_ms'] for r in mine]):>8.3f} {med([r['p99_ms'] for r in mine]):>8.3f} "
-              f"{med([r['rps'] for r in mine]):>8.0f} {a:>13} {sum(r['errors'] for r in mine):>6} {len(mine):>6}")
-    ours, theirs = added["router"], added["nginx"]
-    ratio = f"{ours / theirs:.2f}x" if theirs > 0 else "n/a (nginx added nothing measurable)"
-    print(f"     added p50: router {ours:.3f} ms vs nginx {theirs:.3f} ms ({ratio}; goal <= 2x)")
-print()
-print(f"{'target':<7} {'sessions':>8} {'errors':>6} {'lost':>5} {'wall s':>7} {'chat p50 ms':>12} {'chat p99 ms':>12}")
-for r in ses:
-    print(f"{r['target']:<7} {r['sessions']:>8} {r['errors']:>6} {r['lost']:>5} {r['wall_s']:>7.2f} {r['chat_p50_ms']:>12.1f} {r['chat_p99_ms']:>12.1f}"
-          + (f"  first error: {r['first_error']}" if r['first_error'] else ""))
-print()
-dur = [json.loads(l) for l in open(sys.argv[4])]
-print("durability: 1000 sessions straight to the worker, state directory on (state_sync full) vs off")
-print(f"{'state':<5} {'rounds':>6} {'req/s (median)':>15} {'req/s (each round)':>24} {'errors':>6} {'lost':>5} {'chat p50 ms':>12}")
-rps = {}
-for st in ("off", "on"):
-    mine = [r for r in dur if r["state"] == st]
-    rps[st] = med([r["rps"] for r in mine])
-    each = ", ".join(f"{r['rps']:.0f}" for r in mine)
-    print(f"{st:<5} {len(mine):>6} {rps[st]:>15.0f} {each:>24} {sum(r['errors'] for r in mine):>6} {sum(r['lost'] for r in mine):>5} "
-          f"{med([r['chat_p50_ms'] for r in mine]):>12.1f}")
-print(f"     state on / off: {rps['on'] / rps['off']:.3f} (goal >= 0.90)")
+if lat:
+    print(f"reference: {sys.argv[3]}")
+    print(f"{'conc':>4} {'target':<7} {'p50 ms':>8} {'p99 ms':>8} {'req/s':>8} {'added p50 ms':>13} {'errors':>6} {'rounds':>6}")
+    for conc in (1, 64):
+        runs = [r for r in lat if r["concurrency"] == conc]
+        rounds = sorted({r["round"] for r in runs})
+        by = {(r["round"], r["target"]): r for r in runs}
+        added = {}
+        for t in ("direct", "router", "nginx"):
+            mine = [by[(k, t)] for k in rounds]
+            if t != "direct":
+                added[t] = med([by[(k, t)]["p50_ms"] - by[(k, "direct")]["p50_ms"] for k in rounds])
+            a = "" if t == "direct" else f"{added[t]:.3f}"
+            print(f"{conc:>4} {t:<7} {med([r['p50_ms'] for r in mine]):>8.3f} {med([r['p99_ms'] for r in mine]):>8.3f} "
+                  f"{med([r['rps'] for r in mine]):>8.0f} {a:>13} {sum(r['errors'] for r in mine):>6} {len(mine):>6}")
+        ours, theirs = added["router"], added["nginx"]
+        ratio = f"{ours / theirs:.2f}x" if theirs > 0 else "n/a (nginx added nothing measurable)"
+        print(f"     added p50: router {ours:.3f} ms vs nginx {theirs:.3f} ms ({ratio}; goal <= 2x)")
+    print()
+if ses:
+    print(f"{'target':<7} {'sessions':>8} {'errors':>6} {'lost':>5} {'wall s':>7} {'chat p50 ms':>12} {'chat p99 ms':>12}")
+    for r in ses:
+        print(f"{r['target']:<7} {r['sessions']:>8} {r['errors']:>6} {r['lost']:>5} {r['wall_s']:>7.2f} {r['chat_p50_ms']:>12.1f} {r['chat_p99_ms']:>12.1f}"
+              + (f"  first error: {r['first_error']}" if r['first_error'] else ""))
+    print()
+if dur:
+    print("durability: 1000 sessions straight to the worker, state directory on (state_sync full) vs off")
+    print(f"{'state':<5} {'rounds':>6} {'req/s (median)':>15} {'req/s (each round)':>24} {'errors':>6} {'lost':>5} {'chat p50 ms':>12}")
+    rps = {}
+    for st in ("off", "on"):
+        mine = [r for r in dur if r["state"] == st]
+        rps[st] = med([r["rps"] for r in mine])
+        each = ", ".join(f"{r['rps']:.0f}" for r in mine)
+        print(f"{st:<5} {len(mine):>6} {rps[st]:>15.0f} {each:>24} {sum(r['errors'] for r in mine):>6} {sum(r['lost'] for r in mine):>5} "
+              f"{med([r['chat_p50_ms'] for r in mine]):>12.1f}")
+    print(f"     state on / off: {rps['on'] / rps['off']:.3f} (goal >= 0.90)")
 PY
