@@ -4,9 +4,9 @@
 // session. areal records every token of every call and trains on it.
 //
 // Task: "Which digit comes after D?" for D in 0..8; the answer is D+1.
-// Reward: 1 for exactly the right digit, 0.5 for the right digit followed
-// by anything, 0.1 for a reply that starts with another digit, else 0. A
-// random model scores ~0.005; a trained one approaches 1.
+// Reward (reward() below): 1 for exactly the right digit, 0.5 for the right
+// digit followed by anything, else 0. A random model scores ~0.005; a
+// trained one approaches 1.
 //
 // Run by areal-host in online mode (rollout.openai.online_agent_command),
 // which sets AREAL_GATEWAY_URL and AREAL_ADMIN_KEY; or, with --episode, once

@@ -15,4 +15,8 @@ node "$here/reference.js" "$out/tokenizer_reference.jsonl" --random 500 --seed 2
 if [ $# -ge 3 ]; then
   node "$here/reference_templates.js" "$out/template_reference.jsonl"
   "$3" "$out/template_reference.jsonl"
+  # Python Jinja2 (Debian's python3-jinja2), what transformers, SGLang and vLLM render with.
+  /usr/bin/python3 -c "import jinja2" 2> /dev/null || { echo "python3-jinja2 is missing: run scripts/setup.sh" >&2; exit 1; }
+  /usr/bin/python3 "$here/reference_templates_jinja2.py" "$out/template_reference_jinja2.jsonl"
+  "$3" "$out/template_reference_jinja2.jsonl"
 fi

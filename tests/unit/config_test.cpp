@@ -71,7 +71,8 @@ TEST(YamlToJson, TextThatIsNotUtf8IsRefusedWithItsPlace) {
   EXPECT_THROW(config::apply_override(config, "experiment.name=\xc3"), areal::Error);
   // Valid UTF-8 with control bytes and NULs, which yaml-cpp decodes into
   // bytes that are not UTF-8 (found by fuzz_config).
-  const std::string controls("a: 1\nb: \x01\0\0\0O1.9\n", 20);
+  static const char kControls[] = "a: 1\nb: \x01\0\0\0O1.9\n";
+  const std::string controls(kControls, sizeof kControls - 1);  // the NULs included, the terminator not
   try {
     config::yaml_to_json(controls, "controls.yaml");
     FAIL() << "no error";

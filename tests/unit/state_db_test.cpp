@@ -262,3 +262,27 @@ TEST(StateDb, FullDiskRefusesWritesAndLosesNothing) {
   ASSERT_EQ(t.rows.size(), 1u);
   EXPECT_DOUBLE_EQ(t.rows[0].reward, 9.0);
 }
+
+// The online seed's fixed-key refresh at zero capacity, journaled: the old
+// session's end is committed before the 429, it survives a restart, and it
+// is handed out once.
+TEST(StateDb, RefreshAtZeroCapacityCommitsTheOldSessionsEndFirst) {
+  TempDir dir;
+  std::string first_id;
+  {
+    Gateway g(dir.path, 0);
+    g.store.grant_capacity(1);
+    auto first = g.store.start("t", "sk-my-fixed-key", "").session;
+    answer(*first, "c1", "hi", {1}, {2});
+    first_id = first->id;
+    EXPECT_EQ(code_of([&] { g.store.start("t", "sk-my-fixed-key", ""); }), AREAL_CODE_RESOURCE_EXHAUSTED);
+    EXPECT_TRUE(first->finished());
+  }
+  Gateway g(dir.path, 0);
+  EXPECT_EQ(g.recovered.ended, 1u);
+  auto taken = g.store.take_finished(std::chrono::milliseconds(0), 1.0, ExportStyle::kIndividual);
+  ASSERT_TRUE(taken.has_value());
+  EXPECT_EQ(taken->session_id, first_id);
+  EXPECT_EQ(taken->end_reason, "refreshed");
+  EXPECT_EQ(taken->rows.size(), 1u);
+}

@@ -121,8 +121,6 @@ StartedSession SessionStore::start(const std::string& task_id, const std::string
             out.ended_session_id = old->first;
             refreshed = old->second;
             journaled.push_back(refreshed->journal_record("ended"));
-            finished_order_.push_back(refreshed->id);
-            finished_cv_.notify_all();
           }
         }
         key_to_session_.erase(it);
@@ -136,12 +134,19 @@ StartedSession SessionStore::start(const std::string& task_id, const std::string
     // capacity this start waits for; checked first, the two would wait on
     // each other.
     if (capacity_ == 0) {  // (0 too while grants are owed to recovered sessions)
-      if (refreshed && journal_) ticket = journal_->write_sessions(std::move(journaled), std::nullopt);
-      if (ticket == 0) throw Error(AREAL_CODE_RESOURCE_EXHAUSTED, "No available capacity to start a new session");
+      if (refreshed && journal_) {
+        ticket = journal_->write_sessions(std::move(journaled), std::nullopt);  // the 429 follows once the end is committed
+      } else {
+        if (refreshed) {  // memory only: ended now, handed out now
+          finished_order_.push_back(refreshed->id);
+          finished_cv_.notify_all();
+        }
+        throw Error(AREAL_CODE_RESOURCE_EXHAUSTED, "No available capacity to start a new session");
+      }
     } else {
       size_t n = 0;
       auto in_use = [&](const std::string& id) { return sessions_.count(id) || taken_.count(id) || recovered_trained_.count(id); };
-    while (in_use(task_id + "-" + std::to_string(n))) ++n;
+      while (in_use(task_id + "-" + std::to_string(n))) ++n;
       auto s = std::make_shared<Session>();
       s->id = task_id + "-" + std::to_string(n);
       s->task_id = task_id;
@@ -174,6 +179,11 @@ StartedSession SessionStore::start(const std::string& task_id, const std::string
       key_to_session_[refreshed->api_key] = refreshed->id;
     }
     throw;
+  }
+  if (refreshed) {  // handed out only once its end is committed
+    std::lock_guard<std::mutex> lock(mutex_);
+    finished_order_.push_back(refreshed->id);
+    finished_cv_.notify_all();
   }
   if (!out.session) throw Error(AREAL_CODE_RESOURCE_EXHAUSTED, "No available capacity to start a new session");
   return out;
