@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 packages=(
   g++ cmake ninja-build pkg-config ccache binutils python3
   libpoco-dev libboost-dev nlohmann-json3-dev libyaml-cpp-dev libspdlog-dev libdlpack-dev
-  libgtest-dev libgmock-dev libbenchmark-dev libicu-dev libsqlite3-dev libpython3-dev python3-aiohttp python3-httpx python3-jsonschema python3-jinja2 python3-venv libtorch-dev libgloo-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libicu-dev libsqlite3-dev libpython3-dev python3-aiohttp python3-httpx python3-jsonschema python3-jinja2 python3-torch python3-venv libtorch-dev libgloo-dev
   # The sanitizer and fuzzing build (scripts/sanitize.sh): clang and its
   # runtimes (ASan, UBSan, libFuzzer).
   clang libclang-rt-14-dev

@@ -24,6 +24,7 @@
 #include "decoder_model.hpp"
 #include "flat_shards.hpp"
 #include "process_group.hpp"
+#include "gradient_clip.hpp"
 #include "sharded_adamw.hpp"
 
 namespace {
@@ -216,7 +217,7 @@ class FsdpTrain {
     torch::Tensor sums = torch::tensor({local_norm * local_norm, loss_sum}, torch::kFloat64);
     group_->all_reduce_sum(sums);
     const double norm = std::sqrt(sums[0].item<double>());
-    if (clip_ > 0 && norm > clip_) grad.mul_(clip_ / (norm + 1e-6));
+    if (const double k = areal::fsdp::clip_coefficient(norm, clip_); k < 1.0) grad.mul_(k);
     const double lr = current_lr();
     ++step_;
     optimizer_->step(shards_->shard(), grad, lr, step_);
