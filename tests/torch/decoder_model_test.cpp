@@ -2,10 +2,13 @@
 // finite differences, checkpointing, packing, file round-trips, resume.
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
+#include <iostream>
 #include <fstream>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "core/plugin_host/error.hpp"
 #include "core/plugin_host/generation.hpp"
@@ -99,6 +102,55 @@ TEST_P(PerFamily, PackedSequencesDoNotAttendToEachOther) {
   EXPECT_TRUE(torch::allclose(packed, torch::cat({alone_a, alone_b}), 1e-5, 1e-6));
   EXPECT_EQ(packed[0].item<float>(), 0.0f);
   EXPECT_EQ(packed[4].item<float>(), 0.0f);
+}
+
+// Against an independent forward pass (tests/torch/hf_reference_logprobs.py:
+// the family written from Hugging Face's modeling semantics in Debian's
+// python3-torch, reading the saved files itself). Every parameter is
+// perturbed first, so norm weights differ from 1 and Qwen2's biases from 0
+// and each term of the forward counts.
+TEST_P(PerFamily, LogprobsMatchAnIndependentPyTorchImplementation) {
+  const std::string src = tiny_model(GetParam());
+  const std::string dir = src + "-perturbed";
+  {
+    DecoderModel m = DecoderModel::load(src, torch::kFloat32);
+    torch::NoGradGuard no_grad;
+    torch::manual_seed(11);
+    for (const auto& [name, t] : m.named_parameters()) t.add_(torch::randn_like(t) * 0.05);
+    m.save(dir, "float32");
+  }
+  const DecoderModel m = DecoderModel::load(dir, torch::kFloat32);
+  torch::manual_seed(5);
+  const int64_t vocab = m.config().vocab_size;
+  const std::vector<int64_t> lengths = {9, 23};  // packed: the second sequence must not see the first
+  const torch::Tensor ids = torch::randint(vocab, {lengths[0] + lengths[1]}, torch::kInt64);
+  torch::Tensor ours;
+  {
+    torch::NoGradGuard no_grad;
+    ours = m.logprobs(ids, torch::tensor({int64_t{0}, lengths[0], lengths[0] + lengths[1]}, torch::kInt64), 1.0f);
+  }
+  nlohmann::json in = {{"sequences", nlohmann::json::array()}};
+  for (int64_t s = 0, start = 0; s < 2; start += lengths[static_cast<size_t>(s)], ++s) {
+    const torch::Tensor seq = ids.narrow(0, start, lengths[static_cast<size_t>(s)]);
+    in["sequences"].push_back(std::vector<int64_t>(seq.data_ptr<int64_t>(), seq.data_ptr<int64_t>() + seq.numel()));
+  }
+  std::ofstream(dir + "/in.json") << in.dump();
+  const std::string cmd = "/usr/bin/python3 " + std::string(AREAL_TEST_TORCH_DIR) + "/hf_reference_logprobs.py " + dir + " " + dir + "/in.json " +
+                          dir + "/out.json";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << "the PyTorch reference failed (python3-torch is installed by scripts/setup.sh): " << cmd;
+  std::ifstream out_file(dir + "/out.json");
+  const nlohmann::json ref = nlohmann::json::parse(out_file);
+  double worst = 0;
+  size_t compared = 0;
+  for (int64_t s = 0, start = 0; s < 2; start += lengths[static_cast<size_t>(s)], ++s) {
+    const auto want = ref["logprobs"][static_cast<size_t>(s)].get<std::vector<double>>();
+    ASSERT_EQ(want.size(), static_cast<size_t>(lengths[static_cast<size_t>(s)] - 1));
+    for (size_t t = 0; t < want.size(); ++t, ++compared)
+      worst = std::max(worst, std::abs(ours[start + 1 + static_cast<int64_t>(t)].item<double>() - want[t]));
+  }
+  EXPECT_EQ(compared, 30u);
+  EXPECT_LE(worst, 1e-5) << GetParam() << ": log-probs differ from the PyTorch reference by up to " << worst;
+  std::cout << GetParam() << ": " << compared << " log-probs within " << worst << " of the PyTorch reference\n";
 }
 
 TEST_P(PerFamily, SavingALoadedModelWritesByteIdenticalFiles) {
