@@ -2,7 +2,8 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/prctl.h>
+#include <linux/close_range.h>
+#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -36,29 +37,71 @@ AgentProcess::AgentProcess(const std::string& command, const std::string& cwd, c
   const std::string script = "cd '" + cwd + "' && exec " + command;
   std::string sh = "/bin/sh", flag = "-c";
   char* argv[] = {sh.data(), flag.data(), const_cast<char*>(script.c_str()), nullptr};
-  const pid_t parent = getpid();
-  // fork + exec rather than posix_spawn: the child must ask to die with us.
-  // Between the two only async-signal-safe calls, on what was prepared above.
+  // The watchdog's lifeline: the write end stays in areal-host only (close-on-exec).
+  int lifeline[2];
+  if (pipe2(lifeline, O_CLOEXEC) != 0) throw Error(AREAL_CODE_UNAVAILABLE, std::string("cannot start the agent: pipe: ") + std::strerror(errno));
+  // Between fork and exec only async-signal-safe calls, on what was prepared above.
   pid_ = fork();
-  if (pid_ < 0) throw Error(AREAL_CODE_UNAVAILABLE, "cannot start agent command '" + command + "': " + std::strerror(errno));
-  if (pid_ == 0) {
-    setpgid(0, 0);  // its own group: stop() reaches its children too
-    // If areal-host dies (kill -9, a crash), the agent gets SIGTERM rather
-    // than running on against a dead gateway; a resumed run starts its own.
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (getppid() != parent) _exit(127);  // we died before the line above took effect
+  if (pid_ < 0) {
+    close(lifeline[0]);
+    close(lifeline[1]);
+    throw Error(AREAL_CODE_UNAVAILABLE, "cannot start agent command '" + command + "': " + std::strerror(errno));
+  }
+  if (pid_ == 0) watch_agent(lifeline, argv, envp.data(), log_path.c_str());  // never returns
+  close(lifeline[0]);
+  lifeline_ = lifeline[1];
+}
+
+// The watchdog (pid_): in a process group of its own with the agent, it
+// waits for either to end. The agent exits: the watchdog ends the same way,
+// so exit_report() tells how the agent ended. areal-host dies (kill -9, a
+// crash: the lifeline pipe reads end-of-file): it stops the agent's group
+// (SIGTERM, then SIGKILL after 5 s) rather than leave it running against a
+// dead gateway; a resumed run starts its own. (PR_SET_PDEATHSIG cannot do
+// this: exec may clear it, and it does for root here.)
+[[noreturn]] void AgentProcess::watch_agent(const int lifeline[2], char* const argv[], char* const envp[], const char* log_path) {
+  setpgid(0, 0);  // its own group: stop() reaches the agent and everything it starts
+  // Keep nothing of areal-host's but the lifeline (as fd 3): a listening
+  // socket held here would block a restarted gateway's port.
+  if (dup2(lifeline[0], 3) != 3) _exit(127);
+  fcntl(3, F_SETFD, FD_CLOEXEC);
+  close_range(4, ~0U, 0);
+  const int lifeline_fd = 3;
+  const pid_t agent = fork();
+  if (agent < 0) _exit(127);
+  if (agent == 0) {
     const int in = open("/dev/null", O_RDONLY);
-    const int out = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    const int out = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (in < 0 || out < 0) _exit(127);
     dup2(in, STDIN_FILENO);
     dup2(out, STDOUT_FILENO);
     dup2(out, STDERR_FILENO);
-    execve("/bin/sh", argv, envp.data());
+    execve("/bin/sh", argv, envp);
     _exit(127);
   }
+  signal(SIGTERM, SIG_IGN);  // stop()'s SIGTERM is for the agent; the watchdog follows it out
+  int status = 0;
+  for (;;) {
+    if (waitpid(agent, &status, WNOHANG) == agent) break;
+    pollfd p{lifeline_fd, POLLIN, 0};
+    if (poll(&p, 1, 200) > 0) {  // end-of-file: areal-host is gone
+      kill(-getpid(), SIGTERM);
+      for (int i = 0; i < 50 && waitpid(agent, &status, WNOHANG) != agent; ++i) usleep(100000);
+      kill(-getpid(), SIGKILL);  // the watchdog too: nobody is left to read its status
+      _exit(1);
+    }
+  }
+  if (WIFSIGNALED(status)) {
+    signal(WTERMSIG(status), SIG_DFL);
+    kill(getpid(), WTERMSIG(status));
+  }
+  _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 1);
 }
 
-AgentProcess::~AgentProcess() { stop(); }
+AgentProcess::~AgentProcess() {
+  stop();
+  if (lifeline_ >= 0) close(lifeline_);
+}
 
 std::string AgentProcess::exit_report() {
   if (!exited_) {

@@ -1,7 +1,8 @@
 // A child process the host starts for the run (online mode's agent
 // command): /bin/sh -c COMMAND in a directory, with extra environment,
 // output appended to a log file. Stopped (SIGTERM, then SIGKILL) on
-// destruction, so an agent never outlives the run that started it.
+// destruction, and by a watchdog process when areal-host dies without
+// stopping it, so an agent never outlives the run that started it.
 #pragma once
 
 #include <map>
@@ -23,7 +24,10 @@ class AgentProcess {
   void stop();
 
  private:
-  pid_t pid_ = -1;
+  [[noreturn]] static void watch_agent(const int lifeline[2], char* const argv[], char* const envp[], const char* log_path);
+
+  pid_t pid_ = -1;      // the watchdog, whose exit mirrors the agent's
+  int lifeline_ = -1;   // its pipe's write end: closed when areal-host exits, however it exits
   int status_ = 0;
   bool exited_ = false;
   std::string command_, log_path_;

@@ -35,6 +35,13 @@ for _ in $(seq 1200); do
 done
 kill -9 -- "-$leader"
 wait "$leader" 2>/dev/null || true
+# The agent lives in a process group of its own: its watchdog must stop it
+# when areal-host dies, or it runs on against a dead gateway.
+orphans() { for p in $(pgrep -f "quickstart_agent/agent.mjs" || true); do [ "$(readlink /proc/$p/fd/1 2>/dev/null)" = "$run/agent.log" ] && echo $p; done; }
+for _ in $(seq 80); do [ -z "$(orphans)" ] && break; sleep 0.1; done
+[ -z "$(orphans)" ] || { echo "the killed run's agent is still running: $(orphans)"; exit 1; }
+echo "the killed run's agent stopped with it"
+
 steps_before=$(wc -l < "$run/metrics.jsonl")
 echo "killed the run after $steps_before steps"
 test -f "$run/checkpoints/step_10/host_state.json" || { echo "no checkpoint at step 10"; exit 1; }
