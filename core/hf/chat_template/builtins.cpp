@@ -356,15 +356,11 @@ Value binary_op(const std::string& op, const Value& a, const Value& b, Pos p) {
   auto dv = [](const Value& v) { return v.is_bool() ? (v.as_bool() ? 1.0 : 0.0) : v.as_double(); };
   // Checked 64-bit integer arithmetic: overflow is an error, as a wrapped value would be wrong.
   auto overflow = [&]() { runtime_error(p, "integer overflow in '" + op + "' (template integers are 64-bit)"); };
-  // Returns x op y, or reports the overflow; f is one of __builtin_*_overflow.
-  auto checked = [&](bool (*f)(int64_t, int64_t, int64_t*), int64_t x, int64_t y) -> Value {
-    int64_t r = 0;
-    if (f(x, y, &r)) overflow();
+  int64_t r = 0;  // written by __builtin_*_overflow, read once the flag it returns is known
+  auto checked = [&](bool overflowed) {
+    if (overflowed) overflow();
     return Value(r);
   };
-  static constexpr auto add = [](int64_t x, int64_t y, int64_t* r) { return __builtin_add_overflow(x, y, r); };
-  static constexpr auto subtract = [](int64_t x, int64_t y, int64_t* r) { return __builtin_sub_overflow(x, y, r); };
-  static constexpr auto multiply = [](int64_t x, int64_t y, int64_t* r) { return __builtin_mul_overflow(x, y, r); };
   if (op == "+") {
     if (a.is_string() && b.is_string()) {
       if (a.as_string().size() + b.as_string().size() > kMaxStringBytes) runtime_error(p, "string longer than 16 MiB");
@@ -375,13 +371,13 @@ Value binary_op(const std::string& op, const Value& a, const Value& b, Pos p) {
       out.insert(out.end(), b.as_array().begin(), b.as_array().end());
       return Value(out);
     }
-    if (ints) return checked(add, iv(a), iv(b));
+    if (ints) return checked(__builtin_add_overflow(iv(a), iv(b), &r));
     if (nums) return Value(dv(a) + dv(b));
     return bad();
   }
-  if (op == "-") return ints ? checked(subtract, iv(a), iv(b)) : nums ? Value(dv(a) - dv(b)) : bad();
+  if (op == "-") return ints ? checked(__builtin_sub_overflow(iv(a), iv(b), &r)) : nums ? Value(dv(a) - dv(b)) : bad();
   if (op == "*") {
-    if (ints) return checked(multiply, iv(a), iv(b));
+    if (ints) return checked(__builtin_mul_overflow(iv(a), iv(b), &r));
     if (nums) return Value(dv(a) * dv(b));
     const Value* s = a.is_string() ? &a : b.is_string() ? &b : nullptr;
     const Value* n = a.is_int() ? &a : b.is_int() ? &b : nullptr;
@@ -406,7 +402,7 @@ Value binary_op(const std::string& op, const Value& a, const Value& b, Pos p) {
     if (dv(b) == 0) runtime_error(p, "integer division or modulo by zero");
     if (ints) {
       const int64_t x = iv(a), y = iv(b);
-      if (x == INT64_MIN && y == -1) runtime_error(p, "integer overflow in '" + op + "' (template integers are 64-bit)");
+      if (x == INT64_MIN && y == -1) overflow();
       int64_t q = x / y, m = x % y;
       if (m != 0 && ((m < 0) != (y < 0))) --q, m += y;  // Python floors
       return op == "//" ? Value(q) : Value(m);
