@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 #include <sys/types.h>
+#include <sys/wait.h>
 
 namespace areal::host {
 
@@ -21,6 +22,8 @@ class AgentProcess {
 
   // Empty while running; else how it ended and the log's last lines.
   std::string exit_report();
+  // After exit_report() said it ended: true when it exited with status 0.
+  bool succeeded() const { return exited_ && WIFEXITED(status_) && WEXITSTATUS(status_) == 0; }
   void stop();
 
  private:

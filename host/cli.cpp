@@ -13,7 +13,7 @@ bool is_switch(const std::string& flag) {
 
 namespace {
 
-const char* const kCommands[] = {"run", "check-config", "plugins", "conformance", "config-reference", "api-fields", "tokenize", "serve", "init-model"};
+const char* const kCommands[] = {"run", "check-config", "plugins", "conformance", "config-reference", "api-fields", "tokenize", "serve", "init-model", "sft"};
 
 bool is_command(const std::string& w) {
   for (const char* c : kCommands)
@@ -69,6 +69,9 @@ Usage:
   areal-host --config FILE.yaml [dotted.key=value ...]   run the job the config describes
                                                         (a train section: the RL trainer; else rollouts only;
                                                         also `areal-host run --config FILE.yaml`)
+  areal-host sft --config FILE.yaml [dotted.key=value ...]
+                                                        supervised fine-tuning of the train section's model on
+                                                        sft.dataset's replies (a stage before RL); writes final/
   areal-host serve [--config FILE.yaml] [--model DIR] [--port N] [--admin-key K] [--tokenizer DIR] [key=value ...]
                                                         serve the gateway and its inference backend, no training
                                                         (--model: a Hugging Face folder on the CPU engine)

@@ -27,6 +27,10 @@ int main(int argc, char** argv) {
       if (!cl.flags.count("config")) throw areal::Error(AREAL_CODE_INVALID_ARGUMENT, "run needs --config FILE.yaml");
       return run_job(cl);
     }
+    if (cl.command == "sft") {
+      if (!cl.flags.count("config")) throw areal::Error(AREAL_CODE_INVALID_ARGUMENT, "sft needs --config FILE.yaml");
+      return sft_job(cl);
+    }
     if (cl.command == "check-config") return check_config(cl);
     if (cl.command == "plugins") return list_plugins(cl);
     if (cl.command == "conformance") return conformance(cl);

@@ -1,10 +1,12 @@
 #include "training_job.hpp"
 
 #include <algorithm>
+#include <iostream>
 #include <filesystem>
 #include <memory>
 
 #include "agent_process.hpp"
+#include "evaluation.hpp"
 #include "core/plugin_host/error.hpp"
 #include "core/telemetry/logging.hpp"
 #include "core/plugin_host/plugin_instance.hpp"
@@ -73,6 +75,21 @@ int run_training(const ResolvedConfig& rc, const RolloutPlan& plan, const Runnin
     logging::get("trainer")->info("online agent started: {} (log {}/agent.log)", command, opt.run_dir);
   }
 
+  // Evaluation beside training: the agent in eval mode against the gateway.
+  std::unique_ptr<Evaluator> evaluator;
+  if (!h.evaluation.agent_command.empty()) {
+    EvaluationPlan ep;
+    ep.settings = h.evaluation;
+    ep.dataset = h.evaluation.dataset.empty() ? "" : rc.path(h.evaluation.dataset);
+    ep.cwd = rc.base_dir;
+    ep.run_dir = opt.run_dir;
+    ep.gateway_url = running.gateway_url;
+    ep.admin_key = h.rollout.openai.admin_api_key.value_or(rc.effective["gateway"].value("admin_api_key", std::string("areal-admin-key")));
+    evaluator = std::make_unique<Evaluator>(std::move(ep));
+    Evaluator* e = evaluator.get();
+    opt.after_step = [e](int64_t step, int64_t version, bool last) { return e->after_step(step, version, last); };
+  }
+
   trainer::TrainerParts parts;
   parts.train = rc.plugins.at("train")->train(), parts.train_self = train.self();
   parts.algorithm = rc.plugins.at("algorithm")->algorithm(), parts.algorithm_self = algorithm.self();
@@ -90,8 +107,21 @@ int run_training(const ResolvedConfig& rc, const RolloutPlan& plan, const Runnin
   const trainer::TrainSummary s = trainer::run_trainer(opt, parts, std::move(ro_opt), target);
   if (agent) agent->stop();
   const size_t window = std::min<size_t>(50, std::max<size_t>(1, s.step_rewards.size() / 2));  // the first and last halves of a short run
-  log->info("done: {} steps in {:.1f} s | mean reward {:.4f} (first {} steps) -> {:.4f} (last {} steps) | version {} | metrics {}/metrics.jsonl",
-            s.steps_run, s.seconds, s.first_mean(window), window, s.last_mean(window), window, s.final_version, opt.run_dir);
+  std::string eval_summary;
+  bool final_eval_failed = false;
+  if (evaluator && h.evaluation.at_end && !s.evaluations.empty()) {
+    const auto& last = s.evaluations.back();
+    final_eval_failed = last.value("eval_failed", true);
+    eval_summary = final_eval_failed ? " | final evaluation FAILED (" + last.value("eval_log", std::string()) + ")"
+                                     : fmt::format(" | evaluation {:.4f} ({}, final weights)", last.value("eval_reward_mean", 0.0),
+                                                   h.evaluation.greedy ? "greedy" : "sampled");
+  }
+  log->info("done: {} steps in {:.1f} s | mean reward {:.4f} (first {} steps) -> {:.4f} (last {} steps){} | version {} | metrics {}/metrics.jsonl",
+            s.steps_run, s.seconds, s.first_mean(window), window, s.last_mean(window), window, eval_summary, s.final_version, opt.run_dir);
+  if (final_eval_failed) {
+    std::cerr << "areal-host: training finished, but the final evaluation failed; see " << opt.run_dir << "/eval/\n";
+    return 1;
+  }
   return 0;
 }
 

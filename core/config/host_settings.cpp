@@ -44,6 +44,19 @@ HostSettings HostSettings::read(const nlohmann::json& c) {
   s.trainer.resume = tr.at("resume").get<bool>();
   s.trainer.save_final = tr.at("save_final").get<bool>();
   s.trainer.weight_update = tr.at("weight_update").get<std::string>();
+  const auto& ev = c.at("evaluation");
+  s.evaluation.agent_command = ev.at("agent_command").get<std::string>();
+  s.evaluation.dataset = ev.at("dataset").get<std::string>();
+  s.evaluation.every_steps = ev.at("every_steps").get<int64_t>();
+  s.evaluation.n_samples = ev.at("n_samples").get<int64_t>();
+  s.evaluation.at_end = ev.at("at_end").get<bool>();
+  s.evaluation.greedy = ev.at("greedy").get<bool>();
+  s.evaluation.temperature = ev.at("temperature").get<double>();
+  s.evaluation.timeout_seconds = ev.at("timeout_seconds").get<double>();
+  const auto& sft = c.at("sft");
+  s.sft.dataset = sft.at("dataset").get<std::string>();
+  s.sft.tokenizer = sft.at("tokenizer").get<std::string>();
+  s.sft.chat_template_kwargs = sft.at("chat_template_kwargs");
   return s;
 }
 

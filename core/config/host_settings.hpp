@@ -46,6 +46,20 @@ struct HostSettings {
     std::string weight_update = "auto";
   } trainer;
 
+  // evaluation.*: the agent in eval mode during training.
+  struct Evaluation {
+    std::string agent_command, dataset;
+    int64_t every_steps = 0, n_samples = 1;
+    bool at_end = true, greedy = true;
+    double temperature = 1.0, timeout_seconds = 600;
+  } evaluation;
+
+  // sft.*: `areal-host sft`.
+  struct Sft {
+    std::string dataset, tokenizer;
+    nlohmann::json chat_template_kwargs = nlohmann::json::object();
+  } sft;
+
   bool online() const { return rollout.openai.mode == "online"; }
   // output_dir/name/trial, relative to the config's directory until resolved.
   std::string run_dir_relative() const { return experiment.output_dir + "/" + experiment.name + "/" + experiment.trial; }

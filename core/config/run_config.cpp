@@ -62,7 +62,20 @@ const Json& host_schema() {
       "checkpoint_every": {"type": "integer", "default": 0, "minimum": 0, "doc": "Save weights, optimizer and loop state every N steps and at the last step; 0 disables."},
       "resume": {"type": "boolean", "default": false, "doc": "Continue from the newest checkpoint of this experiment and trial."},
       "save_final": {"type": "boolean", "default": true, "doc": "Save the final model as a Hugging Face folder at output_dir/name/trial/final."},
-      "weight_update": {"type": "string", "enum": ["auto", "memory", "disk"], "default": "auto", "doc": "How new weights reach the inference backend: memory (train.export_weights -> inference.update_weights_from_tensors, both in this process), disk (HF files the backend reloads), auto (memory when both plugins can)."}}}
+      "weight_update": {"type": "string", "enum": ["auto", "memory", "disk"], "default": "auto", "doc": "How new weights reach the inference backend: memory (train.export_weights -> inference.update_weights_from_tensors, both in this process), disk (HF files the backend reloads), auto (memory when both plugins can)."}}},
+    "evaluation": {"type": "object", "doc": "Evaluation during an `areal-host run` that trains: the agent in eval mode, run every_steps steps and at the end, beside training (it never blocks a step). Its calls use the gateway's admin key, so nothing it does is recorded or trained.", "keys": {
+      "agent_command": {"type": "string", "default": "", "doc": "Shell command that runs one evaluation and prints a JSON object as its last stdout line, with at least reward_mean (every numeric key becomes an eval_ metric). Env: AREAL_GATEWAY_URL, AREAL_ADMIN_KEY, OPENAI_BASE_URL, OPENAI_API_KEY (the admin key), AREAL_EVAL_DATASET, AREAL_EVAL_GREEDY, AREAL_EVAL_TEMPERATURE, AREAL_EVAL_N_SAMPLES, AREAL_EVAL_STEP; cwd: the config's directory. Empty: no evaluation (the other evaluation keys are then unused)."},
+      "dataset": {"type": "string", "default": "", "doc": "JSONL file of evaluation items handed to the command as AREAL_EVAL_DATASET (absolute); relative to the config file's directory. Empty: the command's own."},
+      "every_steps": {"type": "integer", "default": 0, "minimum": 0, "doc": "Start an evaluation after every N training steps (skipped, with a log line, while the previous one still runs); 0: only at the end."},
+      "at_end": {"type": "boolean", "default": true, "doc": "Evaluate the final weights after the last step (the run waits for it)."},
+      "greedy": {"type": "boolean", "default": true, "doc": "Ask the command for greedy decoding (AREAL_EVAL_GREEDY=1); false: sampling at temperature."},
+      "temperature": {"type": "number", "default": 1.0, "minimum": 0, "doc": "Sampling temperature when greedy is false (AREAL_EVAL_TEMPERATURE)."},
+      "n_samples": {"type": "integer", "default": 1, "minimum": 1, "maximum": 1024, "doc": "Answers per evaluation item (AREAL_EVAL_N_SAMPLES)."},
+      "timeout_seconds": {"type": "number", "default": 600, "minimum": 1, "doc": "An evaluation running longer is stopped and counted as failed (eval_failed in metrics.jsonl)."}}},
+    "sft": {"type": "object", "doc": "The supervised stage run by `areal-host sft` (train and algorithm sections as for RL; algorithm defaults to sft).", "keys": {
+      "dataset": {"type": "string", "default": "", "doc": "JSONL file, one {\"messages\": [...]} per line whose last message is the assistant's reply to train on; relative to the config file's directory. Required by `areal-host sft`."},
+      "tokenizer": {"type": "string", "default": "", "doc": "Folder with tokenizer.json and tokenizer_config.json (chat template); empty: train.model_path."},
+      "chat_template_kwargs": {"type": "object", "default": {}, "doc": "Passed to the chat template, e.g. {\"enable_thinking\": false}."}}}
   }})");
   return schema;
 }
@@ -186,6 +199,11 @@ std::vector<std::string> run_job_problems(const ResolvedConfig& rc) {
   const HostSettings& h = rc.host;
   const bool training = has("train");
   if (training && !has("algorithm")) problems.push_back("training needs 'algorithm.plugin' (grpo, dr_grpo, rloo, ppo or sft)");
+  // An empty evaluation.agent_command turns evaluation off (the section's other keys then go unused).
+  if (!h.evaluation.agent_command.empty()) {
+    if (!training) problems.push_back("evaluation runs during training: configure a 'train' section, or drop evaluation.agent_command");
+    if (!has("gateway")) problems.push_back("evaluation.agent_command talks to the gateway: do not set gateway.plugin to none");
+  }
   if (h.online()) {
     if (!training) problems.push_back("rollout.openai.mode online is a training mode: configure a 'train' section");
     if (!has("gateway")) problems.push_back("rollout.openai.mode online needs the gateway (agents talk to it)");

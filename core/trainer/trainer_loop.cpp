@@ -11,7 +11,9 @@
 
 #include "core/plugin_host/error.hpp"
 #include "core/telemetry/logging.hpp"
+#include "core/telemetry/metrics.hpp"
 #include "core/plugin_host/string_writer.hpp"
+#include "core/trainer/optimizer_step.hpp"
 #include "core/trainer/training_log.hpp"
 
 namespace areal::trainer {
@@ -24,62 +26,10 @@ namespace {
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// areal_loss_fn over the algorithm plugin's loss slot. It also keeps the
-// algorithm's per-micro-batch stats, averaged by loss tokens, which the
-// train plugin would otherwise not see.
-struct LossBridge {
-  const areal_algorithm_vtable* vt;
-  void* self;
-  std::map<std::string, double> weighted;
-  double tokens = 0;
-
-  static areal_status* eval(void* ctx, const areal_tensor_map* batch, double* out_loss, DLTensor* out_grad,
-                            const areal_writer* out_stats) {
-    auto* b = static_cast<LossBridge*>(ctx);
-    StringCollector w;
-    areal_status* st = b->vt->loss(b->self, batch, out_loss, out_grad, w.writer());
-    if (st != nullptr) return st;
-    if (out_stats != nullptr && !w.text.empty()) {
-      if (areal_status* ws = out_stats->write(out_stats->ctx, areal_str{w.text.data(), w.text.size()})) return ws;
-    }
-    try {
-      const json stats = json::parse(w.text.empty() ? "{}" : w.text);
-      const double n = stats.value("loss_tokens", 1.0);
-      for (const auto& [k, v] : stats.items())
-        if (v.is_number() && k != "loss_tokens") b->weighted[k] += v.get<double>() * n;
-      b->tokens += n;
-    } catch (const std::exception&) {
-      // Stats are diagnostics; a plugin writing bad JSON loses only them.
-    }
-    return nullptr;
-  }
-  json averages() const {
-    json out = json::object();
-    for (const auto& [k, v] : weighted) out[k] = tokens > 0 ? v / tokens : 0.0;
-    return out;
-  }
-};
-
 std::string json_str(const json& j) { return j.dump(); }
 areal_str to_str(const std::string& s) { return areal_str{s.data(), s.size()}; }
 
 void call(areal_status* st, const char* what) { throw_if_status(st, what); }
-
-// A train plugin's log-probs of the batch's tokens, copied out of the
-// plugin-owned DLPack tensor (released before returning).
-std::vector<float> logprobs_of(const areal_train_vtable& vt, void* self, PackedBatch& batch, float temperature, const char* what) {
-  TensorMapBuilder m = batch.map();
-  DLManagedTensor* lp = nullptr;
-  call(vt.compute_logprobs(self, m.get(), temperature, &lp), what);
-  std::unique_ptr<DLManagedTensor, void (*)(DLManagedTensor*)> owned(lp, [](DLManagedTensor* t) {
-    if (t && t->deleter) t->deleter(t);
-  });
-  const DLTensor& t = lp->dl_tensor;
-  if (t.ndim != 1 || t.shape[0] != static_cast<int64_t>(batch.tokens()) || t.dtype.code != kDLFloat || t.dtype.bits != 32)
-    throw Error(AREAL_CODE_INTERNAL, std::string(what) + " returned a tensor that is not float32 [T]");
-  const float* p = reinterpret_cast<const float*>(static_cast<const char*>(t.data) + t.byte_offset);
-  return std::vector<float>(p, p + batch.tokens());
-}
 
 // The newest run_dir/checkpoints/step_N that holds host_state.json.
 std::string newest_checkpoint(const std::string& run_dir, int64_t* step) {
@@ -186,36 +136,6 @@ void make_batch(const std::vector<RolloutGroup>& groups, int64_t version, Packed
       batch.add(r, g.group_id);
     }
   }
-}
-
-// One optimizer step: (proximal and reference log-probs) -> advantages ->
-// train_step with the algorithm's loss. Returns the train plugin's stats
-// and the algorithm's, averaged by loss tokens ("algo_" keys).
-json optimizer_step(const TrainerOptions& opt, const TrainerParts& parts, PackedBatch& batch) {
-  const areal_train_vtable& train = *parts.train;
-  const areal_algorithm_vtable& algo = *parts.algorithm;
-  if (opt.recompute_logprob)
-    batch.prox_logprobs.values() = logprobs_of(train, parts.train_self, batch, opt.temperature, "train compute_logprobs");
-  if (parts.ref != nullptr)
-    batch.ref_logprobs.values() = logprobs_of(*parts.ref, parts.ref_self, batch, opt.temperature, "ref compute_logprobs");
-  {
-    TensorMapBuilder in = batch.map(), out;
-    HostTensor<float> adv(std::vector<float>(batch.tokens(), 0.0f));
-    out.add("advantages", adv.dl());
-    call(algo.compute_advantages(parts.algorithm_self, in.get(), out.get()), "algorithm compute_advantages");
-    batch.advantages = adv;
-  }
-  LossBridge bridge{&algo, parts.algorithm_self, {}, 0};
-  areal_loss_fn loss{AREAL_OFFSET_OF_END(areal_loss_fn, eval), &bridge, &LossBridge::eval};
-  StringCollector stats_text;
-  {
-    TensorMapBuilder m = batch.map();
-    call(train.train_step(parts.train_self, m.get(), &loss, stats_text.writer()), "train train_step");
-  }
-  json stats = json::parse(stats_text.text.empty() ? "{}" : stats_text.text);
-  const json algo_stats = bridge.averages();  // named: items() must not outlive a temporary
-  for (const auto& [k, v] : algo_stats.items()) stats["algo_" + k] = v;
-  return stats;
 }
 
 // Hands the trained weights to the inference backend as `next_version`.
@@ -343,6 +263,7 @@ TrainSummary run_trainer(const TrainerOptions& opt, const TrainerParts& parts, R
   else controller.set_version(version);
   controller.start();
   const bool in_memory = choose_weight_sync(opt, parts);
+  const StepPlugins step_plugins{parts.train, parts.train_self, parts.algorithm, parts.algorithm_self, parts.ref, parts.ref_self};
 
   TrainSummary summary;
   std::string previous_weights;
@@ -357,7 +278,7 @@ TrainSummary run_trainer(const TrainerOptions& opt, const TrainerParts& parts, R
       BatchStats stats;
       make_batch(groups, version, batch, stats);
       const auto t_train = Clock::now();
-      const json step_stats = optimizer_step(opt, parts, batch);
+      const json step_stats = optimizer_step(step_plugins, batch, opt.temperature, opt.recompute_logprob);
       t.train = seconds_since(t_train);
 
       // Nothing new starts and nothing generates while the backend swaps
@@ -378,6 +299,15 @@ TrainSummary run_trainer(const TrainerOptions& opt, const TrainerParts& parts, R
       tlog.step(metrics_row(step + 1, version - 1, stats, batch, controller.stats(), t, in_memory, step_stats));
       summary.step_rewards.push_back(stats.reward_mean());
       ++summary.steps_run;
+      Metrics& m = Metrics::global();
+      m.set("areal_trainer_step", static_cast<double>(step + 1));
+      m.set("areal_trainer_policy_version", static_cast<double>(version));
+      m.set("areal_trainer_reward_mean", stats.reward_mean());
+      if (opt.after_step)
+        for (auto& row : opt.after_step(step + 1, version, step + 1 == opt.total_steps)) {
+          tlog.eval(row);
+          summary.evaluations.push_back(std::move(row));
+        }
     }
   } catch (...) {
     controller.resume();

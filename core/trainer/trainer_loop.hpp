@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,10 @@ struct TrainerOptions {
   // (ABI 1.1, both in this process); "disk": save HF files, inference
   // reloads; "auto": memory when both plugins can, else disk.
   std::string weight_update = "auto";
+  // (optional) Called after every step with (steps done, the version now
+  // served, whether it was the last); returns rows for metrics.jsonl
+  // (evaluation results). It may block only on the last call.
+  std::function<std::vector<nlohmann::json>(int64_t, int64_t, bool)> after_step;
 };
 
 struct TrainerParts {
@@ -49,6 +54,7 @@ struct TrainSummary {
   int64_t steps_run = 0, final_version = 0;
   double seconds = 0;
   std::vector<double> step_rewards;  // each step's mean reward, in order
+  std::vector<nlohmann::json> evaluations;  // after_step's rows, in order
 
   // Mean reward over the first / last `window` steps run (fewer if fewer ran):
   // one step's batch is too noisy to say whether anything was learned.

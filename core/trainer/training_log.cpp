@@ -44,15 +44,27 @@ void TrainingLog::step(const nlohmann::json& row) {
   const int filled = total_steps_ > 0 ? static_cast<int>(width * step / total_steps_) : width;
   std::string bar(static_cast<size_t>(filled), '#');
   bar.resize(width, '-');
+  if (!row.contains("reward_mean")) {  // a supervised step: no rollouts
+    logging::get("trainer")->info("[{}] step {}/{} | loss {:.4f} | {:.0f} tok/s | {:.2f} s/step", bar, step, total_steps_,
+                                  row.value("loss", 0.0), row.value("tokens_per_second", 0.0), row.value("seconds_step", 0.0));
+    return;
+  }
   logging::get("trainer")->info("[{}] step {}/{} | reward {:.3f} | {:.1f} samples/s {:.0f} tok/s | staleness max {} | loss {:.4f} | {:.2f} s/step",
                                 bar, step, total_steps_, row.value("reward_mean", 0.0), row.value("samples_per_second", 0.0),
                                 row.value("tokens_per_second", 0.0), row.value("staleness_max", int64_t{0}),
                                 row.value("loss", 0.0), row.value("seconds_step", 0.0));
 }
 
+void TrainingLog::eval(const nlohmann::json& row) {
+  rows_.push_back(row);
+  out_ << row.dump() << "\n";
+  out_.flush();
+}
+
 void TrainingLog::write_reward_curve() const {
   std::vector<double> steps, rewards;
-  for (const auto& r : rows_) steps.push_back(r.value("step", 0.0)), rewards.push_back(r.value("reward_mean", 0.0));
+  for (const auto& r : rows_)
+    if (!r.value("eval", false)) steps.push_back(r.value("step", 0.0)), rewards.push_back(r.value("reward_mean", 0.0));
   std::ofstream(fs::path(run_dir_) / "reward_curve.svg") << svg_line_chart(steps, rewards, "mean reward per step", "reward");
 }
 

@@ -19,6 +19,8 @@ class TrainingLog {
 
   // Appends the row and prints the progress line.
   void step(const nlohmann::json& row);
+  // Appends an evaluation's row ({"eval": true, ...}) without a progress line.
+  void eval(const nlohmann::json& row);
   // Writes reward_curve.svg from every row so far (resumed runs included).
   void write_reward_curve() const;
   const std::vector<nlohmann::json>& rows() const { return rows_; }

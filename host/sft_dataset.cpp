@@ -1,0 +1,73 @@
+#include "sft_dataset.hpp"
+
+#include <fstream>
+
+#include "core/plugin_host/error.hpp"
+
+namespace areal::host {
+
+using J = nlohmann::ordered_json;
+
+namespace {
+
+int32_t eos_id(const tokenizer::Tokenizer& tok) {
+  const auto& c = tok.config();
+  if (c.is_object() && c.contains("eos_token") && !c["eos_token"].is_null()) {
+    const auto& v = c["eos_token"];
+    const std::string text = v.is_string() ? v.get<std::string>() : v.value("content", std::string());
+    if (!text.empty()) return tok.token_to_id(text);
+  }
+  return -1;
+}
+
+}  // namespace
+
+trainer::SftExample sft_example(const J& line, const tokenizer::Tokenizer& tok, const jinja::ChatTemplate& chat, const J& kwargs) {
+  if (!line.is_object() || !line.contains("messages") || !line["messages"].is_array() || line["messages"].size() < 2)
+    throw Error(AREAL_CODE_INVALID_ARGUMENT, "needs {\"messages\": [...]} with at least a prompt message and the reply");
+  const J& messages = line["messages"];
+  const J& reply = messages.back();
+  if (!reply.is_object() || reply.value("role", "") != "assistant" || !reply.contains("content") || !reply["content"].is_string())
+    throw Error(AREAL_CODE_INVALID_ARGUMENT, "the last message must be {\"role\": \"assistant\", \"content\": \"...\"}: it is the reply trained on");
+  const int32_t eos = eos_id(tok);
+  if (eos < 0) throw Error(AREAL_CODE_INVALID_ARGUMENT, "tokenizer_config.json names no eos_token: a reply's end cannot be trained");
+  J prompt_messages = J::array();
+  for (size_t i = 0; i + 1 < messages.size(); ++i) prompt_messages.push_back(messages[i]);
+  const std::string prompt = chat.render(prompt_messages, line.value("tools", J()), true, kwargs);
+  trainer::SftExample e;
+  e.input_ids = tok.encode(prompt, false);
+  e.prompt_tokens = e.input_ids.size();
+  // The reply as sampled text: special-token text in it stays text, as a model's sampled bytes would.
+  for (int32_t id : tok.encode(reply["content"].get<std::string>(), false, false)) e.input_ids.push_back(id);
+  e.input_ids.push_back(eos);
+  return e;
+}
+
+std::vector<trainer::SftExample> read_sft_dataset(const std::string& path, const tokenizer::Tokenizer& tok,
+                                                  const jinja::ChatTemplate& chat, const J& kwargs) {
+  std::ifstream in(path);
+  if (!in) throw Error(AREAL_CODE_NOT_FOUND, "cannot read sft dataset '" + path + "'");
+  std::vector<trainer::SftExample> out;
+  std::string text;
+  for (size_t n = 1; std::getline(in, text); ++n) {
+    if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = path + ":" + std::to_string(n) + ": ";
+    J line;
+    try {
+      line = J::parse(text);
+    } catch (const std::exception& e) {
+      throw Error(AREAL_CODE_INVALID_ARGUMENT, where + "not valid JSON: " + e.what());
+    }
+    try {
+      out.push_back(sft_example(line, tok, chat, kwargs));
+    } catch (const Error& e) {
+      throw Error(e.code(), where + e.what());
+    } catch (const std::exception& e) {
+      throw Error(AREAL_CODE_INVALID_ARGUMENT, where + e.what());
+    }
+  }
+  if (out.empty()) throw Error(AREAL_CODE_INVALID_ARGUMENT, "sft dataset '" + path + "' has no examples");
+  return out;
+}
+
+}  // namespace areal::host
