@@ -8,12 +8,12 @@ namespace areal::host {
 
 bool is_switch(const std::string& flag) {
   return flag == "json" || flag == "help" || flag == "version" || flag == "decode" || flag == "no-special-tokens" ||
-         flag == "no-parse-special" || flag == "skip-special-tokens";
+         flag == "no-parse-special" || flag == "skip-special-tokens" || flag == "follow";
 }
 
 namespace {
 
-const char* const kCommands[] = {"run", "check-config", "plugins", "conformance", "config-reference", "api-fields", "tokenize", "serve", "init-model", "sft"};
+const char* const kCommands[] = {"run", "check-config", "plugins", "conformance", "config-reference", "api-fields", "tokenize", "serve", "init-model", "sft", "dashboard"};
 
 bool is_command(const std::string& w) {
   for (const char* c : kCommands)
@@ -72,6 +72,9 @@ Usage:
   areal-host sft --config FILE.yaml [dotted.key=value ...]
                                                         supervised fine-tuning of the train section's model on
                                                         sft.dataset's replies (a stage before RL); writes final/
+  areal-host dashboard RUN_DIR [--port N] [--host H] [--tokenizer DIR] [--follow]
+                                                        the web dashboard of a run directory
+                                                        (curves, evaluation, latest sessions)
   areal-host serve [--config FILE.yaml] [--model DIR] [--port N] [--admin-key K] [--tokenizer DIR] [key=value ...]
                                                         serve the gateway and its inference backend, no training
                                                         (--model: a Hugging Face folder on the CPU engine)

@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
       if (!cl.flags.count("config")) throw areal::Error(AREAL_CODE_INVALID_ARGUMENT, "sft needs --config FILE.yaml");
       return sft_job(cl);
     }
+    if (cl.command == "dashboard") return serve_dashboard(cl);
     if (cl.command == "check-config") return check_config(cl);
     if (cl.command == "plugins") return list_plugins(cl);
     if (cl.command == "conformance") return conformance(cl);

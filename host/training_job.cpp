@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "agent_process.hpp"
+#include "dashboard/dashboard_server.hpp"
 #include "evaluation.hpp"
 #include "core/plugin_host/error.hpp"
 #include "core/telemetry/logging.hpp"
@@ -90,6 +91,23 @@ int run_training(const ResolvedConfig& rc, const RolloutPlan& plan, const Runnin
     opt.after_step = [e](int64_t step, int64_t version, bool last) { return e->after_step(step, version, last); };
   }
 
+  // The dashboard: the run directory's files as a web page, while it trains.
+  std::unique_ptr<dashboard::DashboardServer> board;
+  if (h.dashboard.enabled) {
+    dashboard::ServerOptions o;
+    o.run_dir = opt.run_dir, o.host = h.dashboard.host, o.port = h.dashboard.port, o.live = true;
+    const Json& gw = rc.effective.contains("gateway") ? rc.effective["gateway"] : Json::object();
+    const std::string tok_dir = gw.value("tokenizer", std::string()).empty() ? rc.effective["train"].value("model_path", std::string())
+                                                                             : gw.value("tokenizer", std::string());
+    try {
+      o.tokenizer = tokenizer::Tokenizer::from_dir(tok_dir);
+    } catch (const std::exception& e) {
+      logging::get("dashboard")->info("sessions are shown as token ids: no tokenizer in {} ({})", tok_dir, e.what());
+    }
+    board = std::make_unique<dashboard::DashboardServer>(std::move(o));
+    logging::get("dashboard")->info("dashboard at {}/ (afterwards: areal-host dashboard {})", board->start(), opt.run_dir);
+  }
+
   trainer::TrainerParts parts;
   parts.train = rc.plugins.at("train")->train(), parts.train_self = train.self();
   parts.algorithm = rc.plugins.at("algorithm")->algorithm(), parts.algorithm_self = algorithm.self();
@@ -106,6 +124,7 @@ int run_training(const ResolvedConfig& rc, const RolloutPlan& plan, const Runnin
             plan.output_path, opt.run_dir);
   const trainer::TrainSummary s = trainer::run_trainer(opt, parts, std::move(ro_opt), target);
   if (agent) agent->stop();
+  if (board) board->set_live(false);
   const size_t window = std::min<size_t>(50, std::max<size_t>(1, s.step_rewards.size() / 2));  // the first and last halves of a short run
   std::string eval_summary;
   bool final_eval_failed = false;

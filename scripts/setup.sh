@@ -15,6 +15,8 @@ packages=(
   # The sanitizer and fuzzing build (scripts/sanitize.sh): clang and its
   # runtimes (ASan, UBSan, libFuzzer).
   clang libclang-rt-14-dev
+  # The dashboard's browser test: Debian's Chromium (headless) and a font.
+  chromium fonts-dejavu-core
   # Debian's libtorch calls the system BLAS; without OpenBLAS it gets the
   # netlib reference BLAS, about 9x slower on the model's matmuls.
   libopenblas0-openmp
@@ -42,8 +44,9 @@ fi
 # npm projects pinned by their package-lock.json: the parity references
 # (HF's tokenizer and Jinja), the real client SDKs of the e2e tests, the
 # real agent programs (Claude Code, Codex CLI) and the quickstart's example
-# agent. Skipped when the installed copy matches the lock file.
-for dir in tests/parity tests/e2e/clients tests/e2e/agents examples/quickstart_agent; do
+# agent, and playwright-core for the dashboard's browser test. Skipped when
+# the installed copy matches the lock file.
+for dir in tests/parity tests/e2e/clients tests/e2e/agents examples/quickstart_agent tests/dashboard; do
   if [ ! -f "$dir/node_modules/.package-lock.json" ] || ! cmp -s "$dir/package-lock.json" "$dir/node_modules/.areal-lock-copy"; then
     (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error && cp package-lock.json node_modules/.areal-lock-copy)
   fi

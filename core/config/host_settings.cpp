@@ -53,6 +53,10 @@ HostSettings HostSettings::read(const nlohmann::json& c) {
   s.evaluation.greedy = ev.at("greedy").get<bool>();
   s.evaluation.temperature = ev.at("temperature").get<double>();
   s.evaluation.timeout_seconds = ev.at("timeout_seconds").get<double>();
+  const auto& db = c.at("dashboard");
+  s.dashboard.enabled = db.at("enabled").get<bool>();
+  s.dashboard.host = db.at("host").get<std::string>();
+  s.dashboard.port = db.at("port").get<int>();
   const auto& sft = c.at("sft");
   s.sft.dataset = sft.at("dataset").get<std::string>();
   s.sft.tokenizer = sft.at("tokenizer").get<std::string>();

@@ -54,6 +54,13 @@ struct HostSettings {
     double temperature = 1.0, timeout_seconds = 600;
   } evaluation;
 
+  // dashboard.*: the web page beside training.
+  struct Dashboard {
+    bool enabled = true;
+    std::string host = "127.0.0.1";
+    int port = 0;
+  } dashboard;
+
   // sft.*: `areal-host sft`.
   struct Sft {
     std::string dataset, tokenizer;

@@ -72,6 +72,10 @@ const Json& host_schema() {
       "temperature": {"type": "number", "default": 1.0, "minimum": 0, "doc": "Sampling temperature when greedy is false (AREAL_EVAL_TEMPERATURE)."},
       "n_samples": {"type": "integer", "default": 1, "minimum": 1, "maximum": 1024, "doc": "Answers per evaluation item (AREAL_EVAL_N_SAMPLES)."},
       "timeout_seconds": {"type": "number", "default": 600, "minimum": 1, "doc": "An evaluation running longer is stopped and counted as failed (eval_failed in metrics.jsonl)."}}},
+    "dashboard": {"type": "object", "doc": "The web dashboard served beside a training run (curves, evaluation, latest sessions); `areal-host dashboard RUN_DIR` serves it afterwards.", "keys": {
+      "enabled": {"type": "boolean", "default": true, "doc": "Serve it while `areal-host run` trains; its URL is logged at start."},
+      "host": {"type": "string", "default": "127.0.0.1", "doc": "Address to bind."},
+      "port": {"type": "integer", "default": 0, "minimum": 0, "maximum": 65535, "doc": "Port; 0 picks a free one."}}},
     "sft": {"type": "object", "doc": "The supervised stage run by `areal-host sft` (train and algorithm sections as for RL; algorithm defaults to sft).", "keys": {
       "dataset": {"type": "string", "default": "", "doc": "JSONL file, one {\"messages\": [...]} per line whose last message is the assistant's reply to train on; relative to the config file's directory. Required by `areal-host sft`."},
       "tokenizer": {"type": "string", "default": "", "doc": "Folder with tokenizer.json and tokenizer_config.json (chat template); empty: train.model_path."},

@@ -220,6 +220,7 @@ json metrics_row(int64_t steps_done, int64_t trained_version, const BatchStats& 
               {"groups_filtered_total", rs.groups_filtered},
               {"groups_dropped_stale_total", rs.groups_dropped_stale},
               {"groups_failed_total", rs.groups_failed},
+              {"rollouts_in_flight", rs.tasks_started - rs.tasks_finished},
               {"episodes_failed_total", rs.episodes_failed},
               {"seconds_rollout_wait", t.wait},
               {"seconds_train", t.train},

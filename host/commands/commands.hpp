@@ -8,6 +8,7 @@ namespace areal::host {
 
 int run_job(const CommandLine& cl);
 int sft_job(const CommandLine& cl);
+int serve_dashboard(const CommandLine& cl);
 int check_config(const CommandLine& cl);
 int list_plugins(const CommandLine& cl);
 int conformance(const CommandLine& cl);

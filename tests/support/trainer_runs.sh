@@ -7,6 +7,14 @@ fresh_model_workdir() {
   "$host" init-model --family qwen3 --preset tiny --tokenizer bytes --out "$1/model" --seed "$2" >/dev/null
 }
 
+# format_warmup SRC WORK: the quickstart's first stage (areal-host sft with
+# configs/quickstart_format.yaml) on WORK/model, which it then replaces.
+format_warmup() {
+  "$host" sft --config "$1/configs/quickstart_format.yaml" train.model_path="$2/model" experiment.output_dir="$2/runs" \
+    experiment.trial=t 2> "$2/format.log" || { tail -30 "$2/format.log"; exit 1; }
+  rm -rf "$2/model" && mv "$2/runs/quickstart_format/t/final" "$2/model"
+}
+
 # require_agent_modules SRC: the example agent's npm packages (scripts/setup.sh installs them).
 require_agent_modules() {
   if [ ! -d "$1/examples/quickstart_agent/node_modules/openai" ]; then
