@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's first command: set up, build, make the quickstart's model,
-# and run the CPU quickstart (configs/quickstart.yaml; README says what to
-# expect). Extra arguments are dotted overrides, e.g. trainer.total_steps=200.
+# warm it up on the reply format (configs/quickstart_format.yaml), and run
+# the CPU quickstart (configs/quickstart.yaml; README says what to expect).
+# Extra arguments are dotted overrides of the RL run, e.g. trainer.total_steps=200.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -9,4 +10,5 @@ model=runs/quickstart-model
 if [ ! -f "$model/model.safetensors" ]; then
   ./build/bin/areal-host init-model --family qwen3 --preset tiny --tokenizer bytes --out "$model" --seed 1
 fi
+./build/bin/areal-host sft --config configs/quickstart_format.yaml
 ./build/bin/areal-host run --config configs/quickstart.yaml "$@"

@@ -15,13 +15,13 @@ trap 'rm -rf "$work"' EXIT
 for bound in 0 2; do
   "$host" run --config configs/quickstart.yaml experiment.output_dir="$work/runs" experiment.trial="b$bound" \
     inference.model_path="$work/model" train.model_path="$work/model" gateway.tokenizer="$work/model" \
-    trainer.total_steps="$steps" trainer.save_final=false rollout.max_head_offpolicyness=$bound 2> "$work/b$bound.log" ||
+    trainer.total_steps="$steps" trainer.save_final=false rollout.max_head_offpolicyness=$bound "evaluation.agent_command=''" 2> "$work/b$bound.log" ||
     { tail -20 "$work/b$bound.log"; exit 1; }
 done
 /usr/bin/python3 - "$work/runs/quickstart" "$steps" <<'PY'
 import json, os, sys
 root, steps = sys.argv[1], int(sys.argv[2])
-print(f"quickstart, {steps} steps x 64 samples, {os.cpu_count()} CPUs")
+print(f"quickstart (without its format stage), {steps} steps x 144 samples, {os.cpu_count()} CPUs")
 print(f"{'mode':<28} {'steps/hour':>10} {'samples/s':>10} {'max staleness':>14} {'reward (last 50)':>17}")
 res = {}
 for bound in (0, 2):

@@ -9,8 +9,10 @@
 // trained one approaches 1.
 //
 // Run by areal-host in online mode (rollout.openai.online_agent_command),
-// which sets AREAL_GATEWAY_URL and AREAL_ADMIN_KEY; or, with --episode, once
-// per episode by the subproc workflow (configs/subproc_agent.yaml). Flags:
+// which sets AREAL_GATEWAY_URL and AREAL_ADMIN_KEY; with --eval by the
+// `evaluation` section (AREAL_EVAL_* variables; the admin key, so nothing is
+// trained); or, with --episode, once per episode by the subproc workflow
+// (configs/subproc_agent.yaml). Flags:
 //   --concurrency N   groups in flight (default 8)
 //   --group-size G    sessions per question, one GRPO group (default 8)
 //   --seed S          question order (default 1)
@@ -86,9 +88,24 @@ async function episode(question, answer, taskId, groupId) {
   }
 }
 
+// Questions come from a shuffled deck of all nine, so every digit is asked
+// equally often: a training batch then pushes every answer up about as much,
+// and only what depends on the question is left to learn.
+let deck = [];
+function nextDigit() {
+  if (deck.length === 0) {
+    deck = [0, 1, 2, 3, 4, 5, 6, 7, 8];
+    for (let i = deck.length - 1; i > 0; --i) {
+      const j = Math.floor(nextRandom() * (i + 1));
+      [deck[i], deck[j]] = [deck[j], deck[i]];
+    }
+  }
+  return deck.pop();
+}
+
 async function worker(id) {
   for (let round = 0; !stopping; ++round) {
-    const d = Math.floor(nextRandom() * 9);
+    const d = nextDigit();
     const question = `Which digit comes after ${d}?`;
     const groupId = `w${id}-r${round}-d${d}`;
     const results = await Promise.allSettled(
@@ -114,8 +131,46 @@ async function subprocEpisode() {
   console.log(JSON.stringify({ reward: reward(completion.choices[0].message.content ?? '', d + 1) }));
 }
 
+// Eval mode: every item of AREAL_EVAL_DATASET ({"question", "answer"} per
+// line; default: the nine training questions), AREAL_EVAL_N_SAMPLES answers
+// each, greedy when AREAL_EVAL_GREEDY=1, through the gateway with the admin
+// key (the model answers, nothing is recorded). Prints per-item lines, then
+// the result line areal-host reads: {"reward_mean", "exact_fraction", ...}.
+async function evaluate() {
+  const path = process.env.AREAL_EVAL_DATASET;
+  const items = path
+    ? (await import('node:fs')).readFileSync(path, 'utf8').split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l))
+    : Array.from({ length: 9 }, (_, d) => ({ question: `Which digit comes after ${d}?`, answer: d + 1 }));
+  const greedy = process.env.AREAL_EVAL_GREEDY !== '0';
+  const temperature = greedy ? 0 : Number(process.env.AREAL_EVAL_TEMPERATURE ?? 1);
+  const n = Math.max(1, Number(process.env.AREAL_EVAL_N_SAMPLES ?? 1));
+  const client = new OpenAI({ baseURL: `${GATEWAY}/v1`, apiKey: ADMIN_KEY, maxRetries: 2 });
+  const jobs = items.flatMap((item) => Array.from({ length: n }, () => item));
+  const rewards = new Array(jobs.length);
+  let next = 0;
+  async function runner() {
+    for (let i = next++; i < jobs.length; i = next++) {
+      const { question, answer } = jobs[i];
+      const completion = await client.chat.completions.create({
+        model: 'default', messages: [{ role: 'user', content: question }], max_tokens: 4, temperature,
+      });
+      const reply = completion.choices[0].message.content ?? '';
+      rewards[i] = reward(reply, answer);
+      console.log(`item ${JSON.stringify({ question, answer, reply, reward: rewards[i] })}`);
+    }
+  }
+  await Promise.all(Array.from({ length: 8 }, runner));
+  const mean = rewards.reduce((a, b) => a + b, 0) / rewards.length;
+  console.log(JSON.stringify({
+    reward_mean: mean, exact_fraction: rewards.filter((r) => r === 1).length / rewards.length,
+    items: items.length, answers: rewards.length, greedy: greedy ? 1 : 0,
+  }));
+}
+
 if (process.argv[1] && import.meta.url.endsWith(process.argv[1].split('/').pop())) {
-  if (process.argv.includes('--episode')) {
+  if (process.argv.includes('--eval')) {
+    await evaluate();
+  } else if (process.argv.includes('--episode')) {
     await subprocEpisode();
   } else {
     console.log(`agent: ${CONCURRENCY} workers x groups of ${GROUP_SIZE} against ${GATEWAY}`);

@@ -23,7 +23,7 @@ fresh_model_workdir "$work" 1
 run="$work/runs/quickstart/t"
 common=(experiment.output_dir="$work/runs" inference.model_path="$work/model" train.model_path="$work/model"
         gateway.tokenizer="$work/model" experiment.trial=t experiment.seed=7 trainer.checkpoint_every=10
-        trainer.total_steps=40 trainer.batch_size=16 gateway.session_timeout_seconds=10)
+        trainer.total_steps=40 trainer.batch_size=16 gateway.session_timeout_seconds=10 "evaluation.agent_command=''")
 # setsid: the run and its agent get a process group of their own, killed together.
 setsid "$host" run --config "$src/configs/quickstart.yaml" "${common[@]}" 2> "$work/first.log" &
 leader=$!

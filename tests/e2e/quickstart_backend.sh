@@ -13,13 +13,14 @@ source "$src/tests/support/trainer_runs.sh"
 source "$src/tests/support/test_backend.sh"
 require_agent_modules "$src"
 fresh_model_workdir "$work" 1
+format_warmup "$src" "$work"
 trap 'kill ${BACKEND_PID:-} 2>/dev/null || true' EXIT
 start_test_backend "$bin" "$work/server.log" "$kind" --plugin local \
   --engine-config "{\"model_path\": \"$work/model\", \"max_batch\": 64}" $(test_backend_logprob_flags "$kind")
-steps=300
+steps=150
 "$host" run --config "$src/configs/quickstart_$kind.yaml" experiment.output_dir="$work/runs" train.model_path="$work/model" \
   gateway.tokenizer="$work/model" "inference.servers=[\"$BACKEND_URL\"]" experiment.trial=t experiment.seed=7 \
-  train.lr=0.002 trainer.total_steps=$steps 2> "$work/run.log" || { tail -30 "$work/run.log"; exit 1; }
+  trainer.total_steps=$steps evaluation.every_steps=0 2> "$work/run.log" || { tail -30 "$work/run.log"; exit 1; }
 /usr/bin/python3 "$src/tests/support/check_quickstart_run.py" "$work/runs/quickstart/t" $steps
 if [ "$kind" = sglang ]; then
   version=$(curl -sf "$BACKEND_URL/get_weight_version" | /usr/bin/python3 -c "import json,sys; print(json.load(sys.stdin)['weight_version'])")

@@ -2,18 +2,22 @@
 """Checks a quickstart run's metrics.jsonl against issue #6's promises:
 each step once, in order; no trained sample staler than the bound (2) with
 asynchrony observed; the mean reward improves by +0.03 over a 20-step window.
+With --masters (issue #15): the last 50 steps' mean reward and the final
+evaluation (the {"eval": true} row of the last step) are both >= 0.9.
 With --resume-at K (a run resumed from step K): no staleness jump after the
 resume, the first samples carry the checkpoint's versions, and the reward
 does not fall back to the initial level.
 
-    check_quickstart_run.py RUN_DIR STEPS [--resume-at K]
+    check_quickstart_run.py RUN_DIR STEPS [--resume-at K] [--masters]
 """
 import json
 import sys
 
 run, steps = sys.argv[1], int(sys.argv[2])
 resume_at = int(sys.argv[sys.argv.index("--resume-at") + 1]) if "--resume-at" in sys.argv else None
-rows = [json.loads(l) for l in open(f"{run}/metrics.jsonl")]
+all_rows = [json.loads(l) for l in open(f"{run}/metrics.jsonl")]
+rows = [r for r in all_rows if not r.get("eval")]
+evals = [r for r in all_rows if r.get("eval")]
 got = [r["step"] for r in rows]
 assert got == list(range(1, steps + 1)), f"each step once, in order: {got[:5]}...{got[-5:]}"
 stale = []
@@ -41,6 +45,17 @@ if resume_at is not None:
     # A resumed run continues from the trained policy, not from the initial one.
     if before >= first + 0.05:
         assert after >= first + 0.02, f"after resume the reward fell back to the initial level: {after:.3f} vs {first:.3f}"
-print(line)
+if "--masters" in sys.argv:
+    last50 = mean(reward[-50:])
+    assert evals and evals[-1]["step"] == steps, f"no evaluation of the final weights (step {steps}): {evals[-1:]}"
+    final = evals[-1]
+    assert not final["eval_failed"], f"the final evaluation failed: {final.get('eval_error')}"
+    line += (f"; last 50 steps {last50:.3f}; evaluations " +
+             ", ".join(f"step {e['step']}: {e.get('eval_reward_mean', float('nan')):.3f}" for e in evals))
+    print(line)
+    assert last50 >= 0.9, f"the last 50 steps' mean reward is {last50:.3f} < 0.9"
+    assert final["eval_reward_mean"] >= 0.9, f"the final evaluation is {final['eval_reward_mean']:.3f} < 0.9"
+else:
+    print(line)
 # Stated margin: +0.03 mean reward over 20 steps (a random policy scores ~0.002; runs reach 0.08-0.15).
 assert best >= first + 0.03, f"the reward did not improve by 0.03: {first:.3f} -> best {best:.3f}"
