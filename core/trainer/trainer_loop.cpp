@@ -264,7 +264,6 @@ TrainSummary run_trainer(const TrainerOptions& opt, const TrainerParts& parts, R
   else controller.set_version(version);
   controller.start();
   const bool in_memory = choose_weight_sync(opt, parts);
-  const StepPlugins step_plugins{parts.train, parts.train_self, parts.algorithm, parts.algorithm_self, parts.ref, parts.ref_self};
 
   TrainSummary summary;
   std::string previous_weights;
@@ -279,7 +278,7 @@ TrainSummary run_trainer(const TrainerOptions& opt, const TrainerParts& parts, R
       BatchStats stats;
       make_batch(groups, version, batch, stats);
       const auto t_train = Clock::now();
-      const json step_stats = optimizer_step(step_plugins, batch, opt.temperature, opt.recompute_logprob);
+      const json step_stats = optimizer_step(parts, batch, opt.temperature, opt.recompute_logprob);
       t.train = seconds_since(t_train);
 
       // Nothing new starts and nothing generates while the backend swaps

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "core/trainer/optimizer_step.hpp"
 #include "core/trainer/rollout_controller.hpp"
 #include "areal/plugin_api.h"
 
@@ -39,15 +40,11 @@ struct TrainerOptions {
   std::function<std::vector<nlohmann::json>(int64_t, int64_t, bool)> after_step;
 };
 
-struct TrainerParts {
-  const areal_train_vtable* train = nullptr;
-  void* train_self = nullptr;
-  const areal_algorithm_vtable* algorithm = nullptr;
-  void* algorithm_self = nullptr;
+// The step's plugins (train, algorithm, optional ref) and the inference
+// backend that serves the weights.
+struct TrainerParts : StepPlugins {
   const areal_inference_vtable* inference = nullptr;
   void* inference_self = nullptr;
-  const areal_train_vtable* ref = nullptr;  // (optional) frozen reference model
-  void* ref_self = nullptr;
 };
 
 struct TrainSummary {
