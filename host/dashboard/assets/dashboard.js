@@ -14,7 +14,7 @@ const CHARTS = [
   { id: 'tokens', title: 'Throughput: tokens/s', series: [['tokens_per_second', 'tokens/s', '#7f7f7f']] },
   { id: 'in_flight', title: 'Rollouts in flight', series: [['rollouts_in_flight', 'in flight', '#1f77b4']] },
 ];
-const W = 420, H = 190, L = 48, R = 10, T = 8, B = 22;
+const W = 420, H = 190, L = 58, R = 10, T = 8, B = 22;
 
 const data = {};  // series key -> [[step, value], ...]
 let offset = 0, live = true, lastStep = 0;
