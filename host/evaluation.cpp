@@ -1,5 +1,6 @@
 #include "evaluation.hpp"
 
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <fstream>

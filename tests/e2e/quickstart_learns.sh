@@ -17,15 +17,15 @@ require_agent_modules "$src"
 fresh_model_workdir "$work" 1
 format_warmup "$src" "$work"
 common=(experiment.trial=t experiment.seed=7 trainer.checkpoint_every=50)
-run_config "$src/configs/quickstart.yaml" "$work" "$work/first.log" "${common[@]}" trainer.total_steps=250
+run_config "$src/configs/quickstart.yaml" "$work" "$work/first.log" "${common[@]}" trainer.total_steps=300
 run="$work/runs/quickstart/t"
-test -f "$run/checkpoints/step_250/host_state.json"
-# Resume from step 250 and continue to 300 (the shipped length).
-run_config "$src/configs/quickstart.yaml" "$work" "$work/second.log" "${common[@]}" trainer.total_steps=300 trainer.resume=true
-grep -q "resumed from .*step_250 at step 250 (version 250)" "$work/second.log"
+test -f "$run/checkpoints/step_300/host_state.json"
+# Resume from step 300 and continue to 350 (the shipped length).
+run_config "$src/configs/quickstart.yaml" "$work" "$work/second.log" "${common[@]}" trainer.total_steps=350 trainer.resume=true
+grep -q "resumed from .*step_300 at step 300 (version 300)" "$work/second.log"
 grep -o "done: .*" "$work/second.log"
 test -s "$run/reward_curve.svg"
-/usr/bin/python3 "$src/tests/support/check_quickstart_run.py" "$run" 300 --resume-at 250 --masters
+/usr/bin/python3 "$src/tests/support/check_quickstart_run.py" "$run" 350 --resume-at 300 --masters
 # The final model is an HF folder the local engine serves again.
 test -f "$run/final/config.json" && test -f "$run/final/model.safetensors" && test -f "$run/final/tokenizer.json"
 "$host" serve --model "$run/final" --port 0 "gateway.state_dir=$work/serve-state" > "$work/serve.log" 2>&1 &
