@@ -1,6 +1,7 @@
 #include "config_loading.hpp"
 
 #include <filesystem>
+#include <iostream>
 
 #include "core/config/config_loader.hpp"
 #include "core/plugin_host/error.hpp"
@@ -20,6 +21,13 @@ ResolvedConfig load_config(const std::string& path, const std::vector<std::strin
   }
   const std::string base_dir = std::filesystem::absolute(path).parent_path().lexically_normal().string();
   return resolve_config(std::move(raw), base_dir);
+}
+
+bool report_config_errors(const std::string& path, const ResolvedConfig& rc) {
+  if (rc.errors.empty()) return false;
+  for (const auto& e : rc.errors) std::cerr << path << ": " << e << "\n";
+  std::cerr << "areal-host: the config has " << rc.errors.size() << " problem(s); nothing was started\n";
+  return true;
 }
 
 ResolvedConfig resolve_config_from_overrides(const std::vector<std::string>& overrides) {

@@ -12,6 +12,10 @@ namespace areal::host {
 // Never throws for config mistakes: they land in ResolvedConfig::errors.
 ResolvedConfig load_config(const std::string& path, const std::vector<std::string>& overrides);
 
+// Prints the config's problems (one line each, prefixed by `path`) and
+// returns true when it has any: the caller then starts nothing (exit 2).
+bool report_config_errors(const std::string& path, const ResolvedConfig& rc);
+
 // The same without a file: defaults plus overrides (relative paths: the CWD).
 ResolvedConfig resolve_config_from_overrides(const std::vector<std::string>& overrides);
 

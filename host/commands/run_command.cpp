@@ -19,11 +19,7 @@ namespace areal::host {
 int run_job(const CommandLine& cl) {
   const std::string path = cl.flags.at("config");
   ResolvedConfig rc = load_config(path, cl.overrides);
-  if (!rc.errors.empty()) {
-    for (const auto& e : rc.errors) std::cerr << path << ": " << e << "\n";
-    std::cerr << "areal-host: the config has " << rc.errors.size() << " problem(s); nothing was started\n";
-    return 2;
-  }
+  if (report_config_errors(path, rc)) return 2;
   const HostSettings& h = rc.host;
   logging::set_level(h.log_level);
   set_effective_config(rc.effective);

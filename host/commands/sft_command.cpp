@@ -25,11 +25,7 @@ int sft_job(const CommandLine& cl) {
     with_sft.insert(with_sft.end(), cl.overrides.begin(), cl.overrides.end());
     rc = load_config(path, with_sft);
   }
-  if (!rc.errors.empty()) {
-    for (const auto& e : rc.errors) std::cerr << path << ": " << e << "\n";
-    std::cerr << "areal-host: the config has " << rc.errors.size() << " problem(s); nothing was started\n";
-    return 2;
-  }
+  if (report_config_errors(path, rc)) return 2;
   const HostSettings& h = rc.host;
   logging::set_level(h.log_level);
   set_effective_config(rc.effective);
