@@ -138,6 +138,19 @@ void make_batch(const std::vector<RolloutGroup>& groups, int64_t version, Packed
   }
 }
 
+// The inference engine's peak device memory, when its info reports one
+// (the local engine does; remote servers report their own elsewhere).
+void add_inference_memory(const TrainerParts& parts, json& row) {
+  StringCollector info;
+  if (areal_status* st = parts.inference->info(parts.inference_self, info.writer())) {
+    warn_if_status(st, "inference info");
+    return;
+  }
+  const json j = json::parse(info.text.empty() ? "{}" : info.text, nullptr, false);
+  if (j.is_object() && j.contains("peak_device_memory_bytes") && j["peak_device_memory_bytes"].is_number())
+    row["inference_peak_device_memory_bytes"] = j["peak_device_memory_bytes"];
+}
+
 // Hands the trained weights to the inference backend as `next_version`.
 // The caller has paused rollout and inference. Disk updates keep one
 // weights folder at a time (*previous_weights).
@@ -296,13 +309,20 @@ TrainSummary run_trainer(const TrainerOptions& opt, const TrainerParts& parts, R
       checkpoint_if_due(opt, parts, step + 1, version, controller);
       t.total = seconds_since(t_step);
       t.elapsed = seconds_since(run_start);
-      tlog.step(metrics_row(step + 1, version - 1, stats, batch, controller.stats(), t, in_memory, step_stats));
+      json row = metrics_row(step + 1, version - 1, stats, batch, controller.stats(), t, in_memory, step_stats);
+      add_inference_memory(parts, row);
+      tlog.step(row);
       summary.step_rewards.push_back(stats.reward_mean());
       ++summary.steps_run;
       Metrics& m = Metrics::global();
       m.set("areal_trainer_step", static_cast<double>(step + 1));
       m.set("areal_trainer_policy_version", static_cast<double>(version));
       m.set("areal_trainer_reward_mean", stats.reward_mean());
+      // Peak device memory of the engines (CUDA allocator peak; the process's peak RSS on CPU).
+      if (row.contains("peak_device_memory_bytes") && row["peak_device_memory_bytes"].is_number())
+        m.set("areal_train_peak_device_memory_bytes", row["peak_device_memory_bytes"].get<double>());
+      if (row.contains("inference_peak_device_memory_bytes"))
+        m.set("areal_inference_peak_device_memory_bytes", row["inference_peak_device_memory_bytes"].get<double>());
       if (opt.after_step)
         for (auto& row : opt.after_step(step + 1, version, step + 1 == opt.total_steps)) {
           tlog.eval(row);

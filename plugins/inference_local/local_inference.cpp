@@ -5,7 +5,9 @@
 // active requests then decode together: their single tokens go through the
 // linear layers as one batch, attention runs per request over its cache.
 // The model is the same DecoderModel the trainer uses, so the log-probs
-// reported here are the ones training recomputes.
+// reported here are the ones training recomputes. It runs on `device` in
+// `dtype`; the log-prob head is float32 and sampling happens on the host
+// over float64 log-probs of that head.
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -28,6 +30,7 @@
 #include "areal/sdk.hpp"
 #include "areal/sdk_json.hpp"
 #include "decoder_model.hpp"
+#include "device.hpp"
 
 namespace {
 
@@ -73,7 +76,8 @@ class LocalInference {
   static constexpr const char* kConfigSchema = R"({"type": "object", "keys": {
     "model_path": {"type": "string", "format": "path", "doc": "Hugging Face model folder (config.json, safetensors, tokenizer files)."},
     "model": {"type": "string", "default": "", "doc": "Model name reported by info; empty: the folder name."},
-    "dtype": {"type": "string", "enum": ["float32", "float64"], "default": "float32", "doc": "Compute dtype on CPU."},
+    "device": {"type": "string", "default": "auto", "doc": "cpu, cuda, cuda:N, or auto (cuda:0 when this build's libtorch has CUDA and a GPU is visible, else cpu)."},
+    "dtype": {"type": "string", "enum": ["auto", "bfloat16", "float16", "float32", "float64"], "default": "auto", "doc": "Compute dtype (the log-prob head is float32 at least). auto: bfloat16 on CUDA, float32 on CPU."},
     "max_batch": {"type": "integer", "default": 8, "minimum": 1, "maximum": 1024, "doc": "Requests decoded together."},
     "max_context": {"type": "integer", "default": 0, "minimum": 0, "doc": "Prompt plus output limit; 0: the model's max_position_embeddings."},
     "logprob_mode": {"type": "string", "enum": ["sampling", "raw"], "default": "sampling", "doc": "sampling: log-probs of softmax(logits / temperature), the ABI's convention and what training recomputes. raw: temperature-1 log-probs, which break that convention; only for test servers that emulate vLLM's or SGLang's raw mode."},
@@ -85,9 +89,11 @@ class LocalInference {
     if (!c.contains("model_path") || !c["model_path"].is_string()) throw sdk::invalid_argument("local: 'model_path' is required");
     if (c.value("threads", 0) > 0) torch::set_num_threads(c.value("threads", 0));
     path_ = c["model_path"];
-    dtype_ = c.value("dtype", std::string("float32")) == "float64" ? torch::kFloat64 : torch::kFloat32;
     try {
-      model_ = std::make_unique<areal::torch_model::DecoderModel>(areal::torch_model::DecoderModel::load(path_, dtype_));
+      device_ = areal::torch_model::parse_device(c.value("device", std::string("auto")), "local: device");
+      const std::string dtype = c.value("dtype", std::string("auto"));
+      dtype_ = dtype == "auto" ? (device_.is_cuda() ? torch::kBFloat16 : torch::kFloat32) : areal::torch_model::parse_dtype(dtype, "local: dtype");
+      model_ = std::make_unique<areal::torch_model::DecoderModel>(areal::torch_model::DecoderModel::load(path_, dtype_, device_));
       if (fs::exists(fs::path(path_) / "tokenizer.json")) tokenizer_ = areal::tokenizer::Tokenizer::from_dir(path_);
     } catch (const sdk::Error&) {
       throw;
@@ -237,7 +243,7 @@ class LocalInference {
       throw sdk::unsupported("local inference updates weights from disk: {\"type\": \"disk\", \"path\": DIR, \"version\": N}");
     if (!spec.contains("path") || !spec.contains("version") || !spec["version"].is_number_integer())
       throw sdk::invalid_argument("update_weights: 'path' and integer 'version' are required");
-    auto fresh = areal::torch_model::DecoderModel::load(spec["path"].get<std::string>(), dtype_);
+    auto fresh = areal::torch_model::DecoderModel::load(spec["path"].get<std::string>(), dtype_, device_);
     if (fresh.config().to_hf_json() != model_->config().to_hf_json() &&
         (fresh.config().hidden_size != model_->config().hidden_size || fresh.config().num_hidden_layers != model_->config().num_hidden_layers ||
          fresh.config().vocab_size != model_->config().vocab_size))
@@ -260,8 +266,11 @@ class LocalInference {
       auto it = by_name.find(name);
       if (it == by_name.end()) throw sdk::invalid_argument("update_weights_from_tensors: tensor '" + name + "' is missing");
       const DLTensor& t = *it->second;
-      if (t.device.device_type != kDLCPU || t.dtype.lanes != 1 || (t.dtype.code != kDLFloat && t.dtype.code != kDLBfloat))
-        throw sdk::invalid_argument("update_weights_from_tensors: '" + name + "' must be a floating-point CPU tensor");
+      if ((t.device.device_type != kDLCPU && t.device.device_type != kDLCUDA) || t.dtype.lanes != 1 ||
+          (t.dtype.code != kDLFloat && t.dtype.code != kDLBfloat))
+        throw sdk::invalid_argument("update_weights_from_tensors: '" + name + "' must be a floating-point CPU or CUDA tensor");
+      if (t.device.device_type == kDLCUDA && !torch::cuda::is_available())
+        throw sdk::invalid_argument("update_weights_from_tensors: '" + name + "' is a CUDA tensor but this engine's libtorch has no CUDA");
       if (t.strides != nullptr) throw sdk::invalid_argument("update_weights_from_tensors: '" + name + "' must be contiguous");
       const std::vector<int64_t> shape(t.shape, t.shape + t.ndim);
       if (c10::IntArrayRef(shape) != param.sizes())
@@ -272,7 +281,10 @@ class LocalInference {
       else if (t.dtype.bits == 32) dt = torch::kFloat32;
       else if (t.dtype.bits == 64) dt = torch::kFloat64;
       else throw sdk::invalid_argument("update_weights_from_tensors: '" + name + "' has an unsupported float width");
-      copies.emplace_back(param, torch::from_blob(static_cast<char*>(t.data) + t.byte_offset, shape, dt));
+      // A CUDA source on this engine's GPU is copied device to device, with no host round trip.
+      const torch::Device src = t.device.device_type == kDLCUDA ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(t.device.device_id))
+                                                                : torch::Device(torch::kCPU);
+      copies.emplace_back(param, torch::from_blob(static_cast<char*>(t.data) + t.byte_offset, shape, torch::TensorOptions().dtype(dt).device(src)));
     }
     // Between two decode steps, all at once.
     std::lock_guard<std::mutex> step(step_mutex_);
@@ -292,24 +304,32 @@ class LocalInference {
   }
   std::string info() {
     const auto& c = model_->config();
-    return json{{"model", name_}, {"family", c.family}, {"vocab_size", c.vocab_size}, {"max_context", max_context_}, {"eos_token_id", c.eos_token_id}}.dump();
+    return json{{"model", name_},
+                {"family", c.family},
+                {"vocab_size", c.vocab_size},
+                {"max_context", max_context_},
+                {"eos_token_id", c.eos_token_id},
+                {"device", areal::torch_model::device_name(device_)},
+                {"dtype", areal::torch_model::dtype_name(dtype_)},
+                {"peak_device_memory_bytes", areal::torch_model::peak_memory_bytes(device_)}}
+        .dump();
   }
 
  private:
-  // Raw log-probs of the last hidden row(s): [B, V] in float64 for sampling.
+  // Raw log-probs of the last hidden row(s): [B, V] in float64 on the host, for sampling.
   torch::Tensor log_probs(const torch::Tensor& hidden) const {
-    return torch::log_softmax(model_->logits(hidden).to(torch::kFloat64), -1);
+    return torch::log_softmax(model_->logits(hidden).to(torch::kFloat64), -1).to(torch::kCPU);
   }
 
   void prefill(Request& r) {
     const auto& c = model_->config();
     const int64_t S = static_cast<int64_t>(r.prompt.size()), cap = S + r.limit;
-    const auto opts = torch::TensorOptions().dtype(dtype_);
+    const auto opts = torch::TensorOptions().dtype(dtype_).device(device_);
     r.k_cache.assign(c.num_hidden_layers, torch::Tensor());
     r.v_cache.assign(c.num_hidden_layers, torch::Tensor());
     std::vector<int64_t> ids(r.prompt.begin(), r.prompt.end());
-    const torch::Tensor positions = torch::arange(S, torch::kInt64);
-    torch::Tensor x = torch::embedding(model_->p("model.embed_tokens.weight"), torch::tensor(ids, torch::kInt64));
+    const torch::Tensor positions = torch::arange(S, torch::TensorOptions().dtype(torch::kInt64).device(device_));
+    torch::Tensor x = torch::embedding(model_->p("model.embed_tokens.weight"), torch::tensor(ids, torch::kInt64).to(device_));
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
       const std::string pre = "model.layers." + std::to_string(l) + ".";
       torch::Tensor q, k, v;
@@ -332,8 +352,8 @@ class LocalInference {
     const int64_t B = static_cast<int64_t>(batch.size());
     std::vector<int64_t> tokens(B), pos(B);
     for (int64_t b = 0; b < B; ++b) tokens[b] = batch[b]->last, pos[b] = batch[b]->length;
-    const torch::Tensor positions = torch::tensor(pos, torch::kInt64);
-    torch::Tensor x = torch::embedding(model_->p("model.embed_tokens.weight"), torch::tensor(tokens, torch::kInt64));
+    const torch::Tensor positions = torch::tensor(pos, torch::kInt64).to(device_);
+    torch::Tensor x = torch::embedding(model_->p("model.embed_tokens.weight"), torch::tensor(tokens, torch::kInt64).to(device_));
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
       const std::string pre = "model.layers." + std::to_string(l) + ".";
       torch::Tensor q, k, v;
@@ -492,6 +512,7 @@ class LocalInference {
   std::vector<uint8_t> allowed_;  // scheduler thread's scratch mask
   std::shared_ptr<const areal::tokenizer::Tokenizer> tokenizer_;
   torch::Dtype dtype_ = torch::kFloat32;
+  torch::Device device_ = torch::kCPU;
   std::string path_, name_;
   int max_batch_ = 8;
   bool raw_logprobs_ = false;

@@ -3,7 +3,17 @@
 #include <algorithm>
 #include <cmath>
 
+#include <torch/version.h>
+
 #include "core/plugin_host/error.hpp"
+
+// torch::scaled_dot_product_attention arrived in libtorch 2.0; 1.13 (Debian's)
+// keeps the explicit path.
+#if defined(TORCH_VERSION_MAJOR) && TORCH_VERSION_MAJOR >= 2
+#define AREAL_HAS_SDPA 1
+#else
+#define AREAL_HAS_SDPA 0
+#endif
 
 namespace areal::torch_model {
 namespace {
@@ -46,16 +56,23 @@ torch::Tensor rotate_half(const torch::Tensor& x) {
 
 }  // namespace
 
-DecoderModel::DecoderModel(model::ModelConfig config, torch::Dtype dtype, uint64_t seed)
-    : config_(std::move(config)), dtype_(dtype), inv_freq_(inverse_frequencies(config_)) {
+DecoderModel::DecoderModel(model::ModelConfig config, torch::Dtype dtype, torch::Device device)
+    : config_(std::move(config)), dtype_(dtype), device_(device), inv_freq_(inverse_frequencies(config_).to(device)) {}
+
+DecoderModel::DecoderModel(model::ModelConfig config, torch::Dtype dtype, uint64_t seed, torch::Device device)
+    : DecoderModel(std::move(config), dtype, device) {
   torch::manual_seed(seed);
+  // Drawn on the CPU in float32/float64, then cast and moved.
+  const torch::Dtype draw = dtype == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
   for (const auto& w : config_.weights()) {
-    torch::Tensor t = w.init == model::WeightSpec::kOnes    ? torch::ones(w.shape, dtype)
-                      : w.init == model::WeightSpec::kZeros ? torch::zeros(w.shape, dtype)
-                                                            : torch::randn(w.shape, dtype) * config_.initializer_range;
-    params_[w.name] = t.set_requires_grad(true);
+    torch::Tensor t = w.init == model::WeightSpec::kOnes    ? torch::ones(w.shape, draw)
+                      : w.init == model::WeightSpec::kZeros ? torch::zeros(w.shape, draw)
+                                                            : torch::randn(w.shape, draw) * config_.initializer_range;
+    params_[w.name] = t.to(device_, dtype_).set_requires_grad(true);
   }
 }
+
+bool DecoderModel::fused_attention() { return AREAL_HAS_SDPA; }
 
 const torch::Tensor& DecoderModel::p(const std::string& name) const {
   auto it = params_.find(name);
@@ -120,11 +137,30 @@ torch::Tensor DecoderModel::attend(int64_t layer, const torch::Tensor& q, const 
     const int64_t keys = std::min(K, q_offset + end);
     const torch::Tensor qb = q.narrow(0, begin, end - begin), kb = kr.narrow(0, 0, keys), vb = vr.narrow(0, 0, keys);
     torch::Tensor scores = torch::matmul(qb.transpose(0, 1), kb.permute({1, 2, 0})) / std::sqrt(static_cast<double>(config_.head_dim));
-    const torch::Tensor qi = torch::arange(begin, end, torch::kInt64).unsqueeze(1) + q_offset, ki = torch::arange(keys, torch::kInt64).unsqueeze(0);
+    const auto idx = torch::TensorOptions().dtype(torch::kInt64).device(q.device());
+    const torch::Tensor qi = torch::arange(begin, end, idx).unsqueeze(1) + q_offset, ki = torch::arange(keys, idx).unsqueeze(0);
     scores = scores.masked_fill((ki > qi).unsqueeze(0), -std::numeric_limits<double>::infinity());
     const torch::Tensor probs = torch::softmax(scores.to(compute), -1).to(q.scalar_type());
     return torch::matmul(probs, vb.transpose(0, 1)).transpose(0, 1).reshape({end - begin, -1});
   };
+  const torch::Tensor& o_proj = p("model.layers." + std::to_string(layer) + ".self_attn.o_proj.weight");
+#if AREAL_HAS_SDPA
+  {
+    // [1, H, S, hd] layout for the fused kernels (flash / memory-efficient on CUDA).
+    const torch::Tensor q4 = q.transpose(0, 1).unsqueeze(0), k4 = kr.transpose(0, 1).unsqueeze(0), v4 = vr.transpose(0, 1).unsqueeze(0);
+    torch::Tensor o;
+    if (S == K && q_offset == 0) {
+      o = torch::scaled_dot_product_attention(q4, k4, v4, {}, 0.0, /*is_causal=*/true);
+    } else if (S == 1 && q_offset + 1 == K) {
+      o = torch::scaled_dot_product_attention(q4, k4, v4);  // one new token sees every cached key
+    } else {
+      const auto idx = torch::TensorOptions().dtype(torch::kInt64).device(q.device());
+      const torch::Tensor allowed = torch::arange(K, idx).unsqueeze(0) <= (torch::arange(S, idx).unsqueeze(1) + q_offset);
+      o = torch::scaled_dot_product_attention(q4, k4, v4, allowed);
+    }
+    return torch::linear(o.squeeze(0).transpose(0, 1).reshape({S, -1}), o_proj);
+  }
+#endif
   // Long prompts (agents send 10-30k tokens) go in query blocks so the
   // score matrix stays near kMaxScores elements instead of H*S*K.
   constexpr int64_t kMaxScores = int64_t{1} << 25;
@@ -137,7 +173,7 @@ torch::Tensor DecoderModel::attend(int64_t layer, const torch::Tensor& q, const 
     for (int64_t b = 0; b < S; b += rows) parts.push_back(block(b, std::min(S, b + rows)));
     out = torch::cat(parts, 0);
   }
-  return torch::linear(out, p("model.layers." + std::to_string(layer) + ".self_attn.o_proj.weight"));
+  return torch::linear(out, o_proj);
 }
 
 torch::Tensor DecoderModel::layer_forward(int64_t layer, const torch::Tensor& x, const torch::Tensor& positions, const torch::Tensor& cu) const {
@@ -160,7 +196,8 @@ torch::Tensor DecoderModel::layer_forward(int64_t layer, const torch::Tensor& x,
 torch::Tensor DecoderModel::hidden(const torch::Tensor& ids, const torch::Tensor& cu_seqlens, bool checkpoint) const {
   if (ids.dim() != 1 || cu_seqlens.dim() != 1 || cu_seqlens.size(0) < 2)
     throw Error(AREAL_CODE_INVALID_ARGUMENT, "input_ids must be [T] and cu_seqlens [B+1]");
-  const torch::Tensor cu = cu_seqlens.to(torch::kInt64).contiguous();
+  // Sequence bounds are read on the host; the tokens go to the model's device.
+  const torch::Tensor cu = cu_seqlens.to(torch::kCPU, torch::kInt64).contiguous();
   const auto* bounds = cu.data_ptr<int64_t>();
   if (bounds[0] != 0 || bounds[cu.size(0) - 1] != ids.size(0))
     throw Error(AREAL_CODE_INVALID_ARGUMENT, "cu_seqlens must start at 0 and end at len(input_ids)");
@@ -172,8 +209,8 @@ torch::Tensor DecoderModel::hidden(const torch::Tensor& ids, const torch::Tensor
     if (bounds[b + 1] < bounds[b]) throw Error(AREAL_CODE_INVALID_ARGUMENT, "cu_seqlens must not decrease");
     for (int64_t t = bounds[b]; t < bounds[b + 1]; ++t) pos[t] = t - bounds[b];
   }
-  const torch::Tensor positions = torch::tensor(pos, torch::kInt64);
-  torch::Tensor x = torch::embedding(p("model.embed_tokens.weight"), ids.to(torch::kInt64));
+  const torch::Tensor positions = torch::tensor(pos, torch::kInt64).to(device_);
+  torch::Tensor x = torch::embedding(p("model.embed_tokens.weight"), ids.to(device_, torch::kInt64));
   for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
     if (checkpoint && x.requires_grad()) {
       // Recompute this layer in backward: keep only its input.
@@ -224,7 +261,11 @@ const torch::Tensor& DecoderModel::head_weight() const {
   return p(config_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight");
 }
 
-torch::Tensor DecoderModel::logits(const torch::Tensor& h) const { return torch::linear(h, head_weight()); }
+torch::Tensor DecoderModel::logits(const torch::Tensor& h) const {
+  // The head in float32 at least: sampled log-probs must not come from bfloat16 logits.
+  const auto compute = dtype_ == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+  return torch::linear(h.to(compute), head_weight().to(compute));
+}
 
 namespace {
 
@@ -236,7 +277,8 @@ namespace {
 struct TokenLogprob : torch::autograd::Function<TokenLogprob> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor h, torch::Tensor w, torch::Tensor targets,
                                double temperature, int64_t compute) {
-    torch::Tensor logits = torch::linear(h, w).to(static_cast<torch::ScalarType>(compute));
+    const auto c = static_cast<torch::ScalarType>(compute);  // float32 at least, whatever the model's dtype
+    torch::Tensor logits = torch::linear(h.to(c), w.to(c));
     if (temperature != 1.0) logits.div_(temperature);
     const torch::Tensor lse = logits.logsumexp(-1);
     const torch::Tensor lp = logits.gather(1, targets.unsqueeze(1)).squeeze(1) - lse;
@@ -253,8 +295,9 @@ struct TokenLogprob : torch::autograd::Function<TokenLogprob> {
     d.scatter_add_(1, targets.unsqueeze(1), g.unsqueeze(1));
     const double temperature = ctx->saved_data["temperature"].toDouble();
     if (temperature != 1.0) d.div_(temperature);
-    const torch::Tensor dl = d.to(h.scalar_type());
-    return {torch::matmul(dl, w), torch::matmul(dl.t(), h), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    const auto c = d.scalar_type();
+    return {torch::matmul(d, w.to(c)).to(h.scalar_type()), torch::matmul(d.t(), h.to(c)).to(w.scalar_type()), torch::Tensor(), torch::Tensor(),
+            torch::Tensor()};
   }
 };
 
@@ -262,23 +305,24 @@ struct TokenLogprob : torch::autograd::Function<TokenLogprob> {
 
 torch::Tensor DecoderModel::logprobs(const torch::Tensor& ids, const torch::Tensor& cu_seqlens, float temperature, bool checkpoint) const {
   if (!(temperature > 0)) throw Error(AREAL_CODE_INVALID_ARGUMENT, "temperature must be > 0 for log-probs");
-  const torch::Tensor ids64 = ids.to(torch::kInt64);
+  const torch::Tensor ids64 = ids.to(device_, torch::kInt64);
   // Float32 at least (as HF upcasts logits); a float64 model keeps float64.
   const auto compute = dtype_ == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
   const torch::Tensor h = hidden(ids64, cu_seqlens, checkpoint);
   const int64_t T = ids64.size(0);
   // Position t scores token t from the hidden state at t-1; sequence starts get 0.
-  torch::Tensor out = torch::zeros({T}, compute);
+  const auto opts = torch::TensorOptions().dtype(compute).device(device_);
+  torch::Tensor out = torch::zeros({T}, opts);
   if (T > 1) {
     const torch::Tensor prev = TokenLogprob::apply(h.narrow(0, 0, T - 1), head_weight(), ids64.narrow(0, 1, T - 1).contiguous(),
                                                    static_cast<double>(temperature), static_cast<int64_t>(compute));
     torch::Tensor mask = torch::ones({T}, torch::kBool);
-    const torch::Tensor cu = cu_seqlens.to(torch::kInt64);
-    for (int64_t b = 0; b + 1 < cu.size(0); ++b) {
-      const int64_t s = cu[b].item<int64_t>();
-      if (s < T) mask[s] = false;
-    }
-    out = torch::cat({torch::zeros({1}, compute), prev}) * mask.to(compute);
+    const torch::Tensor cu = cu_seqlens.to(torch::kCPU, torch::kInt64).contiguous();
+    const auto* bounds = cu.data_ptr<int64_t>();
+    auto* keep = mask.data_ptr<bool>();
+    for (int64_t b = 0; b + 1 < cu.size(0); ++b)
+      if (bounds[b] < T) keep[bounds[b]] = false;
+    out = torch::cat({torch::zeros({1}, opts), prev}) * mask.to(device_, compute);
   }
   return out;
 }

@@ -2,7 +2,9 @@
 // exactly what Hugging Face's implementations compute, over packed
 // variable-length sequences (no padding). Shared by the train plugin and the
 // local inference plugin, so sampled and trained log-probs come from one
-// piece of code.
+// piece of code. Device- and dtype-generic: the same code runs on CPU and
+// CUDA, in float32/float64 or bfloat16/float16 compute (norms, softmax and
+// the log-prob head always in float32 at least, as HF does).
 #pragma once
 
 #include <map>
@@ -17,19 +19,23 @@ namespace areal::torch_model {
 
 class DecoderModel {
  public:
-  // Random init (seeded, N(0, initializer_range)); dtype float32 or float64.
-  DecoderModel(model::ModelConfig config, torch::Dtype dtype, uint64_t seed);
+  // Random init (seeded, N(0, initializer_range), drawn on the CPU so a
+  // seed gives the same weights on every device).
+  DecoderModel(model::ModelConfig config, torch::Dtype dtype, uint64_t seed, torch::Device device = torch::kCPU);
   // From a Hugging Face folder (config.json + safetensors, sharded or not).
-  static DecoderModel load(const std::string& dir, torch::Dtype dtype);
+  static DecoderModel load(const std::string& dir, torch::Dtype dtype, torch::Device device = torch::kCPU);
   // Writes config.json + model.safetensors in `file_dtype` ("float32",
   // "bfloat16", "float16"); tokenizer files are the caller's business.
   void save(const std::string& dir, const std::string& file_dtype) const;
+  // The same with other values for the weights (config.weights() order),
+  // e.g. the trainer's float32 master copy of bfloat16 compute weights.
+  void save(const std::string& dir, const std::string& file_dtype, const std::vector<torch::Tensor>& values) const;
 
   // Hidden states of packed sequences: ids [T] (int64), cu_seqlens [B+1]
   // (int64). With `checkpoint`, each layer's activations are recomputed in
   // backward instead of stored.
   torch::Tensor hidden(const torch::Tensor& ids, const torch::Tensor& cu_seqlens, bool checkpoint = false) const;
-  torch::Tensor logits(const torch::Tensor& hidden) const;  // [T, vocab]
+  torch::Tensor logits(const torch::Tensor& hidden) const;  // [T, vocab], float32 at least
   const torch::Tensor& head_weight() const;                 // lm_head, or the tied embedding
   // log p(ids[t] | ids[<t]) within each sequence at `temperature`; 0 at each
   // sequence's first position. [T], float32 (float64 for a float64 model).
@@ -39,6 +45,10 @@ class DecoderModel {
   const std::map<std::string, torch::Tensor>& named_parameters() const { return params_; }
   const model::ModelConfig& config() const { return config_; }
   torch::Dtype dtype() const { return dtype_; }
+  torch::Device device() const { return device_; }
+  // Whether attention runs through torch's fused scaled_dot_product_attention
+  // (libtorch >= 2.0) rather than the explicit float32-softmax path.
+  static bool fused_attention();
 
   // Layer math, public for the KV-cache decoder of the inference plugin.
   torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& w) const;
@@ -51,12 +61,14 @@ class DecoderModel {
   const torch::Tensor& p(const std::string& name) const;
 
  private:
+  DecoderModel(model::ModelConfig config, torch::Dtype dtype, torch::Device device);  // no weights yet
   torch::Tensor layer_forward(int64_t layer, const torch::Tensor& x, const torch::Tensor& positions, const torch::Tensor& cu) const;
 
   model::ModelConfig config_;
   torch::Dtype dtype_;
+  torch::Device device_;
   std::map<std::string, torch::Tensor> params_;
-  torch::Tensor inv_freq_;  // [hd/2], float64 for precision
+  torch::Tensor inv_freq_;  // [hd/2], float64 for precision, on the model's device
 };
 
 }  // namespace areal::torch_model

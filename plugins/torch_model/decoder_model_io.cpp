@@ -24,7 +24,7 @@ torch::Tensor to_tensor(const model::TensorInfo& t, const uint8_t* data, torch::
 
 }  // namespace
 
-DecoderModel DecoderModel::load(const std::string& dir, torch::Dtype dtype) {
+DecoderModel DecoderModel::load(const std::string& dir, torch::Dtype dtype, torch::Device device) {
   const fs::path cfg_path = fs::path(dir) / "config.json";
   std::ifstream in(cfg_path);
   if (!in) throw Error(AREAL_CODE_NOT_FOUND, cfg_path.string() + ": cannot read (is '" + dir + "' a Hugging Face model folder?)");
@@ -41,13 +41,18 @@ DecoderModel DecoderModel::load(const std::string& dir, torch::Dtype dtype) {
   } catch (const Error& e) {
     throw Error(e.code(), dir + ": " + e.what());
   }
-  DecoderModel m(config, dtype, 0);
-  torch::NoGradGuard no_grad;
-  for (const auto& w : config.weights()) m.params_[w.name].copy_(to_tensor(ck.tensor(w.name), ck.data(w.name), dtype));
+  DecoderModel m(config, dtype, device);
+  for (const auto& w : config.weights())
+    m.params_[w.name] = to_tensor(ck.tensor(w.name), ck.data(w.name), dtype).to(device).set_requires_grad(true);
   return m;
 }
 
-void DecoderModel::save(const std::string& dir, const std::string& file_dtype) const {
+void DecoderModel::save(const std::string& dir, const std::string& file_dtype) const { save(dir, file_dtype, parameters()); }
+
+void DecoderModel::save(const std::string& dir, const std::string& file_dtype, const std::vector<torch::Tensor>& values) const {
+  const auto specs = config_.weights();
+  if (values.size() != specs.size())
+    throw Error(AREAL_CODE_INTERNAL, "save: " + std::to_string(values.size()) + " tensors for " + std::to_string(specs.size()) + " weights");
   model::DType dt;
   torch::Dtype td;
   if (file_dtype == "float32") dt = model::DType::kF32, td = torch::kFloat32;
@@ -56,9 +61,9 @@ void DecoderModel::save(const std::string& dir, const std::string& file_dtype) c
   else throw Error(AREAL_CODE_INVALID_ARGUMENT, "save dtype must be float32, bfloat16 or float16, got '" + file_dtype + "'");
   fs::create_directories(dir);
   model::SafetensorsWriter writer;
-  for (const auto& w : config_.weights()) {
-    const torch::Tensor t = params_.at(w.name).detach().to(td).contiguous();
-    writer.add(w.name, dt, w.shape, t.data_ptr(), static_cast<size_t>(t.numel()) * t.element_size());
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const torch::Tensor t = values[i].detach().to(torch::kCPU, td).contiguous();  // the writer copies it
+    writer.add(specs[i].name, dt, specs[i].shape, t.data_ptr(), static_cast<size_t>(t.numel()) * t.element_size());
   }
   const std::string tmp = (fs::path(dir) / "model.safetensors.tmp").string();
   writer.save(tmp);

@@ -11,17 +11,21 @@ FlatShards::FlatShards(std::vector<torch::Tensor> params, ProcessGroup& group) :
   }
   const int64_t w = group_.world_size();
   padded_ = (total_ + w - 1) / w * w;
-  const auto opts = params_.empty() ? torch::TensorOptions(torch::kFloat32) : params_[0].options().requires_grad(false);
-  torch::Tensor full = torch::zeros({padded_}, opts);
+  compute_ = params_.empty() ? torch::TensorOptions(torch::kFloat32) : params_[0].options().requires_grad(false);
+  const auto dtype = compute_.dtype().toScalarType();
+  mixed_ = dtype == torch::kBFloat16 || dtype == torch::kHalf;
+  const torch::TensorOptions master = compute_.dtype(mixed_ ? torch::kFloat32 : dtype);
+  torch::Tensor full = torch::zeros({padded_}, master);
   {
     torch::NoGradGuard no_grad;
-    for (size_t i = 0; i < params_.size(); ++i) full.narrow(0, offsets_[i], params_[i].numel()).copy_(params_[i].detach().reshape(-1));
+    for (size_t i = 0; i < params_.size(); ++i) full.narrow(0, offsets_[i], numels_[i]).copy_(params_[i].detach().reshape(-1));
   }
   const int64_t n = padded_ / w;
   if (w == 1) {
-    shard_ = full;  // one rank: the master weights are the parameters' storage
-    full_ = full;
-    for (size_t i = 0; i < params_.size(); ++i) params_[i].set_data(full.narrow(0, offsets_[i], params_[i].numel()).view(params_[i].sizes()));
+    shard_ = full;  // one rank: the master is the whole flat buffer
+    // Without mixed precision the parameters are views of the master itself.
+    full_ = mixed_ ? full.to(compute_.dtype()) : full;
+    for (size_t i = 0; i < params_.size(); ++i) params_[i].set_data(full_.narrow(0, offsets_[i], numels_[i]).view(shapes_[i]));
   } else {
     shard_ = full.narrow(0, group_.rank() * n, n).clone();
     full = torch::Tensor();
@@ -31,15 +35,15 @@ FlatShards::FlatShards(std::vector<torch::Tensor> params, ProcessGroup& group) :
 
 void FlatShards::gather() {
   if (group_.world_size() == 1) return;
-  full_ = torch::empty({padded_}, shard_.options());
-  group_.all_gather(shard_, full_);
+  full_ = torch::empty({padded_}, compute_);
+  group_.all_gather(mixed_ ? shard_.to(compute_.dtype()) : shard_, full_);  // gathered in the compute dtype, as FSDP does
   for (size_t i = 0; i < params_.size(); ++i) params_[i].set_data(full_.narrow(0, offsets_[i], numels_[i]).view(shapes_[i]));
 }
 
 void FlatShards::release() {
   if (group_.world_size() == 1) return;
   for (auto& p : params_) {
-    p.set_data(torch::empty({0}, shard_.options()));
+    p.set_data(torch::empty({0}, compute_));
     p.mutable_grad() = torch::Tensor();
   }
   full_ = torch::Tensor();
@@ -54,12 +58,31 @@ torch::Tensor FlatShards::reduce_gradients() {
   return group_.reduce_scatter_sum(flat);
 }
 
+void FlatShards::master_updated() {
+  if (group_.world_size() == 1 && mixed_) {
+    torch::NoGradGuard no_grad;
+    full_.copy_(shard_);
+  }
+}
+
 void FlatShards::load_full(const std::vector<torch::Tensor>& values) {
   torch::Tensor flat = torch::zeros({padded_}, shard_.options());
   for (size_t i = 0; i < params_.size(); ++i) flat.narrow(0, offsets_[i], numels_[i]).copy_(values.at(i).reshape(-1));
   const int64_t n = padded_ / group_.world_size();
   torch::NoGradGuard no_grad;
   shard_.copy_(flat.narrow(0, group_.rank() * n, n));
+  master_updated();
+}
+
+std::vector<torch::Tensor> FlatShards::gather_master() {
+  torch::Tensor flat = shard_;
+  if (group_.world_size() > 1) {
+    flat = torch::empty({padded_}, shard_.options());
+    group_.all_gather(shard_, flat);
+  }
+  std::vector<torch::Tensor> out;
+  for (size_t i = 0; i < params_.size(); ++i) out.push_back(flat.narrow(0, offsets_[i], numels_[i]).view(shapes_[i]));
+  return out;
 }
 
 }  // namespace areal::fsdp

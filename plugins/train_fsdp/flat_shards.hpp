@@ -3,6 +3,13 @@
 // size) of which each rank owns a contiguous slice. The full parameters are
 // gathered for a forward/backward and released afterwards; gradients are
 // reduced to the slice's owner.
+//
+// Mixed precision as FSDP's MixedPrecision does it: the slice each rank owns
+// is the float32 master copy (the optimizer updates it, its AdamW moments
+// are float32 too); the model's parameters hold the compute dtype
+// (bfloat16/float16), cast from the master when gathered; gradients are
+// reduced in float32. With a float32/float64 model master and parameters
+// are one dtype (and with one rank, one buffer).
 #pragma once
 
 #include <cstdint>
@@ -17,8 +24,9 @@ namespace areal::fsdp {
 class FlatShards {
  public:
   // `params`: the model's leaf parameters in a fixed order (the same on every
-  // rank). Their current values are the initial weights; with world_size > 1
-  // they are released at once (call gather() before using the model).
+  // rank), all of one dtype and device. Their current values are the
+  // initial weights; with world_size > 1 they are released at once (call
+  // gather() before using the model).
   FlatShards(std::vector<torch::Tensor> params, ProcessGroup& group);
 
   // Makes every parameter a full-size view of a freshly gathered flat buffer.
@@ -26,13 +34,20 @@ class FlatShards {
   // Frees the gathered buffer (world_size > 1); parameters become empty.
   void release();
   // Sums every rank's parameter gradients and returns this rank's slice of
-  // the sum; clears the parameters' gradients.
+  // the sum, in the master dtype; clears the parameters' gradients.
   torch::Tensor reduce_gradients();
+  // After the optimizer changed the master slice: the compute copy follows
+  // (one rank; with more, the next gather() casts).
+  void master_updated();
   // Copies full values (e.g. loaded from a checkpoint) into this rank's slice.
   void load_full(const std::vector<torch::Tensor>& values);
+  // The full master weights, one tensor per parameter (collective when
+  // world_size > 1: every rank gathers), for saving at full precision.
+  std::vector<torch::Tensor> gather_master();
 
   torch::Tensor& shard() { return shard_; }  // this rank's master weights
   int64_t total_numel() const { return total_; }
+  bool mixed_precision() const { return mixed_; }
 
  private:
   std::vector<torch::Tensor> params_;
@@ -40,6 +55,8 @@ class FlatShards {
   std::vector<std::vector<int64_t>> shapes_;  // kept: released parameters are empty
   ProcessGroup& group_;
   int64_t total_ = 0, padded_ = 0;
+  bool mixed_ = false;
+  torch::TensorOptions compute_;  // the parameters' dtype and device
   torch::Tensor shard_, full_;
 };
 

@@ -10,7 +10,12 @@
 // Data parallelism (world_size > 1) shards like FSDP/ZeRO-3: each rank keeps
 // a slice of the flat parameters and its AdamW moments (flat_shards,
 // sharded_adamw), gathers full parameters for each call, and reduces the
-// gradients to their owners (process_group, c10d Gloo).
+// gradients to their owners (process_group, c10d NCCL or Gloo).
+//
+// `device` and `dtype` choose where and how it computes; bfloat16/float16
+// is mixed precision (float32 master weights and AdamW moments, float32
+// log-prob head). The batch arrives as host tensors through the ABI and
+// the loss function reads host tensors; the model runs on the device.
 #include <ATen/DLConvertor.h>
 
 #include <cmath>
@@ -22,6 +27,7 @@
 #include "areal/sdk.hpp"
 #include "areal/sdk_json.hpp"
 #include "decoder_model.hpp"
+#include "device.hpp"
 #include "flat_shards.hpp"
 #include "process_group.hpp"
 #include "gradient_clip.hpp"
@@ -61,7 +67,17 @@ float scalar_float(const DLTensor& t, const std::string& name) {
   return v;
 }
 
-DLTensor view_of(torch::Tensor& t, int64_t* shape) {
+// The DLPack dtype of a floating-point torch tensor.
+DLDataType dl_float_type(const torch::Tensor& t) {
+  const uint8_t code = t.scalar_type() == torch::kBFloat16 ? static_cast<uint8_t>(kDLBfloat) : static_cast<uint8_t>(kDLFloat);
+  return {code, static_cast<uint8_t>(t.element_size() * 8), 1};
+}
+
+DLDevice dl_device(const torch::Tensor& t) {
+  return t.is_cuda() ? DLDevice{kDLCUDA, static_cast<int32_t>(t.get_device())} : DLDevice{kDLCPU, 0};
+}
+
+DLTensor view_of(torch::Tensor& t, int64_t* shape) {  // a 1-D host tensor, for the loss function
   *shape = t.numel();
   DLTensor d{};
   d.data = t.data_ptr();
@@ -79,7 +95,9 @@ class FsdpTrain {
   static constexpr const char* kDescription = "libtorch training engine: packed sequences, AdamW, LR schedules, clipping, checkpoints.";
   static constexpr const char* kConfigSchema = R"({"type": "object", "keys": {
     "model_path": {"type": "string", "format": "path", "doc": "Hugging Face model folder to train (config.json + safetensors); areal-host init-model makes one."},
-    "dtype": {"type": "string", "enum": ["float32", "float64"], "default": "float32", "doc": "Parameter and compute dtype on CPU (float64 for gradient checks)."},
+    "device": {"type": "string", "default": "auto", "doc": "cpu, cuda, cuda:N, or auto (cuda:0 when this build's libtorch has CUDA and a GPU is visible, else cpu). With world_size > 1 on CUDA, rank r uses GPU r modulo the GPUs visible."},
+    "dtype": {"type": "string", "enum": ["auto", "bfloat16", "float16", "float32", "float64"], "default": "auto", "doc": "Compute dtype. bfloat16/float16: mixed precision (float32 master weights and AdamW moments, float32 log-prob head); float16 has no loss scaling, prefer bfloat16. float64 for gradient checks. auto: bfloat16 on CUDA, float32 on CPU."},
+    "backend": {"type": "string", "enum": ["auto", "nccl", "gloo"], "default": "auto", "doc": "Collectives when world_size > 1: nccl on CUDA when this libtorch has it, gloo otherwise."},
     "lr": {"type": "number", "default": 1e-5, "minimum": 0, "doc": "Peak learning rate."},
     "weight_decay": {"type": "number", "default": 0.0, "minimum": 0, "doc": "AdamW weight decay."},
     "betas": {"type": "array", "items": {"type": "number"}, "default": [0.9, 0.999], "doc": "AdamW betas."},
@@ -102,9 +120,14 @@ class FsdpTrain {
     const json c = sdk::parse_object(ctx.config_json(), "fsdp: config");
     if (!c.contains("model_path") || !c["model_path"].is_string()) throw sdk::invalid_argument("fsdp: 'model_path' is required");
     if (c.value("threads", 0) > 0) torch::set_num_threads(c.value("threads", 0));
-    dtype_ = c.value("dtype", std::string("float32")) == "float64" ? torch::kFloat64 : torch::kFloat32;
+    const int rank = c.value("rank", 0), world = c.value("world_size", 1);
     try {
-      model_ = std::make_unique<areal::torch_model::DecoderModel>(areal::torch_model::DecoderModel::load(c["model_path"], dtype_));
+      device_ = areal::torch_model::parse_device(c.value("device", std::string("auto")), "fsdp: device");
+      if (device_.is_cuda() && world > 1 && c.value("device", std::string("auto")).find(':') == std::string::npos)
+        device_ = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(rank % torch::cuda::device_count()));  // one GPU per rank
+      const std::string dtype = c.value("dtype", std::string("auto"));
+      dtype_ = dtype == "auto" ? (device_.is_cuda() ? torch::kBFloat16 : torch::kFloat32) : areal::torch_model::parse_dtype(dtype, "fsdp: dtype");
+      model_ = std::make_unique<areal::torch_model::DecoderModel>(areal::torch_model::DecoderModel::load(c["model_path"], dtype_, device_));
     } catch (const areal::sdk::Error&) {
       throw;
     } catch (const std::exception& e) {
@@ -121,8 +144,8 @@ class FsdpTrain {
     checkpointing_ = c.value("gradient_checkpointing", false);
     const auto betas = c.value("betas", std::vector<double>{0.9, 0.999});
     if (betas.size() != 2) throw sdk::invalid_argument("fsdp: 'betas' needs two numbers");
-    group_ = std::make_unique<fsdp::ProcessGroup>(c.value("rank", 0), c.value("world_size", 1), c.value("init_method", std::string()),
-                                                  c.value("timeout_seconds", 300));
+    group_ = std::make_unique<fsdp::ProcessGroup>(rank, world, c.value("init_method", std::string()), c.value("timeout_seconds", 300), device_,
+                                                  c.value("backend", std::string("auto")));
     shards_ = std::make_unique<fsdp::FlatShards>(model_->parameters(), *group_);
     fsdp::AdamWOptions ao;
     ao.beta1 = betas[0];
@@ -144,7 +167,7 @@ class FsdpTrain {
     torch::NoGradGuard no_grad;
     Gathered full(*shards_);
     torch::Tensor lp = model_->logprobs(from_dl(tensor_named(batch, "input_ids"), "input_ids"), from_dl(tensor_named(batch, "cu_seqlens"), "cu_seqlens"),
-                                        temperature).to(torch::kFloat32).contiguous();
+                                        temperature).to(torch::kCPU, torch::kFloat32).contiguous();
     return at::toDLPack(lp);
   }
 
@@ -171,6 +194,7 @@ class FsdpTrain {
       const torch::Tensor t = from_dl(*batch.tensors[i], name);
       if (t.size(0) == T) token_tensors.emplace_back(name, t);
     }
+    areal::torch_model::reset_peak_memory(device_);
     Gathered full(*shards_);
     const auto* bounds = cu.data_ptr<int64_t>();
     const int64_t B = cu.size(0) - 1;
@@ -182,7 +206,7 @@ class FsdpTrain {
       const int64_t s = bounds[b0], len = bounds[b1] - bounds[b0];
       const torch::Tensor mcu = cu.narrow(0, b0, b1 - b0 + 1) - s;
       torch::Tensor lp = model_->logprobs(ids.narrow(0, s, len), mcu, temperature, checkpointing_);
-      torch::Tensor lp_value = lp.detach().to(torch::kFloat32).contiguous();  // the ABI carries float32
+      torch::Tensor lp_value = lp.detach().to(torch::kCPU, torch::kFloat32).contiguous();  // the ABI carries float32 host tensors
       torch::Tensor grad = torch::zeros({len}, torch::kFloat32);
       std::vector<std::string> names;
       std::vector<torch::Tensor> owned;
@@ -207,7 +231,7 @@ class FsdpTrain {
         throw sdk::Error(AREAL_CODE_INVALID_ARGUMENT, "the loss returned a non-finite value or gradient");
       // A per-token mean over this micro-batch, weighted by its share of the batch's loss tokens.
       const double share = std::max<double>(1.0, owned[0].numel() ? mask.narrow(0, s, len).ne(0).sum().item<double>() : 0.0) / total_loss_tokens;
-      lp.backward((grad * share).to(lp.scalar_type()));
+      lp.backward((grad * share).to(lp.device(), lp.scalar_type()));
       loss_sum += value * share;
       ++micro;
       b0 = b1;
@@ -221,9 +245,11 @@ class FsdpTrain {
     const double lr = current_lr();
     ++step_;
     optimizer_->step(shards_->shard(), grad, lr, step_);
+    shards_->master_updated();
     return json{{"loss", sums[1].item<double>()}, {"grad_norm", norm}, {"lr", lr}, {"tokens", counts[1].item<double>()},
                 {"loss_tokens", total_loss_tokens}, {"micro_batches", micro}, {"step", step_}, {"world_size", group_->world_size()},
-                {"resident_state_bytes", resident_state_bytes()}}
+                {"resident_state_bytes", resident_state_bytes()}, {"peak_device_memory_bytes", areal::torch_model::peak_memory_bytes(device_)},
+                {"device", areal::torch_model::device_name(device_)}, {"dtype", areal::torch_model::dtype_name(dtype_)}}
         .dump();
   }
 
@@ -244,11 +270,11 @@ class FsdpTrain {
     std::vector<DLTensor*> ptrs;
     std::vector<areal_str> strs;
     for (size_t i = 0; i < held.size(); ++i) {
-      DLTensor& d = dls[i];
+      DLTensor& d = dls[i];  // on the training device: a colocated engine on the same GPU copies device to device
       d.data = held[i].data_ptr();
-      d.device = {kDLCPU, 0};
+      d.device = dl_device(held[i]);
       d.ndim = static_cast<int32_t>(shapes[i].size());
-      d.dtype = {kDLFloat, static_cast<uint8_t>(held[i].element_size() * 8), 1};
+      d.dtype = dl_float_type(held[i]);
       d.shape = shapes[i].data();
       ptrs.push_back(&d);
       strs.push_back(sdk::str(names[i]));
@@ -263,9 +289,9 @@ class FsdpTrain {
     const std::string dir = spec.value("path", std::string());
     if (dir.empty()) throw sdk::invalid_argument("save: 'path' is required");
     {
-      Gathered full(*shards_);
+      const std::vector<torch::Tensor> master = shards_->gather_master();  // full precision, whatever the compute dtype
       if (group_->rank() == 0) {
-        model_->save(dir, spec.value("dtype", std::string("float32")));
+        model_->save(dir, spec.value("dtype", std::string("float32")), master);
         for (const char* f : {"tokenizer.json", "tokenizer_config.json", "generation_config.json", "special_tokens_map.json"}) {
           const fs::path src = fs::path(model_path_) / f;
           if (fs::exists(src) && !fs::equivalent(fs::path(model_path_), fs::path(dir)))
@@ -283,7 +309,8 @@ class FsdpTrain {
   void load(std::string_view spec_text) {
     const json spec = sdk::parse_object(spec_text, "load: spec");
     const std::string dir = spec.value("path", std::string());
-    auto loaded = areal::torch_model::DecoderModel::load(dir, dtype_);
+    const torch::Dtype master = shards_->shard().scalar_type();  // float32 under mixed precision
+    auto loaded = areal::torch_model::DecoderModel::load(dir, master, torch::kCPU);
     shards_->load_full(loaded.parameters());
     if (spec.value("optimizer", false)) {
       const std::string opt = optimizer_file(dir);
@@ -323,6 +350,7 @@ class FsdpTrain {
   std::unique_ptr<fsdp::FlatShards> shards_;
   std::unique_ptr<fsdp::ShardedAdamW> optimizer_;
   torch::Dtype dtype_ = torch::kFloat32;
+  torch::Device device_ = torch::kCPU;
   std::string model_path_, schedule_;
   double lr_ = 1e-5, min_lr_ratio_ = 0, clip_ = 1.0;
   int64_t warmup_ = 0, total_ = 1000, micro_tokens_ = 8192, step_ = 0, version_ = 0;

@@ -1,0 +1,42 @@
+# The libtorch the torch plugins build against, as one interface target
+# (areal_torch) so every torch translation unit gets the same flags.
+#
+# Any libtorch >= 1.13: Debian's CPU build by default, any other through
+# Torch_DIR or CMAKE_PREFIX_PATH (scripts/setup.sh points them at the
+# libtorch inside an installed PyTorch with CUDA; docs/gpu.md).
+#   AREAL_TORCH_CUDA  the libtorch has CUDA (c10_cuda): device memory statistics
+#   AREAL_TORCH_NCCL  ... and NCCL headers were found: NCCL process groups for fsdp
+#   AREAL_TORCH_GLOO  Gloo's headers were found: Gloo process groups (CPU ranks)
+if(NOT Torch_FOUND)
+  return()
+endif()
+if(Torch_VERSION AND Torch_VERSION VERSION_LESS 1.13)
+  message(FATAL_ERROR "libtorch ${Torch_VERSION} at ${Torch_DIR} is too old: areal needs libtorch >= 1.13")
+endif()
+add_library(areal_torch INTERFACE)
+target_link_libraries(areal_torch INTERFACE ${TORCH_LIBRARIES})
+# PyTorch's headers need C++20 from 2.12 on; older ones compile as C++17.
+if(Torch_VERSION AND Torch_VERSION VERSION_GREATER_EQUAL 2.12)
+  target_compile_features(areal_torch INTERFACE cxx_std_20)
+endif()
+# c10d's Gloo header needs Gloo's own headers, which Debian ships (libgloo-dev)
+# and PyTorch's wheels do not: without them fsdp ranks talk over NCCL only.
+find_path(AREAL_GLOO_INCLUDE_DIR gloo/algorithm.h HINTS ${TORCH_INCLUDE_DIRS})
+if(AREAL_GLOO_INCLUDE_DIR)
+  target_compile_definitions(areal_torch INTERFACE AREAL_TORCH_GLOO=1)
+  target_include_directories(areal_torch SYSTEM INTERFACE ${AREAL_GLOO_INCLUDE_DIR})
+endif()
+set(AREAL_TORCH_HAS_CUDA OFF)
+if(C10_CUDA_LIBRARY)
+  set(AREAL_TORCH_HAS_CUDA ON)
+  target_compile_definitions(areal_torch INTERFACE AREAL_TORCH_CUDA=1)
+  # NCCL's header: the CUDA toolkit's, the system's, or the nvidia-nccl wheel next to PyTorch's.
+  get_filename_component(_areal_site_packages "${Torch_DIR}/../../../.." ABSOLUTE)
+  find_path(AREAL_NCCL_INCLUDE_DIR nccl.h
+            HINTS "${_areal_site_packages}/nvidia/nccl/include" ENV NCCL_INCLUDE_DIR /usr/local/cuda/include /usr/include)
+  if(AREAL_NCCL_INCLUDE_DIR)
+    target_compile_definitions(areal_torch INTERFACE AREAL_TORCH_NCCL=1)
+    target_include_directories(areal_torch SYSTEM INTERFACE ${AREAL_NCCL_INCLUDE_DIR})
+  endif()
+endif()
+message(STATUS "libtorch ${Torch_VERSION} at ${Torch_DIR}: CUDA ${AREAL_TORCH_HAS_CUDA}, NCCL headers ${AREAL_NCCL_INCLUDE_DIR}, Gloo headers ${AREAL_GLOO_INCLUDE_DIR}")

@@ -1,0 +1,33 @@
+// Where the torch plugins compute and in what precision: the `device` and
+// `dtype` config keys, parsed once here so train and inference agree, and
+// the peak-memory reading both report.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <torch/torch.h>
+
+namespace areal::torch_model {
+
+// "auto" (cuda:0 when this libtorch has CUDA and a GPU is visible, else
+// cpu), "cpu", "cuda" (cuda:0) or "cuda:N". Throws a clear error when CUDA
+// is asked for and this build or machine has none. `what` names the key.
+torch::Device parse_device(const std::string& text, const std::string& what);
+// "float32", "float64", "bfloat16", "float16".
+torch::Dtype parse_dtype(const std::string& text, const std::string& what);
+std::string device_name(const torch::Device& d);  // "cpu", "cuda:0"
+std::string dtype_name(torch::Dtype d);          // "bfloat16", ...
+
+// Whether this build of the plugins was compiled against a libtorch with
+// CUDA (and so can read the CUDA allocator's statistics).
+bool built_with_cuda();
+
+// Peak memory since the last reset: on CUDA the caching allocator's peak of
+// allocated bytes on that device; on CPU the process's peak resident set
+// (which cannot be reset). Both engines of one process share a device's
+// allocator, so on a colocated GPU the number covers both.
+int64_t peak_memory_bytes(const torch::Device& d);
+void reset_peak_memory(const torch::Device& d);
+
+}  // namespace areal::torch_model
