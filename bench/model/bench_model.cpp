@@ -4,7 +4,10 @@
 //   areal_model_bench MODEL_DIR THREADS BATCH SEQLEN STEPS GEN_REQUESTS GEN_PROMPT GEN_TOKENS
 // Prints one JSON object: train tokens/s (forward+backward+AdamW), the
 // first step's loss (the reference must match it), generation tokens/s.
+// AREAL_BENCH_ENGINE, a JSON object, adds to both engines' configs (e.g.
+// {"device": "cuda", "dtype": "bfloat16"}; scripts/gpu_check.sh sets it).
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 
@@ -42,12 +45,18 @@ int main(int argc, char** argv) {
     std::string name = "bench";
     auto services = areal::make_services(name);
     nlohmann::json out{{"impl", "areal"}, {"threads", threads}};
+    const char* extra_env = std::getenv("AREAL_BENCH_ENGINE");
+    const nlohmann::json extra = extra_env && *extra_env ? nlohmann::json::parse(extra_env) : nlohmann::json::object();
+    auto with_extra = [&](nlohmann::json c) {
+      for (const auto& [k, v] : extra.items()) c[k] = v;
+      return c.dump();
+    };
     const int64_t vocab = nlohmann::json::parse(std::ifstream(model + "/config.json"))["vocab_size"];
 
     {  // Training: one warm-up step, then `steps` timed steps on the same batch.
       auto fsdp = catalog.resolve("fsdp", AREAL_KIND_TRAIN);
-      areal::PluginInstance engine(fsdp, nlohmann::json{{"model_path", model}, {"lr", 1e-5}, {"threads", threads},
-                                                        {"micro_batch_tokens", batch * seqlen}}.dump(), &services);
+      areal::PluginInstance engine(fsdp, with_extra({{"model_path", model}, {"lr", 1e-5}, {"threads", threads}, {"micro_batch_tokens", batch * seqlen}}),
+                                   &services);
       std::vector<int32_t> ids, cu{0}, mask;
       for (int s = 0; s < batch; ++s) {
         for (int t = 0; t < seqlen; ++t) ids.push_back(token(s, t, vocab)), mask.push_back(t > 0);
@@ -60,7 +69,10 @@ int main(int argc, char** argv) {
         b.add("input_ids", ids_t.dl()).add("cu_seqlens", cu_t.dl()).add("loss_mask", mask_t.dl());
         areal::StringCollector stats;
         areal::throw_if_status(fsdp->train()->train_step(engine.self(), b.get(), &loss, stats.writer()), "train_step");
-        return nlohmann::json::parse(stats.text)["loss"].get<double>();
+        const auto j = nlohmann::json::parse(stats.text);
+        for (const char* k : {"device", "dtype", "peak_device_memory_bytes"})
+          if (j.contains(k)) out["train_" + std::string(k)] = j[k];
+        return j["loss"].get<double>();
       };
       out["first_loss"] = step();
       const auto t0 = Clock::now();
@@ -71,8 +83,7 @@ int main(int argc, char** argv) {
     }
     {  // Generation: all requests at once, batched by the engine; ignore_eos.
       auto local = catalog.resolve("local", AREAL_KIND_INFERENCE);
-      areal::PluginInstance engine(local, nlohmann::json{{"model_path", model}, {"threads", threads}, {"max_batch", gen_requests}}.dump(),
-                                   &services);
+      areal::PluginInstance engine(local, with_extra({{"model_path", model}, {"threads", threads}, {"max_batch", gen_requests}}), &services);
       auto run = [&](int tokens) {
         std::vector<std::vector<int32_t>> prompts(gen_requests);
         std::vector<std::unique_ptr<areal::CollectingSink>> sinks;

@@ -156,8 +156,12 @@ ModelConfig preset(const std::string& family, const std::string& size, int64_t v
     if (size == "agent") c.max_position_embeddings = 65536;
   } else if (size == "small") {
     c.hidden_size = 256, c.intermediate_size = 768, c.num_hidden_layers = 4, c.num_attention_heads = 8, c.num_key_value_heads = 4, c.head_dim = 32;
+  } else if (size == "0.6b") {
+    // Qwen3-0.6B's shape (about 0.6B parameters with its 151k vocabulary): the GPU check's model.
+    c.hidden_size = 1024, c.intermediate_size = 3072, c.num_hidden_layers = 28, c.num_attention_heads = 16, c.num_key_value_heads = 8, c.head_dim = 128;
+    c.max_position_embeddings = 40960;
   } else {
-    throw Error(AREAL_CODE_INVALID_ARGUMENT, "--preset must be tiny, small or agent, got '" + size + "'");
+    throw Error(AREAL_CODE_INVALID_ARGUMENT, "--preset must be tiny, small, agent or 0.6b, got '" + size + "'");
   }
   c.rms_norm_eps = 1e-6;
   c.rope_theta = family == "llama3" ? 500000.0 : 1000000.0;

@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""Hugging Face transformers on the GPU, as the reference for
+scripts/gpu_check.sh. Shares no code with areal: it loads the same HF folder
+with transformers' own model classes.
+
+  hf_reference.py logprobs MODEL_DIR IN.json OUT.json DTYPE
+      IN {"sequences": [[ids]...]} -> OUT {"logprobs": [[log p(ids[t] | ids[<t]), t >= 1]...]}
+      (each sequence alone, eager attention, log-softmax of float32 logits)
+  hf_reference.py bench MODEL_DIR BATCH SEQLEN STEPS GEN_REQUESTS GEN_PROMPT GEN_TOKENS
+      training tokens/s (forward + backward + clip + AdamW; float32 master
+      weights under bfloat16 autocast, as areal's mixed precision) and
+      generation tokens/s (model.generate in bfloat16, sampling, no early
+      stop), printed as one JSON object with the fields areal_model_bench prints.
+"""
+import json
+import sys
+import time
+
+import torch
+import transformers
+from transformers import AutoModelForCausalLM
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def token(seq, pos, vocab):  # the same formula as bench/model/bench_model.cpp
+    return (seq * 7919 + pos * 104729 + 13) % vocab
+
+
+def load(model_dir, dtype, attn):
+    m = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype, attn_implementation=attn)
+    return m.to("cuda")
+
+
+@torch.no_grad()
+def logprobs(model_dir, in_path, out_path, dtype):
+    m = load(model_dir, DTYPES[dtype], "eager").eval()
+    out = []
+    for seq in json.load(open(in_path))["sequences"]:
+        ids = torch.tensor([seq], device="cuda")
+        logits = m(input_ids=ids).logits[0].float()
+        lp = logits[:-1].log_softmax(-1).gather(-1, ids[0, 1:, None]).squeeze(-1)
+        out.append(lp.tolist())
+    json.dump({"logprobs": out, "impl": f"transformers {transformers.__version__} ({dtype}, eager)"}, open(out_path, "w"))
+
+
+def bench(model_dir, batch, seqlen, steps, gen_requests, gen_prompt, gen_tokens):
+    out = {"impl": f"transformers {transformers.__version__} / torch {torch.__version__}"}
+    m = load(model_dir, torch.float32, "sdpa")
+    m.train()
+    vocab = m.config.vocab_size
+    ids = torch.tensor([[token(s, t, vocab) for t in range(seqlen)] for s in range(batch)], device="cuda")
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-5, weight_decay=0.0)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            logits = m(input_ids=ids).logits
+        lp = logits[:, :-1].float().log_softmax(-1).gather(-1, ids[:, 1:, None]).squeeze(-1)
+        loss = -lp.mean()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
+        opt.step()
+        return loss.item()
+
+    torch.cuda.reset_peak_memory_stats()
+    out["first_loss"] = step()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step()
+    torch.cuda.synchronize()
+    secs = time.perf_counter() - t0
+    out["train_tokens_per_s"] = steps * batch * seqlen / secs
+    out["train_step_s"] = secs / steps
+    out["train_peak_device_memory_bytes"] = torch.cuda.max_memory_allocated()
+    del opt
+    m = m.to(torch.bfloat16).eval()
+    torch.cuda.empty_cache()
+    prompt = torch.tensor([[token(r, t, vocab) for t in range(gen_prompt)] for r in range(gen_requests)], device="cuda")
+
+    @torch.no_grad()
+    def run(tokens):
+        g = m.generate(input_ids=prompt, attention_mask=torch.ones_like(prompt), do_sample=True, temperature=1.0, top_p=1.0, top_k=0,
+                       max_new_tokens=tokens, min_new_tokens=tokens, pad_token_id=0)
+        return (g.shape[1] - gen_prompt) * g.shape[0]
+
+    run(2)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    produced = run(gen_tokens)
+    torch.cuda.synchronize()
+    secs = time.perf_counter() - t0
+    out["gen_tokens_per_s"] = produced / secs
+    out["gen_s"] = secs
+    print(json.dumps(out))
+
+
+def main():
+    if len(sys.argv) >= 2 and sys.argv[1] == "logprobs" and len(sys.argv) == 6:
+        logprobs(*sys.argv[2:6])
+    elif len(sys.argv) >= 2 and sys.argv[1] == "bench" and len(sys.argv) == 9:
+        bench(sys.argv[2], *map(int, sys.argv[3:9]))
+    else:
+        sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main()
