@@ -101,10 +101,12 @@ void AnthropicRoutes::stream(const proxy::ChatRequest& r, const std::shared_ptr<
     }
   };
   try {
-    send("message_start", {{"type", "message_start"},
-                           {"message", {{"id", id}, {"type", "message"}, {"role", "assistant"}, {"model", model}, {"content", J::array()},
-                                        {"stop_reason", nullptr}, {"stop_sequence", nullptr}, {"usage", {{"input_tokens", 0}, {"output_tokens", 0}}}}}});
-    auto done = chat_->run(r, session, [&](const std::string& delta) { emit(delta, false); });
+    auto start = [&] {
+      send("message_start", {{"type", "message_start"},
+                             {"message", {{"id", id}, {"type", "message"}, {"role", "assistant"}, {"model", model}, {"content", J::array()},
+                                          {"stop_reason", nullptr}, {"stop_sequence", nullptr}, {"usage", {{"input_tokens", 0}, {"output_tokens", 0}}}}}});
+    };
+    auto done = chat_->run(r, session, [&](const std::string& delta) { emit(delta, false); }, -1, start);
     emit("", true);
     if (open == "thinking") send("content_block_delta", {{"type", "content_block_delta"}, {"index", index}, {"delta", {{"type", "signature_delta"}, {"signature", ""}}}});
     if (index < 0 && done.parsed.tool_calls.empty()) open_block("text");  // an empty reply is one empty text block

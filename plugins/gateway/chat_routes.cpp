@@ -59,8 +59,8 @@ void ChatRoutes::stream(const proxy::ChatRequest& r, const std::shared_ptr<proxy
         if (!reasoning_delta.empty()) send(chunk({{"reasoning_content", reasoning_delta}}, nullptr));
         if (!content_delta.empty()) send(chunk({{"content", content_delta}}, nullptr));
       };
-      send(chunk({{"role", "assistant"}, {"content", ""}}, nullptr));
-      auto done = chat_->run(proxy::choice_request(r, choice), session, [&](const std::string& delta) { emit(delta, false); });
+      auto done = chat_->run(proxy::choice_request(r, choice), session, [&](const std::string& delta) { emit(delta, false); }, -1,
+                             [&] { send(chunk({{"role", "assistant"}, {"content", ""}}, nullptr)); });
       emit("", true);
       if (done.message.contains("tool_calls")) {
         J calls = J::array();

@@ -157,9 +157,11 @@ void ResponsesRoutes::stream(const proxy::ChatRequest& r, const J& body, const s
     }
   };
   try {
-    send({{"type", "response.created"}, {"response", skeleton}});
-    send({{"type", "response.in_progress"}, {"response", skeleton}});
-    auto done = chat_->run(r, session, [&](const std::string& delta) { emit(delta, false); }, continues);
+    auto start = [&] {
+      send({{"type", "response.created"}, {"response", skeleton}});
+      send({{"type", "response.in_progress"}, {"response", skeleton}});
+    };
+    auto done = chat_->run(r, session, [&](const std::string& delta) { emit(delta, false); }, continues, start);
     remember(resp_id, body, r, done, session);
     emit("", true);
     if (output_index < 0 && done.parsed.tool_calls.empty()) open_item("message");  // an empty reply is one empty message

@@ -248,7 +248,8 @@ ChatRequest choice_request(const ChatRequest& req, int32_t choice) {
 }
 
 ChatService::Completed ChatService::run(const ChatRequest& req, const std::shared_ptr<Session>& session,
-                                        const std::function<void(const std::string&)>& on_delta, int continues) {
+                                        const std::function<void(const std::string&)>& on_delta, int continues,
+                                        const std::function<void()>& on_start) {
   Completed c;
   c.id = "chatcmpl-" + random_hex(29);
   bool linked = false;
@@ -265,6 +266,13 @@ ChatService::Completed ChatService::run(const ChatRequest& req, const std::share
   const bool record = session && req.store;
   size_t index = 0;
   if (record) index = session->record.insert(c.id, req.messages);
+  if (on_start) {
+    try {
+      on_start();
+    } catch (const std::exception&) {
+      // The client left; the call is still generated and recorded.
+    }
+  }
   try {
     if (!forced.empty() && on_delta) {  // the stream shows the call whole
       try {

@@ -75,8 +75,11 @@ class ChatService {
   // `continues`: the index of an earlier call of `session` this request
   // explicitly continues (Responses' previous_response_id): its exact prompt
   // + sampled ids are the prefix, whatever gateway.prompt_mode says.
+  // `on_start` runs once the call is recorded, before generation: a stream
+  // opens there, so a client that reads the opening and hangs up always
+  // finds its call in the session (in flight or complete), never missing.
   Completed run(const ChatRequest& req, const std::shared_ptr<Session>& session, const std::function<void(const std::string&)>& on_delta,
-                int continues = -1);
+                int continues = -1, const std::function<void()>& on_start = nullptr);
 
   // Prompt tokens of a request as it would be served (count_tokens).
   size_t count_prompt_tokens(const ChatRequest& req) const;
