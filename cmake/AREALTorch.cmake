@@ -21,7 +21,9 @@ if(Torch_VERSION AND Torch_VERSION VERSION_GREATER_EQUAL 2.12)
 endif()
 # c10d's Gloo header needs Gloo's own headers, which Debian ships (libgloo-dev)
 # and PyTorch's wheels do not: without them fsdp ranks talk over NCCL only.
-find_path(AREAL_GLOO_INCLUDE_DIR gloo/algorithm.h HINTS ${TORCH_INCLUDE_DIRS})
+# Only beside the libtorch's own headers (Debian's are in /usr/include, as its
+# libgloo-dev's): another Gloo's headers would not match its Gloo.
+find_path(AREAL_GLOO_INCLUDE_DIR gloo/algorithm.h PATHS ${TORCH_INCLUDE_DIRS} NO_DEFAULT_PATH)
 if(AREAL_GLOO_INCLUDE_DIR)
   target_compile_definitions(areal_torch INTERFACE AREAL_TORCH_GLOO=1)
   target_include_directories(areal_torch SYSTEM INTERFACE ${AREAL_GLOO_INCLUDE_DIR})

@@ -5,6 +5,7 @@
 #
 #   scripts/setup.sh            # install + build
 #   BUILD_DIR=out scripts/setup.sh
+#   AREAL_TORCH=pytorch|debian scripts/setup.sh   # which libtorch (default: PyTorch's with CUDA if installed)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -58,9 +59,28 @@ if ! tests/e2e/agents/node_modules/.bin/claude --version >/dev/null 2>&1; then
 fi
 tests/e2e/agents/node_modules/.bin/claude --version >/dev/null && tests/e2e/agents/node_modules/.bin/codex --version >/dev/null
 
+# libtorch: the one inside an installed PyTorch with CUDA when there is one
+# (GPU training and serving), else Debian's CPU build. AREAL_TORCH=pytorch or
+# AREAL_TORCH=debian forces either; PYTHON names the PyTorch's interpreter.
+torch_args=()
+torch_choice=${AREAL_TORCH:-auto}
+case "$torch_choice" in auto|pytorch|debian) ;; *) echo "setup: AREAL_TORCH must be auto, pytorch or debian, got '$torch_choice'" >&2; exit 1 ;; esac
+if [ "$torch_choice" != debian ]; then
+  py=${PYTHON:-python3}
+  prefix=$("$py" -c 'import torch; assert torch.version.cuda; print(torch.utils.cmake_prefix_path)' 2>/dev/null || true)
+  if [ -n "$prefix" ]; then
+    echo "setup: building against the libtorch of $("$py" -c 'import torch; print("PyTorch", torch.__version__)') ($prefix)"
+    torch_args=(-DTorch_DIR="$prefix/Torch" -DCMAKE_POLICY_VERSION_MINIMUM=3.5)
+  elif [ "$torch_choice" = pytorch ]; then
+    echo "setup: AREAL_TORCH=pytorch, but $py has no PyTorch built with CUDA" >&2
+    exit 1
+  fi
+fi
+[ ${#torch_args[@]} -gt 0 ] || torch_args=(-DTorch_DIR=/usr/lib/x86_64-linux-gnu/cmake/Torch)
+
 build_dir=${BUILD_DIR:-build}
 jobs=${JOBS:-$(nproc)}
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
-cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release
+cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release "${torch_args[@]}"
 cmake --build "$build_dir" -j "$jobs"
 command -v ccache >/dev/null && ccache --show-stats 2>/dev/null | grep -iE "hits|misses" | head -3 || true

@@ -139,13 +139,17 @@ void ProcessGroup::all_gather(const torch::Tensor& shard, torch::Tensor& full) {
   }
 #endif
 #ifdef AREAL_TORCH_GLOO
+  // Gloo works on host memory, and libtorch 1.13's Gloo knows no bfloat16:
+  // such a gather goes through float32 (exact: bf16 -> f32 -> bf16).
   const int64_t n = shard.numel();
-  torch::Tensor host_full = full.is_cuda() ? torch::empty({full.numel()}, full.options().device(torch::kCPU)) : full;
+  const bool widen = full.scalar_type() == torch::kBFloat16;
+  const auto host_opts = full.options().device(torch::kCPU).dtype(widen ? torch::kFloat32 : full.scalar_type());
+  torch::Tensor host_full = full.is_cuda() || widen ? torch::empty({full.numel()}, host_opts) : full;
   std::vector<std::vector<torch::Tensor>> out(1);
   for (int r = 0; r < world_; ++r) out[0].push_back(host_full.narrow(0, r * n, n));
-  std::vector<torch::Tensor> in{shard.is_cuda() ? shard.cpu() : shard};
+  std::vector<torch::Tensor> in{shard.to(torch::kCPU, host_opts.dtype().toScalarType())};
   impl_->gloo->allgather(out, in)->wait();
-  if (full.is_cuda()) full.copy_(host_full);
+  if (!host_full.is_same(full)) full.copy_(host_full);
 #endif
 }
 

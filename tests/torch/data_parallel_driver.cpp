@@ -2,8 +2,9 @@
 //   areal_dp_driver train MODEL_DIR OUT_DIR WORLD RANK INIT_METHOD [DTYPE LR]
 //     trains 4 steps on a fixed global batch (this rank takes sequences
 //     i % WORLD == RANK), prints each step's stats, saves to OUT_DIR.
-//   areal_dp_driver compare DIR_A DIR_B TOLERANCE
-//     exits 0 when every parameter agrees within TOLERANCE.
+//   areal_dp_driver compare DIR_A DIR_B TOLERANCE [mean]
+//     exits 0 when every parameter agrees within TOLERANCE (with `mean`:
+//     when the mean absolute difference over all parameters is within it).
 #include <cmath>
 #include <fstream>
 #include <iostream>
@@ -58,13 +59,21 @@ int train(const std::string& model, const std::string& out, int world, int rank,
   return 0;
 }
 
-int compare(const std::string& a, const std::string& b, double tol) {
+int compare(const std::string& a, const std::string& b, double tol, bool mean) {
   using areal::torch_model::DecoderModel;
   const DecoderModel ma = DecoderModel::load(a, torch::kFloat64), mb = DecoderModel::load(b, torch::kFloat64);
-  double worst = 0;
-  for (const auto& [name, t] : ma.named_parameters()) worst = std::max(worst, (t - mb.p(name)).abs().max().item<double>());
-  std::cout << "max |a - b| over all parameters: " << worst << " (tolerance " << tol << ")" << std::endl;
-  return worst <= tol ? 0 : 1;
+  double worst = 0, sum = 0;
+  int64_t n = 0;
+  for (const auto& [name, t] : ma.named_parameters()) {
+    const torch::Tensor d = (t - mb.p(name)).abs();
+    worst = std::max(worst, d.max().item<double>());
+    sum += d.sum().item<double>();
+    n += d.numel();
+  }
+  const double avg = sum / static_cast<double>(std::max<int64_t>(1, n));
+  std::cout << "max |a - b| over all parameters: " << worst << ", mean " << avg << " (tolerance " << tol << (mean ? " on the mean" : "")
+            << ")" << std::endl;
+  return (mean ? avg : worst) <= tol ? 0 : 1;
 }
 
 }  // namespace
@@ -74,7 +83,8 @@ int main(int argc, char** argv) {
     const std::string mode = argc > 1 ? argv[1] : "";
     if (mode == "train" && (argc == 7 || argc == 9))
       return train(argv[2], argv[3], std::stoi(argv[4]), std::stoi(argv[5]), argv[6], argc == 9 ? argv[7] : "float32", argc == 9 ? std::stod(argv[8]) : 1e-5);
-    if (mode == "compare" && argc == 5) return compare(argv[2], argv[3], std::stod(argv[4]));
+    if (mode == "compare" && (argc == 5 || (argc == 6 && std::string(argv[5]) == "mean")))
+      return compare(argv[2], argv[3], std::stod(argv[4]), argc == 6);
     std::cerr << "usage: areal_dp_driver train MODEL OUT WORLD RANK INIT | compare A B TOL\n";
     return 2;
   } catch (const std::exception& e) {
