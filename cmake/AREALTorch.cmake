@@ -13,6 +13,13 @@ endif()
 if(Torch_VERSION AND Torch_VERSION VERSION_LESS 1.13)
   message(FATAL_ERROR "libtorch ${Torch_VERSION} at ${Torch_DIR} is too old: areal needs libtorch >= 1.13")
 endif()
+# The rest of areal (and Debian's libraries) use the C++11 std::string ABI;
+# a libtorch built with the old one (PyTorch wheels before 2.7) cannot link with it.
+if(TORCH_CXX_FLAGS MATCHES "_GLIBCXX_USE_CXX11_ABI=0")
+  message(FATAL_ERROR "libtorch at ${Torch_DIR} uses the pre-C++11 std::string ABI (_GLIBCXX_USE_CXX11_ABI=0), which cannot link "
+                      "with areal's other libraries: use a PyTorch built with the C++11 ABI (torch.compiled_with_cxx11_abi() is True) "
+                      "or Debian's libtorch (AREAL_TORCH=debian scripts/setup.sh)")
+endif()
 add_library(areal_torch INTERFACE)
 target_link_libraries(areal_torch INTERFACE ${TORCH_LIBRARIES})
 # PyTorch's headers need C++20 from 2.12 on; older ones compile as C++17.
@@ -41,4 +48,12 @@ if(C10_CUDA_LIBRARY)
     target_include_directories(areal_torch SYSTEM INTERFACE ${AREAL_NCCL_INCLUDE_DIR})
   endif()
 endif()
-message(STATUS "libtorch ${Torch_VERSION} at ${Torch_DIR}: CUDA ${AREAL_TORCH_HAS_CUDA}, NCCL headers ${AREAL_NCCL_INCLUDE_DIR}, Gloo headers ${AREAL_GLOO_INCLUDE_DIR}")
+set(_areal_nccl "none")
+set(_areal_gloo "none")
+if(AREAL_NCCL_INCLUDE_DIR)
+  set(_areal_nccl "${AREAL_NCCL_INCLUDE_DIR}")
+endif()
+if(AREAL_GLOO_INCLUDE_DIR)
+  set(_areal_gloo "${AREAL_GLOO_INCLUDE_DIR}")
+endif()
+message(STATUS "libtorch ${Torch_VERSION} at ${Torch_DIR}: CUDA ${AREAL_TORCH_HAS_CUDA}, NCCL headers ${_areal_nccl}, Gloo headers ${_areal_gloo}")

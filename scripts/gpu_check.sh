@@ -14,6 +14,7 @@
 #
 #   scripts/gpu_check.sh                          # from a checkout or a gpu_bundle.sh folder's src/
 #   PYTHON=/path/to/python3 WORK_DIR=/tmp/x scripts/gpu_check.sh
+#   PARTS="b c" scripts/gpu_check.sh             # only some of (a), (b), (c)
 #
 # From a bundle (scripts/gpu_bundle.sh), every dependency besides PyTorch,
 # CMake, ninja and g++ comes from the bundle's sysroot/; from a checkout,
@@ -27,6 +28,8 @@ work=${WORK_DIR:-$src/build-gpu-check}
 build="$work/build"
 bundle=${AREAL_BUNDLE:-}
 [ -z "$bundle" ] && [ -d "$src/../sysroot/usr" ] && bundle=$(cd "$src/.." && pwd)
+parts=${PARTS:-a b c}
+want() { case " $parts " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 mkdir -p "$work"
 report="$work/gpu_check_report.md"
 : > "$report"
@@ -64,15 +67,15 @@ else
   args+=(-DCMAKE_PREFIX_PATH="$torch_prefix")
 fi
 t0=$(date +%s)
-cmake -S "$src" -B "$build" "${args[@]}" > "$work/configure.log" 2>&1 || { tail -40 "$work/configure.log"; fail "cmake configure (log: $work/configure.log)"; }
+cmake -S "$src" -B "$build" "${args[@]}" > "$work/configure.log" 2>&1 || { tail -40 "$work/configure.log" || true; fail "cmake configure (log: $work/configure.log)"; }
 grep -q "libtorch .*CUDA ON" "$work/configure.log" || { grep -i "libtorch\|torch" "$work/configure.log" | tail; fail "the build did not find a CUDA libtorch"; }
 if [ -n "$bundle" ]; then  # every package from the bundle, none from the system
   for key in nlohmann_json_DIR yaml-cpp_DIR spdlog_DIR fmt_DIR Poco_DIR Boost_DIR SQLite3_INCLUDE_DIR ICU_INCLUDE_DIR PCRE_INCLUDE_DIR ZLIB_INCLUDE_DIR AREAL_DLPACK_INCLUDE_DIR; do
-    v=$(grep "^$key:" "$build/CMakeCache.txt" | cut -d= -f2)
+    v=$(grep "^$key:" "$build/CMakeCache.txt" | cut -d= -f2 || true)
     case "$v" in "$bundle"/*) ;; *) fail "$key is '$v', not from the bundle" ;; esac
   done
 fi
-cmake --build "$build" -j "$(nproc)" -- -k 0 > "$work/build.log" 2>&1 || { grep -B2 -A12 "error" "$work/build.log" | head -80; fail "build (log: $work/build.log)"; }
+cmake --build "$build" -j "$(nproc)" -- -k 0 > "$work/build.log" 2>&1 || { grep -B2 -A12 "error" "$work/build.log" | head -80 || true; fail "build (log: $work/build.log)"; }
 say "- build: $(grep -o "libtorch [0-9].*" "$work/configure.log" | head -1); $(( $(date +%s) - t0 )) s on $(nproc) cores"
 say ""
 run() { LD_LIBRARY_PATH="$lib_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
@@ -89,6 +92,7 @@ done
 cuda_engine() { echo "{\"device\": \"cuda\", \"dtype\": \"$1\"}"; }
 
 # --- (a) log-prob parity with transformers ---------------------------------------
+if want a; then
 say "## (a) Log-prob parity with HF transformers (same folder, same tokens)"
 say ""
 "$PYTHON" - "$work/sequences.json" <<'PY'
@@ -137,8 +141,10 @@ else
   say "transformers is not installed: skipped."
   say ""
 fi
+fi
 
 # --- (b) GRPO on the GPU, the local engine serving each new policy ---------------
+if want b; then
 say "## (b) GRPO steps on the GPU (fsdp bfloat16 + local engine on the same GPU)"
 say ""
 steps=${GRPO_STEPS:-8}
@@ -165,20 +171,25 @@ print()
 print(f"{steps} steps, policy version {rows[-1]['policy_version'] + 1} served by the local engine at the end; weights handed over in memory on the GPU.")
 PY
 say ""
+fi
 
 # --- (c) throughput against transformers ----------------------------------------
+if want c; then
 say "## (c) Throughput, areal vs transformers (qwen3 0.6b shape, random init, bfloat16)"
 say ""
 bench_args=(${BENCH_ARGS:-8 1024 5 32 128 128})  # batch seqlen steps gen_requests gen_prompt gen_tokens
 AREAL_BENCH_ENGINE="$(cuda_engine bfloat16)" run "$build/bin/areal_model_bench" "$models/qwen3-0.6b" 0 "${bench_args[@]}" > "$work/bench.areal.json"
+# The same training with activation checkpointing (generation left minimal).
+AREAL_BENCH_ENGINE='{"device": "cuda", "dtype": "bfloat16", "gradient_checkpointing": true}' \
+  run "$build/bin/areal_model_bench" "$models/qwen3-0.6b" 0 "${bench_args[@]:0:3}" 1 8 2 > "$work/bench.areal.ckpt.json"
 if [ $has_hf = 1 ]; then
   "$PYTHON" "$src/bench/gpu/hf_reference.py" bench "$models/qwen3-0.6b" "${bench_args[@]}" > "$work/bench.hf.json"
 else
   echo '{}' > "$work/bench.hf.json"
 fi
-"$PYTHON" - "$work/bench.areal.json" "$work/bench.hf.json" "${bench_args[*]}" <<'PY' | tee -a "$report"
+"$PYTHON" - "$work/bench.areal.json" "$work/bench.hf.json" "${bench_args[*]}" "$work/bench.areal.ckpt.json" <<'PY' | tee -a "$report" || fail "throughput"
 import json, sys
-a, r, args = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3].split()
+a, r, args, ck = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3].split(), json.load(open(sys.argv[4]))
 print(f"Training: batch {args[0]} x {args[1]} tokens, {args[2]} timed steps (forward + backward + clip + AdamW, bf16 compute, fp32 master weights).")
 print(f"Generation: {args[3]} requests, {args[4]}-token prompts, {args[5]} new tokens each, sampling at temperature 1.")
 print()
@@ -191,6 +202,17 @@ if "train_peak_device_memory_bytes" in a and "train_peak_device_memory_bytes" in
     print(f"| training peak device memory | {a['train_peak_device_memory_bytes'] / 2**30:.2f} GiB | {r['train_peak_device_memory_bytes'] / 2**30:.2f} GiB | |")
 if "first_loss" in r:
     print(f"| first step's loss | {a['first_loss']:.5f} | {r['first_loss']:.5f} | |")
+print()
+print("With `gradient_checkpointing: true` (each layer recomputed in backward), same batch:")
+print()
+print("| | areal, checkpointing | areal, without |")
+print("| --- | --- | --- |")
+print(f"| training tokens/s | {ck['train_tokens_per_s']:.0f} | {a['train_tokens_per_s']:.0f} |")
+print(f"| training peak device memory | {ck['train_peak_device_memory_bytes'] / 2**30:.2f} GiB | {a['train_peak_device_memory_bytes'] / 2**30:.2f} GiB |")
+print(f"| first step's loss | {ck['first_loss']:.6f} | {a['first_loss']:.6f} |")
+assert abs(ck["first_loss"] - a["first_loss"]) < 1e-3, "checkpointing changed the loss"
+assert ck["train_peak_device_memory_bytes"] < a["train_peak_device_memory_bytes"], "checkpointing saved no memory"
 PY
 say ""
+fi
 say "gpu_check: all checks passed"

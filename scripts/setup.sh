@@ -67,12 +67,18 @@ torch_choice=${AREAL_TORCH:-auto}
 case "$torch_choice" in auto|pytorch|debian) ;; *) echo "setup: AREAL_TORCH must be auto, pytorch or debian, got '$torch_choice'" >&2; exit 1 ;; esac
 if [ "$torch_choice" != debian ]; then
   py=${PYTHON:-python3}
-  prefix=$("$py" -c 'import torch; assert torch.version.cuda; print(torch.utils.cmake_prefix_path)' 2>/dev/null || true)
+  # Usable only with the C++11 ABI (as Debian's libraries) and a CUDA toolkit (its CMake package needs nvcc).
+  prefix=$("$py" -c 'import torch; assert torch.version.cuda and torch.compiled_with_cxx11_abi(); print(torch.utils.cmake_prefix_path)' 2>/dev/null || true)
+  if [ -n "$prefix" ] && ! command -v nvcc >/dev/null && [ ! -x /usr/local/cuda/bin/nvcc ]; then
+    echo "setup: $py has PyTorch with CUDA, but no CUDA toolkit (nvcc) is installed: using Debian's libtorch" >&2
+    [ "$torch_choice" = pytorch ] && exit 1
+    prefix=""
+  fi
   if [ -n "$prefix" ]; then
     echo "setup: building against the libtorch of $("$py" -c 'import torch; print("PyTorch", torch.__version__)') ($prefix)"
     torch_args=(-DTorch_DIR="$prefix/Torch" -DCMAKE_POLICY_VERSION_MINIMUM=3.5)
   elif [ "$torch_choice" = pytorch ]; then
-    echo "setup: AREAL_TORCH=pytorch, but $py has no PyTorch built with CUDA" >&2
+    echo "setup: AREAL_TORCH=pytorch, but $py has no PyTorch built with CUDA and the C++11 ABI" >&2
     exit 1
   fi
 fi
@@ -81,6 +87,13 @@ fi
 build_dir=${BUILD_DIR:-build}
 jobs=${JOBS:-$(nproc)}
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
+# Another libtorch than the build folder was configured with: its cached
+# library paths would be stale, so configure afresh (ccache keeps it cheap).
+want_torch_dir=${torch_args[0]#-DTorch_DIR=}
+if [ -f "$build_dir/CMakeCache.txt" ] && ! grep -qx "Torch_DIR:PATH=$want_torch_dir" "$build_dir/CMakeCache.txt"; then
+  echo "setup: $build_dir was configured with another libtorch; configuring it afresh"
+  rm -rf "$build_dir/CMakeCache.txt" "$build_dir/CMakeFiles"
+fi
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release "${torch_args[@]}"
 cmake --build "$build_dir" -j "$jobs"
 command -v ccache >/dev/null && ccache --show-stats 2>/dev/null | grep -iE "hits|misses" | head -3 || true

@@ -4,10 +4,13 @@
 # sanitizer job: the unit tests under ASan + UBSan and a bounded run of each
 # fuzz target (label fuzz), from a second, clang build (scripts/sanitize.sh).
 # Extra arguments go to the main suite's ctest.
+#
+# The suite is the CPU suite, built against Debian's libtorch (its Gloo runs
+# the multi-rank tests) with no GPU visible; GPUs have scripts/gpu_check.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+AREAL_TORCH=${AREAL_TORCH:-debian} scripts/setup.sh
 status=0
-(cd build && ctest --output-on-failure -j "${JOBS:-$(nproc)}" "$@") || status=1
+(cd build && CUDA_VISIBLE_DEVICES= ctest --output-on-failure -j "${JOBS:-$(nproc)}" "$@") || status=1
 scripts/sanitize.sh || status=1
 exit $status

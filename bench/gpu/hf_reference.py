@@ -28,7 +28,11 @@ def token(seq, pos, vocab):  # the same formula as bench/model/bench_model.cpp
 
 
 def load(model_dir, dtype, attn):
-    m = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype, attn_implementation=attn)
+    try:
+        m = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype, attn_implementation=attn)
+    except TypeError:  # transformers before 4.56 names it torch_dtype
+        m = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=dtype, attn_implementation=attn)
+    assert m.dtype == dtype, f"transformers loaded {m.dtype}, not {dtype}"
     return m.to("cuda")
 
 

@@ -151,6 +151,22 @@ void add_inference_memory(const TrainerParts& parts, json& row) {
     row["inference_peak_device_memory_bytes"] = j["peak_device_memory_bytes"];
 }
 
+// Device memory goes only to an inference plugin whose info names a CUDA
+// device (the ABI's rule; a CPU-only receiver would read it as host memory).
+areal_status* check_weights_device(const areal_inference_vtable& inf, void* self, const areal_tensor_map& weights) {
+  bool on_device = false;
+  for (size_t i = 0; i < weights.count; ++i) on_device = on_device || weights.tensors[i]->device.device_type != kDLCPU;
+  if (!on_device) return nullptr;
+  StringCollector info;
+  if (areal_status* st = inf.info(self, info.writer())) return st;
+  const json j = json::parse(info.text.empty() ? "{}" : info.text, nullptr, false);
+  const std::string device = j.is_object() && j.contains("device") && j["device"].is_string() ? j["device"].get<std::string>() : "";
+  if (device.rfind("cuda", 0) == 0) return nullptr;
+  return make_status(AREAL_CODE_UNSUPPORTED, "the train plugin exports its weights in GPU memory, but the inference plugin computes on '" +
+                                                 (device.empty() ? std::string("an unnamed device") : device) +
+                                                 "': set trainer.weight_update: disk, or put both on the GPU");
+}
+
 // Hands the trained weights to the inference backend as `next_version`.
 // The caller has paused rollout and inference. Disk updates keep one
 // weights folder at a time (*previous_weights).
@@ -167,6 +183,7 @@ void sync_weights(const TrainerOptions& opt, const TrainerParts& parts, bool in_
     } to{&inf, parts.inference_self, next_version};
     auto load = [](void* ctx, const areal_tensor_map* weights) -> areal_status* {
       auto* t = static_cast<Target*>(ctx);
+      if (areal_status* refused = check_weights_device(*t->inf, t->self, *weights)) return refused;
       return t->inf->update_weights_from_tensors(t->self, weights, t->version);
     };
     call(train.export_weights(parts.train_self, load, &to), "weight update in memory");

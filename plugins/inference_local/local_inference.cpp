@@ -1,9 +1,12 @@
 // local: the embedded inference backend on libtorch (plugin kind inference).
 //
 // One scheduler thread owns the model. New requests are prefilled one by
-// one (the prompt's keys and values fill a preallocated per-request cache);
-// active requests then decode together: their single tokens go through the
-// linear layers as one batch, attention runs per request over its cache.
+// one (the prompt's keys and values fill the request's slot of a shared
+// KV cache, [max_batch slots, capacity, kv_heads, head_dim] per layer, whose
+// capacity grows with the longest request); active requests then decode
+// together: one token each through every layer as one batch, attention
+// included (each row masked to its own length), so a decode step costs a
+// fixed number of kernels however many requests run.
 // The model is the same DecoderModel the trainer uses, so the log-probs
 // reported here are the ones training recomputes. It runs on `device` in
 // `dtype`; the log-prob head is float32 and sampling happens on the host
@@ -47,8 +50,8 @@ struct Request {
   areal_gen_sink sink{};
   std::atomic<bool> aborted{false};
   // Decoding state (scheduler thread only).
-  std::vector<torch::Tensor> k_cache, v_cache;  // per layer [capacity, kv_heads, head_dim]
-  int64_t length = 0;                            // tokens in the cache
+  int slot = -1;       // the request's row in the engine's KV cache, while it has one
+  int64_t length = 0;  // tokens in the cache
   int32_t last = 0;                              // the token to feed next
   int64_t generated = 0, limit = 0;
   areal::sampling::SplitMix64 rng{0};
@@ -107,6 +110,7 @@ class LocalInference {
     raw_logprobs_ = c.value("logprob_mode", std::string("sampling")) == "raw";
     max_context_ = c.value("max_context", int64_t{0});
     if (max_context_ == 0) max_context_ = model_->config().max_position_embeddings;
+    for (int s = max_batch_ - 1; s >= 0; --s) free_slots_.push_back(s);
     thread_ = std::thread([this] { schedule(); });
   }
 
@@ -243,7 +247,8 @@ class LocalInference {
       throw sdk::unsupported("local inference updates weights from disk: {\"type\": \"disk\", \"path\": DIR, \"version\": N}");
     if (!spec.contains("path") || !spec.contains("version") || !spec["version"].is_number_integer())
       throw sdk::invalid_argument("update_weights: 'path' and integer 'version' are required");
-    auto fresh = areal::torch_model::DecoderModel::load(spec["path"].get<std::string>(), dtype_, device_);
+    // Read on the host, then copied in: a second copy of the weights never sits on the GPU.
+    auto fresh = areal::torch_model::DecoderModel::load(spec["path"].get<std::string>(), dtype_, torch::kCPU);
     if (fresh.config().to_hf_json() != model_->config().to_hf_json() &&
         (fresh.config().hidden_size != model_->config().hidden_size || fresh.config().num_hidden_layers != model_->config().num_hidden_layers ||
          fresh.config().vocab_size != model_->config().vocab_size))
@@ -321,12 +326,32 @@ class LocalInference {
     return torch::log_softmax(model_->logits(hidden).to(torch::kFloat64), -1).to(torch::kCPU);
   }
 
+  // Room for `tokens` keys in every slot: the cache grows (to a multiple of
+  // 64, at least doubling, at most max_context) and keeps what it holds.
+  void ensure_capacity(int64_t tokens) {
+    if (tokens <= capacity_) return;
+    const auto& c = model_->config();
+    const int64_t grown = std::min(max_context_, (std::max(tokens, 2 * capacity_) + 63) / 64 * 64);
+    const int64_t cap = std::max(tokens, grown);
+    // Zeros, not garbage: masked keys get weight 0, and 0 * NaN would not be 0.
+    const auto opts = torch::TensorOptions().dtype(dtype_).device(device_);
+    for (auto* cache : {&k_cache_, &v_cache_}) {
+      cache->resize(static_cast<size_t>(c.num_hidden_layers));
+      for (auto& t : *cache) {
+        torch::Tensor bigger = torch::zeros({max_batch_, cap, c.num_key_value_heads, c.head_dim}, opts);
+        if (t.defined()) bigger.narrow(1, 0, capacity_).copy_(t);
+        t = bigger;
+      }
+    }
+    capacity_ = cap;
+  }
+
   void prefill(Request& r) {
     const auto& c = model_->config();
-    const int64_t S = static_cast<int64_t>(r.prompt.size()), cap = S + r.limit;
-    const auto opts = torch::TensorOptions().dtype(dtype_).device(device_);
-    r.k_cache.assign(c.num_hidden_layers, torch::Tensor());
-    r.v_cache.assign(c.num_hidden_layers, torch::Tensor());
+    const int64_t S = static_cast<int64_t>(r.prompt.size());
+    r.slot = free_slots_.back();  // admission keeps at most max_batch requests active
+    free_slots_.pop_back();
+    ensure_capacity(S);
     std::vector<int64_t> ids(r.prompt.begin(), r.prompt.end());
     const torch::Tensor positions = torch::arange(S, torch::TensorOptions().dtype(torch::kInt64).device(device_));
     torch::Tensor x = torch::embedding(model_->p("model.embed_tokens.weight"), torch::tensor(ids, torch::kInt64).to(device_));
@@ -334,10 +359,8 @@ class LocalInference {
       const std::string pre = "model.layers." + std::to_string(l) + ".";
       torch::Tensor q, k, v;
       model_->qkv(l, model_->rms_norm(x, model_->p(pre + "input_layernorm.weight")), positions, q, k, v);
-      r.k_cache[l] = torch::empty({cap, c.num_key_value_heads, c.head_dim}, opts);
-      r.v_cache[l] = torch::empty({cap, c.num_key_value_heads, c.head_dim}, opts);
-      r.k_cache[l].narrow(0, 0, S).copy_(k);
-      r.v_cache[l].narrow(0, 0, S).copy_(v);
+      k_cache_[l].select(0, r.slot).narrow(0, 0, S).copy_(k);
+      v_cache_[l].select(0, r.slot).narrow(0, 0, S).copy_(v);
       x = x + model_->attend(l, q, k, v, 0);
       x = x + model_->mlp(l, model_->rms_norm(x, model_->p(pre + "post_attention_layernorm.weight")));
     }
@@ -350,22 +373,25 @@ class LocalInference {
   void decode(std::vector<std::shared_ptr<Request>>& batch) {
     const auto& c = model_->config();
     const int64_t B = static_cast<int64_t>(batch.size());
-    std::vector<int64_t> tokens(B), pos(B);
-    for (int64_t b = 0; b < B; ++b) tokens[b] = batch[b]->last, pos[b] = batch[b]->length;
-    const torch::Tensor positions = torch::tensor(pos, torch::kInt64).to(device_);
+    std::vector<int64_t> tokens(B), pos(B), slots(B);
+    int64_t longest = 0;
+    for (int64_t b = 0; b < B; ++b) {
+      tokens[b] = batch[b]->last, pos[b] = batch[b]->length, slots[b] = batch[b]->slot;
+      longest = std::max(longest, pos[b] + 1);
+    }
+    ensure_capacity(longest);
+    const torch::Tensor positions = torch::tensor(pos, torch::kInt64).to(device_), slot_ids = torch::tensor(slots, torch::kInt64).to(device_);
+    const torch::Tensor keys = positions + 1;  // each row sees its cache and the new token
     torch::Tensor x = torch::embedding(model_->p("model.embed_tokens.weight"), torch::tensor(tokens, torch::kInt64).to(device_));
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
       const std::string pre = "model.layers." + std::to_string(l) + ".";
       torch::Tensor q, k, v;
       model_->qkv(l, model_->rms_norm(x, model_->p(pre + "input_layernorm.weight")), positions, q, k, v);
-      std::vector<torch::Tensor> outs;
-      for (int64_t b = 0; b < B; ++b) {
-        Request& r = *batch[b];
-        r.k_cache[l][r.length].copy_(k[b]);
-        r.v_cache[l][r.length].copy_(v[b]);
-        outs.push_back(model_->attend(l, q.narrow(0, b, 1), r.k_cache[l].narrow(0, 0, r.length + 1), r.v_cache[l].narrow(0, 0, r.length + 1), r.length));
-      }
-      x = x + torch::cat(outs, 0);
+      k_cache_[l].index_put_({slot_ids, positions}, k);
+      v_cache_[l].index_put_({slot_ids, positions}, v);
+      const torch::Tensor kb = k_cache_[l].narrow(1, 0, longest).index_select(0, slot_ids);
+      const torch::Tensor vb = v_cache_[l].narrow(1, 0, longest).index_select(0, slot_ids);
+      x = x + model_->attend_cached(l, q, kb, vb, keys);
       x = x + model_->mlp(l, model_->rms_norm(x, model_->p(pre + "post_attention_layernorm.weight")));
     }
     for (auto& r : batch) ++r->length;
@@ -500,16 +526,25 @@ class LocalInference {
       }
     }
     for (auto& r : done) {
-      r->k_cache.clear();
-      r->v_cache.clear();
-      r->sink.on_done(r->sink.ctx, r->finish, nullptr);
+      if (r->slot >= 0) free_slots_.push_back(r->slot);
+      r->slot = -1;
     }
+    if (free_slots_.size() == static_cast<size_t>(max_batch_)) {  // idle: give the cache's memory back
+      k_cache_.clear();
+      v_cache_.clear();
+      capacity_ = 0;
+    }
+    for (auto& r : done) r->sink.on_done(r->sink.ctx, r->finish, nullptr);
   }
 
   std::unique_ptr<areal::torch_model::DecoderModel> model_;
   std::mutex trie_mutex_;
   std::unique_ptr<areal::structured_output::VocabularyTrie> trie_;
   std::vector<uint8_t> allowed_;  // scheduler thread's scratch mask
+  // The KV cache (scheduler thread only): per layer [max_batch, capacity_, kv_heads, head_dim].
+  std::vector<torch::Tensor> k_cache_, v_cache_;
+  int64_t capacity_ = 0;
+  std::vector<int> free_slots_;
   std::shared_ptr<const areal::tokenizer::Tokenizer> tokenizer_;
   torch::Dtype dtype_ = torch::kFloat32;
   torch::Device device_ = torch::kCPU;

@@ -8,7 +8,9 @@
 #include "core/plugin_host/error.hpp"
 
 // torch::scaled_dot_product_attention arrived in libtorch 2.0; 1.13 (Debian's)
-// keeps the explicit path.
+// keeps the explicit path. It is used on CUDA only: where no fused kernel
+// applies (CPU, float64) its math fallback builds the whole score matrix,
+// which the explicit path's query blocks avoid for long agent prompts.
 #if defined(TORCH_VERSION_MAJOR) && TORCH_VERSION_MAJOR >= 2
 #define AREAL_HAS_SDPA 1
 #else
@@ -49,6 +51,11 @@ torch::Tensor inverse_frequencies(const model::ModelConfig& c) {
   return torch::tensor(inv, torch::kFloat64);
 }
 
+#if AREAL_HAS_SDPA
+// Whether attention on these queries goes through the fused kernels.
+bool fused_on(const torch::Tensor& q) { return q.is_cuda() && q.scalar_type() != torch::kFloat64; }
+#endif
+
 torch::Tensor rotate_half(const torch::Tensor& x) {
   const int64_t h = x.size(-1) / 2;
   return torch::cat({-x.narrow(-1, h, h), x.narrow(-1, 0, h)}, -1);
@@ -71,8 +78,6 @@ DecoderModel::DecoderModel(model::ModelConfig config, torch::Dtype dtype, uint64
     params_[w.name] = t.to(device_, dtype_).set_requires_grad(true);
   }
 }
-
-bool DecoderModel::fused_attention() { return AREAL_HAS_SDPA; }
 
 const torch::Tensor& DecoderModel::p(const std::string& name) const {
   auto it = params_.find(name);
@@ -145,7 +150,7 @@ torch::Tensor DecoderModel::attend(int64_t layer, const torch::Tensor& q, const 
   };
   const torch::Tensor& o_proj = p("model.layers." + std::to_string(layer) + ".self_attn.o_proj.weight");
 #if AREAL_HAS_SDPA
-  {
+  if (fused_on(q)) {
     // [1, H, S, hd] layout for the fused kernels (flash / memory-efficient on CUDA).
     const torch::Tensor q4 = q.transpose(0, 1).unsqueeze(0), k4 = kr.transpose(0, 1).unsqueeze(0), v4 = vr.transpose(0, 1).unsqueeze(0);
     torch::Tensor o;
@@ -174,6 +179,25 @@ torch::Tensor DecoderModel::attend(int64_t layer, const torch::Tensor& q, const 
     out = torch::cat(parts, 0);
   }
   return torch::linear(out, o_proj);
+}
+
+torch::Tensor DecoderModel::attend_cached(int64_t layer, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                         const torch::Tensor& keys) const {
+  const int64_t B = q.size(0), L = k.size(1), groups = config_.num_attention_heads / config_.num_key_value_heads;
+  const torch::Tensor kr = k.repeat_interleave(groups, 2).transpose(1, 2), vr = v.repeat_interleave(groups, 2).transpose(1, 2);  // [B, H, L, hd]
+  const torch::Tensor q4 = q.unsqueeze(2);                                                                                        // [B, H, 1, hd]
+  const torch::Tensor allowed = (torch::arange(L, keys.options()).unsqueeze(0) < keys.unsqueeze(1)).view({B, 1, 1, L});
+  torch::Tensor o;
+#if AREAL_HAS_SDPA
+  if (fused_on(q)) o = torch::scaled_dot_product_attention(q4, kr, vr, allowed);
+#endif
+  if (!o.defined()) {
+    const auto compute = q.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;  // softmax in float32 at least
+    torch::Tensor scores = torch::matmul(q4, kr.transpose(-1, -2)) / std::sqrt(static_cast<double>(config_.head_dim));
+    scores = scores.masked_fill(allowed.logical_not(), -std::numeric_limits<double>::infinity());
+    o = torch::matmul(torch::softmax(scores.to(compute), -1).to(q.scalar_type()), vr);
+  }
+  return torch::linear(o.squeeze(2).reshape({B, -1}), p("model.layers." + std::to_string(layer) + ".self_attn.o_proj.weight"));
 }
 
 torch::Tensor DecoderModel::layer_forward(int64_t layer, const torch::Tensor& x, const torch::Tensor& positions, const torch::Tensor& cu) const {

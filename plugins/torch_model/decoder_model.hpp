@@ -46,9 +46,6 @@ class DecoderModel {
   const model::ModelConfig& config() const { return config_; }
   torch::Dtype dtype() const { return dtype_; }
   torch::Device device() const { return device_; }
-  // Whether attention runs through torch's fused scaled_dot_product_attention
-  // (libtorch >= 2.0) rather than the explicit float32-softmax path.
-  static bool fused_attention();
 
   // Layer math, public for the KV-cache decoder of the inference plugin.
   torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& w) const;
@@ -58,6 +55,11 @@ class DecoderModel {
   void qkv(int64_t layer, const torch::Tensor& x, const torch::Tensor& positions, torch::Tensor& q, torch::Tensor& k, torch::Tensor& v) const;
   // Causal attention of q over k/v (k/v may include a cached prefix): [S, H*hd] after o_proj.
   torch::Tensor attend(int64_t layer, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t q_offset) const;
+  // One new token per row over that row's cached keys, all rows at once
+  // (batched decoding): q [B, H, hd], k/v [B, L, kv_heads, hd] of which row
+  // b's first keys[b] are valid (keys: int64 [B] on the model's device).
+  // [B, H*hd] after o_proj.
+  torch::Tensor attend_cached(int64_t layer, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& keys) const;
   const torch::Tensor& p(const std::string& name) const;
 
  private:

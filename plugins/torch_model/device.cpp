@@ -23,7 +23,7 @@ torch::Device parse_device(const std::string& text, const std::string& what) {
   if (text == "cpu") return torch::kCPU;
   if (text == "cuda" || text.rfind("cuda:", 0) == 0) {
     int index = 0;
-    if (text.size() > 5) {
+    if (text != "cuda") {
       const std::string n = text.substr(5);
       if (n.empty() || n.find_first_not_of("0123456789") != std::string::npos || n.size() > 4)
         throw Error(AREAL_CODE_INVALID_ARGUMENT, what + ": '" + text + "' is not a device (cpu, cuda, cuda:N or auto)");

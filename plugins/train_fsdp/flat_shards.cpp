@@ -49,12 +49,19 @@ void FlatShards::release() {
   full_ = torch::Tensor();
 }
 
-torch::Tensor FlatShards::reduce_gradients() {
-  torch::Tensor flat = torch::zeros({padded_}, shard_.options());
+void FlatShards::accumulate_gradients() {
+  if (!grad_sum_.defined()) grad_sum_ = torch::zeros({padded_}, shard_.options());
+  torch::NoGradGuard no_grad;
   for (size_t i = 0; i < params_.size(); ++i) {
-    if (params_[i].grad().defined()) flat.narrow(0, offsets_[i], numels_[i]).copy_(params_[i].grad().reshape(-1));
+    if (params_[i].grad().defined()) grad_sum_.narrow(0, offsets_[i], numels_[i]).add_(params_[i].grad().reshape(-1));
     params_[i].mutable_grad() = torch::Tensor();
   }
+}
+
+torch::Tensor FlatShards::reduce_gradients() {
+  accumulate_gradients();  // whatever the last micro-batch left on the parameters
+  torch::Tensor flat = std::move(grad_sum_);
+  grad_sum_ = torch::Tensor();
   return group_.reduce_scatter_sum(flat);
 }
 

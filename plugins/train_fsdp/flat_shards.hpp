@@ -33,8 +33,12 @@ class FlatShards {
   void gather();
   // Frees the gathered buffer (world_size > 1); parameters become empty.
   void release();
-  // Sums every rank's parameter gradients and returns this rank's slice of
-  // the sum, in the master dtype; clears the parameters' gradients.
+  // Adds the parameters' gradients (one micro-batch's) into a flat buffer in
+  // the master dtype and clears them, so micro-batches sum in float32 under
+  // mixed precision rather than in the compute dtype.
+  void accumulate_gradients();
+  // Sums every rank's accumulated gradients and returns this rank's slice of
+  // the sum, in the master dtype; clears the accumulator and the parameters' gradients.
   torch::Tensor reduce_gradients();
   // After the optimizer changed the master slice: the compute copy follows
   // (one rank; with more, the next gather() casts).
@@ -58,6 +62,7 @@ class FlatShards {
   bool mixed_ = false;
   torch::TensorOptions compute_;  // the parameters' dtype and device
   torch::Tensor shard_, full_;
+  torch::Tensor grad_sum_;  // accumulate_gradients()'s buffer, [padded_] in the master dtype
 };
 
 }  // namespace areal::fsdp

@@ -21,7 +21,7 @@ void ShardedAdamW::step(torch::Tensor& shard, const torch::Tensor& grad, double 
 }
 
 void ShardedAdamW::save(const std::string& path) const {
-  torch::save(std::vector<torch::Tensor>{m_, v_}, path);
+  torch::save(std::vector<torch::Tensor>{m_.cpu(), v_.cpu()}, path);  // host tensors: loadable on any device
 }
 
 void ShardedAdamW::load(const std::string& path) {
@@ -29,7 +29,7 @@ void ShardedAdamW::load(const std::string& path) {
   torch::load(mv, path);
   if (mv.size() != 2 || !mv[0].sizes().equals(m_.sizes()) || !mv[1].sizes().equals(v_.sizes()))
     throw sdk::invalid_argument("load: " + path + " holds optimizer state of another shape (another model or world size?)");
-  m_.copy_(mv[0]);
+  m_.copy_(mv[0]);  // to wherever the moments live
   v_.copy_(mv[1]);
 }
 

@@ -147,6 +147,10 @@ class FsdpTrain {
     group_ = std::make_unique<fsdp::ProcessGroup>(rank, world, c.value("init_method", std::string()), c.value("timeout_seconds", 300), device_,
                                                   c.value("backend", std::string("auto")));
     shards_ = std::make_unique<fsdp::FlatShards>(model_->parameters(), *group_);
+    // Under mixed precision the master starts from the file's values, not
+    // from their bf16/fp16 rounding (as FSDP keeps the original parameters).
+    if (shards_->mixed_precision())
+      shards_->load_full(areal::torch_model::DecoderModel::load(model_path_, torch::kFloat32, torch::kCPU).parameters());
     fsdp::AdamWOptions ao;
     ao.beta1 = betas[0];
     ao.beta2 = betas[1];
@@ -232,6 +236,7 @@ class FsdpTrain {
       // A per-token mean over this micro-batch, weighted by its share of the batch's loss tokens.
       const double share = std::max<double>(1.0, owned[0].numel() ? mask.narrow(0, s, len).ne(0).sum().item<double>() : 0.0) / total_loss_tokens;
       lp.backward((grad * share).to(lp.device(), lp.scalar_type()));
+      if (shards_->mixed_precision()) shards_->accumulate_gradients();  // micro-batches sum in float32
       loss_sum += value * share;
       ++micro;
       b0 = b1;

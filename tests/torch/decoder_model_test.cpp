@@ -220,12 +220,12 @@ TEST(FsdpPlugin, ResumeFromACheckpointReproducesTheUninterruptedRun) {
   for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6) << i;
 }
 
-// The exactness promise: what the local backend reports while
-// sampling (batched KV-cache decoding of requests of different lengths) is
-// what the trainer computes for the same tokens at the sampling temperature
-// (ABI 1.2: log-probs of softmax(logits / T)), so the importance ratio of an
-// on-policy sample starts at exactly 1 (up to float rounding).
-TEST(LocalInference, GenerationLogprobsEqualTrainingLogprobs) {
+namespace {
+
+// Generates `new_tokens[i]` tokens after prompts[i] (all submitted at once,
+// batched by the engine, max_batch 4) and returns the largest |generation -
+// training| log-prob difference over every sampled token.
+double generation_vs_training(const std::vector<std::vector<int32_t>>& prompts, const std::vector<int32_t>& new_tokens, size_t* checked) {
   areal::PluginCatalog catalog({AREAL_TEST_PLUGIN_DIR});
   auto local = catalog.resolve("local", AREAL_KIND_INFERENCE);
   auto fsdp = catalog.resolve("fsdp", AREAL_KIND_TRAIN);
@@ -234,15 +234,13 @@ TEST(LocalInference, GenerationLogprobsEqualTrainingLogprobs) {
   const std::string model = tiny_model("qwen3");
   areal::PluginInstance gen(local, nlohmann::json{{"model_path", model}, {"max_batch", 4}}.dump(), &services);
   areal::PluginInstance train(fsdp, nlohmann::json{{"model_path", model}}.dump(), &services);
-
-  const std::vector<std::vector<int32_t>> prompts = {{11, 12, 13}, {7, 900, 4000, 5, 6, 17, 23}, {42}};
   std::vector<std::unique_ptr<areal::CollectingSink>> sinks;
   for (size_t i = 0; i < prompts.size(); ++i) {
     areal_sampling_params s{};
     s.struct_size = AREAL_OFFSET_OF_END(areal_sampling_params, stop_strings_count);
     s.temperature = 0.8f;
     s.top_p = 1.0f;
-    s.max_new_tokens = 10 + 3 * static_cast<int32_t>(i);  // different lengths: requests leave the batch at different steps
+    s.max_new_tokens = new_tokens[i];
     s.seed = 100 + i;
     s.has_seed = 1;
     s.ignore_eos = 1;
@@ -254,10 +252,10 @@ TEST(LocalInference, GenerationLogprobsEqualTrainingLogprobs) {
   std::vector<int32_t> ids, cu{0};
   std::vector<std::pair<size_t, float>> expected;  // (packed position, logprob reported by generation)
   for (size_t i = 0; i < prompts.size(); ++i) {
-    ASSERT_TRUE(sinks[i]->wait(std::chrono::seconds(60)));
+    EXPECT_TRUE(sinks[i]->wait(std::chrono::seconds(60)));
     const auto res = sinks[i]->result();
-    ASSERT_EQ(res.finish_reason, AREAL_FINISH_LENGTH) << res.error_message;
-    ASSERT_EQ(res.output_ids.size(), 10 + 3 * i);
+    EXPECT_EQ(res.finish_reason, AREAL_FINISH_LENGTH) << res.error_message;
+    EXPECT_EQ(res.output_ids.size(), static_cast<size_t>(new_tokens[i]));
     ids.insert(ids.end(), prompts[i].begin(), prompts[i].end());
     for (size_t t = 0; t < res.output_ids.size(); ++t) {
       expected.emplace_back(ids.size(), res.logprobs[t]);
@@ -274,8 +272,37 @@ TEST(LocalInference, GenerationLogprobsEqualTrainingLogprobs) {
   double worst = 0;
   for (const auto& [pos, want] : expected) worst = std::max(worst, std::abs(static_cast<double>(lp[pos]) - want));
   out->deleter(out);
-  EXPECT_LE(worst, 1e-4) << "largest |generation - training| logprob difference over " << expected.size() << " tokens";
+  *checked = expected.size();
+  return worst;
+}
+
+}  // namespace
+
+// The exactness promise: what the local backend reports while
+// sampling (batched KV-cache decoding of requests of different lengths) is
+// what the trainer computes for the same tokens at the sampling temperature
+// (ABI 1.2: log-probs of softmax(logits / T)), so the importance ratio of an
+// on-policy sample starts at exactly 1 (up to float rounding).
+TEST(LocalInference, GenerationLogprobsEqualTrainingLogprobs) {
+  size_t n = 0;
+  // Different lengths: requests leave the batch at different steps.
+  const double worst = generation_vs_training({{11, 12, 13}, {7, 900, 4000, 5, 6, 17, 23}, {42}}, {10, 13, 16}, &n);
+  EXPECT_LE(worst, 1e-4) << "largest |generation - training| logprob difference over " << n << " tokens";
   RecordProperty("max_abs_logprob_diff", std::to_string(worst));
+}
+
+// The engine's KV cache starts at 64 positions per slot and grows, keeping
+// what it holds: here when a 150-token prompt is prefilled after a short
+// one (64 -> 192), and when that short one decodes past 192 while the
+// others are still in the cache. Lost or shifted keys would show in the
+// log-probs.
+TEST(LocalInference, KvCacheGrowthKeepsEveryRequestExact) {
+  std::vector<int32_t> long_prompt;
+  for (int t = 0; t < 150; ++t) long_prompt.push_back((t * 7919 + 13) % 5000);
+  size_t n = 0;
+  const double worst = generation_vs_training({{11, 12, 13}, long_prompt, {42, 43}}, {200, 8, 30}, &n);
+  EXPECT_EQ(n, 238u);
+  EXPECT_LE(worst, 1e-4) << "largest |generation - training| logprob difference over " << n << " tokens";
 }
 
 // ABI 1.1 in-memory weight update: after a train step, the trainer's

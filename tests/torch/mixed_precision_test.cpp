@@ -216,3 +216,20 @@ TEST(MixedPrecision, LocalEngineInBfloat16ServesABfloat16Trainer) {
   EXPECT_EQ(j["device"], "cpu");
   EXPECT_GT(j["peak_device_memory_bytes"].get<double>(), 0);
 }
+
+// The float32 master starts from the model file's values, not from their
+// bf16 rounding: saved before any step, the weights are the file's, bit for bit.
+TEST(MixedPrecision, Bfloat16MasterStartsFromTheFilesValues) {
+  areal::PluginCatalog catalog({AREAL_TEST_PLUGIN_DIR});
+  auto fsdp = catalog.resolve("fsdp", AREAL_KIND_TRAIN);
+  std::string name = "train";
+  auto services = areal::make_services(name);
+  const std::string out = (fs::temp_directory_path() / ("areal-mixed-untrained-" + std::to_string(::getpid()))).string();
+  {
+    areal::PluginInstance engine(fsdp, nlohmann::json{{"model_path", model_dir()}, {"device", "cpu"}, {"dtype", "bfloat16"}}.dump(), &services);
+    const std::string spec = nlohmann::json{{"path", out}}.dump();
+    areal::throw_if_status(fsdp->train()->save(engine.self(), areal_str{spec.data(), spec.size()}), "save");
+  }
+  const DecoderModel original = DecoderModel::load(model_dir(), torch::kFloat32), saved = DecoderModel::load(out, torch::kFloat32);
+  for (const auto& [name, t] : original.named_parameters()) EXPECT_TRUE(torch::equal(t, saved.p(name))) << name;
+}

@@ -156,7 +156,10 @@ typedef struct areal_inference_vtable {
    * to the engine's dtype), shapes as in the checkpoint. Applied between
    * decoding steps, all tensors at once; afterwards every new token is
    * stamped `version`. A missing or misshapen tensor is INVALID_ARGUMENT and
-   * leaves the old weights in place.
+   * leaves the old weights in place. Tensors are CPU memory unless the
+   * plugin's info JSON has "device": "cuda:N" (it computes on a GPU): then
+   * they may be kDLCUDA tensors too, which it reads by DLTensor.device (the
+   * host refuses to hand device memory to a plugin that does not say so).
    * OWNERSHIP: the map and tensors are borrowed for the call. */
   areal_status* (*update_weights_from_tensors)(void* self, const areal_tensor_map* weights, int64_t version) AREAL_MUST_USE;
 } areal_inference_vtable;

@@ -72,8 +72,12 @@ typedef struct areal_train_vtable {
   /* --- ABI 1.1 (check struct_size; NULL when the plugin cannot) ---------- */
 
   /* Calls fn once with the current full weights, by Hugging Face tensor
-   * name, as CPU DLTensors in the model's dtype: the sending side of an
-   * in-memory weight update (areal_inference_vtable.update_weights_from_tensors).
+   * name, as DLTensors in the model's dtype on the device the model computes
+   * on (kDLCPU, or kDLCUDA for a trainer on a GPU: DLTensor.device says
+   * which): the sending side of an in-memory weight update
+   * (areal_inference_vtable.update_weights_from_tensors). The host hands
+   * device tensors only to an inference plugin whose info names that device
+   * (see there).
    * With world_size > 1 it is collective and every rank's fn sees the full
    * weights. Returns fn's status if it fails.
    * OWNERSHIP: the map, its names and tensors are plugin-owned and valid only
