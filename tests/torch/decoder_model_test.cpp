@@ -305,11 +305,14 @@ TEST(LocalInference, KvCacheGrowthKeepsEveryRequestExact) {
   EXPECT_LE(worst, 1e-4) << "largest |generation - training| logprob difference over " << n << " tokens";
 }
 
-// ABI 1.1 in-memory weight update: after a train step, the trainer's
-// export_weights feeds the local engine's update_weights_from_tensors, and
+// Weight updates: after train steps, the trainer's export_weights feeds the
+// local engine's update_weights_from_tensors (ABI 1.1, in memory), or the
+// trainer saves a HF folder the engine reloads (disk, as remote servers do);
 // generation then reports the trained model's log-probs, stamped with the
 // new version. A map with a tensor missing is refused and changes nothing.
-TEST(LocalInference, InMemoryWeightUpdateServesTheTrainedWeights) {
+class WeightUpdate : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(WeightUpdate, ServesTheTrainedWeights) {
   areal::PluginCatalog catalog({AREAL_TEST_PLUGIN_DIR});
   auto local = catalog.resolve("local", AREAL_KIND_INFERENCE);
   auto fsdp = catalog.resolve("fsdp", AREAL_KIND_TRAIN);
@@ -359,7 +362,14 @@ TEST(LocalInference, InMemoryWeightUpdateServesTheTrainedWeights) {
   EXPECT_EQ(before.versions.front(), 0);
 
   Call full{local->inference(), gen.self(), 1, false};
-  areal::throw_if_status(fsdp->train()->export_weights(train.self(), load, &full), "export_weights");
+  if (GetParam() == "disk") {  // what remote servers do: the trainer writes a HF folder, the engine reloads it
+    const std::string dir = (fs::temp_directory_path() / ("areal-disk-update-" + std::to_string(::getpid()))).string();
+    const std::string save = nlohmann::json{{"path", dir}}.dump(), update = nlohmann::json{{"type", "disk"}, {"path", dir}, {"version", 1}}.dump();
+    areal::throw_if_status(fsdp->train()->save(train.self(), areal_str{save.data(), save.size()}), "save");
+    areal::throw_if_status(local->inference()->update_weights(gen.self(), areal_str{update.data(), update.size()}), "update_weights");
+  } else {
+    areal::throw_if_status(fsdp->train()->export_weights(train.self(), load, &full), "export_weights");
+  }
   const auto after = generate(3);
   for (int64_t v : after.versions) EXPECT_EQ(v, 1);
 
@@ -382,3 +392,5 @@ TEST(LocalInference, InMemoryWeightUpdateServesTheTrainedWeights) {
     moved = std::max(moved, std::abs(static_cast<double>(before.logprobs[t]) - after.logprobs[t]));
   EXPECT_GT(moved, 1e-3);
 }
+
+INSTANTIATE_TEST_SUITE_P(Ways, WeightUpdate, ::testing::Values("memory", "disk"));
