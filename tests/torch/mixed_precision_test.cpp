@@ -21,6 +21,7 @@
 #include "decoder_model.hpp"
 #include "device.hpp"
 #include "mean_nll_loss.hpp"
+#include "test_temp_dir.hpp"
 
 namespace fs = std::filesystem;
 using areal::torch_model::DecoderModel;
@@ -28,7 +29,7 @@ using areal::torch_model::DecoderModel;
 namespace {
 
 std::string model_dir() {
-  const std::string dir = (fs::temp_directory_path() / ("areal-mixed-" + std::to_string(::getpid()))).string();
+  const std::string dir = areal::testing::test_temp_dir("mixed");
   if (!fs::exists(dir + "/config.json")) {
     areal::model::InitModelOptions o;
     o.family = "qwen3";
@@ -137,14 +138,14 @@ TEST(MixedPrecision, FsdpBfloat16TrainsAFloat32Master) {
     areal::throw_if_status(fsdp->train()->save(engine.self(), areal_str{spec.data(), spec.size()}), "save");
     return std::make_pair(losses, logprobs(*fsdp, engine.self(), batch));
   };
-  const std::string base = (fs::temp_directory_path() / ("areal-mixed-out-" + std::to_string(::getpid()))).string();
-  const auto [l32, lp32] = run("float32", base + "-f32");
-  const auto [l16, lp16] = run("bfloat16", base + "-bf16");
+  const std::string base = areal::testing::test_temp_dir("mixed-out");
+  const auto [l32, lp32] = run("float32", base + "/f32");
+  const auto [l16, lp16] = run("bfloat16", base + "/bf16");
   EXPECT_LT(l16.back(), l16.front() - 0.1) << "bf16 training should learn the batch";
   for (size_t i = 0; i < l32.size(); ++i) EXPECT_NEAR(l16[i], l32[i], 0.05) << "step " << i + 1;
   for (size_t i = 0; i < lp32.size(); ++i) EXPECT_NEAR(lp16[i], lp32[i], 0.1) << i;
   // The saved weights are the float32 master: many are not bf16-representable.
-  const auto ck = areal::model::Checkpoint::load(base + "-bf16");
+  const auto ck = areal::model::Checkpoint::load(base + "/bf16");
   const auto& info = ck.tensor("model.layers.0.mlp.up_proj.weight");
   ASSERT_EQ(info.dtype, areal::model::DType::kF32);
   const torch::Tensor w = torch::from_blob(const_cast<uint8_t*>(ck.data(info.name)), {static_cast<int64_t>(info.shape[0] * info.shape[1])}, torch::kFloat32);
@@ -224,7 +225,7 @@ TEST(MixedPrecision, Bfloat16MasterStartsFromTheFilesValues) {
   auto fsdp = catalog.resolve("fsdp", AREAL_KIND_TRAIN);
   std::string name = "train";
   auto services = areal::make_services(name);
-  const std::string out = (fs::temp_directory_path() / ("areal-mixed-untrained-" + std::to_string(::getpid()))).string();
+  const std::string out = areal::testing::test_temp_dir("mixed-untrained");
   {
     areal::PluginInstance engine(fsdp, nlohmann::json{{"model_path", model_dir()}, {"device", "cpu"}, {"dtype", "bfloat16"}}.dump(), &services);
     const std::string spec = nlohmann::json{{"path", out}}.dump();

@@ -17,6 +17,7 @@
 
 #include "gradient_clip.hpp"
 #include "sharded_adamw.hpp"
+#include "test_temp_dir.hpp"
 
 namespace {
 
@@ -60,7 +61,7 @@ TEST_P(OptimizerReference, AdamWAndClippingMatchTorchOptim) {
   nlohmann::json in = {{"params", values(params0)}, {"lrs", lrs}, {"beta1", beta1}, {"beta2", beta2}, {"eps", eps},
                        {"weight_decay", c.weight_decay}, {"max_norm", c.max_norm}, {"grads", nlohmann::json::array()}};
   for (const auto& g : grads) in["grads"].push_back(values(g));
-  const auto dir = std::filesystem::temp_directory_path() / ("areal-optim-ref-" + std::to_string(::getpid()));
+  const auto dir = std::filesystem::path(areal::testing::test_temp_dir("optim-ref"));
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "in.json") << in.dump();
   const std::string cmd = "/usr/bin/python3 " + std::string(AREAL_TEST_TORCH_DIR) + "/optimizer_reference.py " + (dir / "in.json").string() +

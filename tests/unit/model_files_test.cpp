@@ -11,6 +11,7 @@
 #include "core/plugin_host/error.hpp"
 #include "core/hf/model_files/model_config.hpp"
 #include "core/hf/model_files/safetensors.hpp"
+#include "test_temp_dir.hpp"
 
 using namespace areal::model;
 namespace fs = std::filesystem;
@@ -18,7 +19,7 @@ namespace fs = std::filesystem;
 namespace {
 
 fs::path temp(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("areal-model-test-" + std::to_string(::getpid())) / name;
+  fs::path p = fs::path(areal::testing::test_temp_dir("model-test")) / name;
   fs::create_directories(p.parent_path());
   return p;
 }

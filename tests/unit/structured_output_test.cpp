@@ -14,6 +14,7 @@
 #include "core/structured_output/json_schema_matcher.hpp"
 #include "core/structured_output/token_mask.hpp"
 #include "core/hf/tokenizer/tokenizer.hpp"
+#include "test_temp_dir.hpp"
 
 namespace fs = std::filesystem;
 using areal::structured_output::JsonMatcher;
@@ -129,7 +130,7 @@ TEST(JsonSchemaMatcher, RandomAcceptedOutputsAreValidForPythonJsonschema) {
       J::parse(R"({"anyOf": [{"type": "string", "minLength": 2, "maxLength": 5}, {"type": "integer"}, {"type": "null"}]})"),
   };
   std::mt19937_64 rng(7);
-  const std::string dir = (fs::temp_directory_path() / ("areal-jsonschema-" + std::to_string(::getpid()))).string();
+  const std::string dir = areal::testing::test_temp_dir("jsonschema");
   fs::create_directories(dir);
   J cases = J::array();
   int complete_outputs = 0;
