@@ -2,6 +2,7 @@
 
 #include "core/plugin_host/error.hpp"
 #include "core/hf/tokenizer/unicode.hpp"
+#include "core/hf/tokenizer/token_id.hpp"
 
 namespace areal::tokenizer {
 namespace {
@@ -52,7 +53,7 @@ AddedVocabulary::AddedVocabulary(const nlohmann::json& added) {
   trie_.emplace_back();
   if (added.is_null()) return;
   for (const auto& t : added) {
-    AddedToken a{t.at("id").get<int32_t>(), t.at("content").get<std::string>(), t.value("special", false),
+    AddedToken a{token_id(t.at("id"), "an added token's id"), t.at("content").get<std::string>(), t.value("special", false),
                  t.value("lstrip", false), t.value("rstrip", false), t.value("single_word", false),
                  t.value("normalized", !t.value("special", false))};
     if (a.content.empty()) throw Error(AREAL_CODE_INVALID_ARGUMENT, "tokenizer.json: an added token has empty content");

@@ -7,6 +7,7 @@
 
 #include "core/plugin_host/error.hpp"
 #include "core/hf/tokenizer/unicode.hpp"
+#include "core/hf/tokenizer/token_id.hpp"
 
 namespace areal::tokenizer {
 
@@ -66,8 +67,7 @@ BpeModel::BpeModel(const nlohmann::json& spec, bool byte_level) : byte_level_(by
   const auto& vocab = spec["vocab"];
   vocab_.reserve(vocab.size());
   for (const auto& [tok, id] : vocab.items()) {
-    const int32_t i = id.get<int32_t>();
-    if (i < 0) throw Error(AREAL_CODE_INVALID_ARGUMENT, "tokenizer.json: negative id for token '" + tok + "'");
+    const int32_t i = token_id(id, "the id of token '" + tok + "'");
     vocab_[tok] = i;
     if (static_cast<size_t>(i) >= id_to_token_.size()) id_to_token_.resize(i + 1);
     id_to_token_[i] = tok;

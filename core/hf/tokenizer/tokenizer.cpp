@@ -7,6 +7,7 @@
 
 #include "core/plugin_host/error.hpp"
 #include "core/hf/tokenizer/unicode.hpp"
+#include "core/hf/tokenizer/token_id.hpp"
 
 namespace areal::tokenizer {
 namespace {
@@ -41,14 +42,14 @@ void parse_post_processor(const Json& spec, const AddedVocabulary& added, const 
       }
       const std::string name = item.at("SpecialToken").at("id").get<std::string>();
       if (!specials.contains(name)) throw Error(AREAL_CODE_INVALID_ARGUMENT, "tokenizer.json: template names unknown special token '" + name + "'");
-      for (const auto& id : specials[name].at("ids")) (seen_sequence ? suffix : prefix).push_back(id.get<int32_t>());
+      for (const auto& id : specials[name].at("ids")) (seen_sequence ? suffix : prefix).push_back(token_id(id, "special token '" + name + "'"));
     }
     return;
   }
   if (type == "RobertaProcessing" || type == "BertProcessing") {
     const auto cls = spec.at("cls"), sep = spec.at("sep");  // ["<s>", 0]
-    prefix.push_back(cls.at(1).get<int32_t>());
-    suffix.push_back(sep.at(1).get<int32_t>());
+    prefix.push_back(token_id(cls.at(1), "cls"));
+    suffix.push_back(token_id(sep.at(1), "sep"));
     return;
   }
   throw Error(AREAL_CODE_UNSUPPORTED, "tokenizer.json: post_processor type '" + type + "' is not supported");
