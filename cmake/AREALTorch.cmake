@@ -14,7 +14,7 @@ if(Torch_VERSION AND Torch_VERSION VERSION_LESS 1.13)
   message(FATAL_ERROR "libtorch ${Torch_VERSION} at ${Torch_DIR} is too old: areal needs libtorch >= 1.13")
 endif()
 # The rest of areal (and Debian's libraries) use the C++11 std::string ABI;
-# a libtorch built with the old one (PyTorch wheels before 2.7) cannot link with it.
+# a libtorch built with the old one (older PyTorch wheels) cannot link with it.
 if(TORCH_CXX_FLAGS MATCHES "_GLIBCXX_USE_CXX11_ABI=0")
   message(FATAL_ERROR "libtorch at ${Torch_DIR} uses the pre-C++11 std::string ABI (_GLIBCXX_USE_CXX11_ABI=0), which cannot link "
                       "with areal's other libraries: use a PyTorch built with the C++11 ABI (torch.compiled_with_cxx11_abi() is True) "

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU check: on a machine with an NVIDIA GPU and PyTorch (with CUDA),
+# The GPU check: on a machine with an NVIDIA GPU, PyTorch (with CUDA) and nvcc,
 # builds areal against that PyTorch's libtorch and runs, in one go,
 #   (a) log-prob parity of areal's Qwen3 / Qwen2 / Llama 3 forward with HF
 #       transformers on the same random-init HF folders: float32 (max |diff|
