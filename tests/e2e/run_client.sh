@@ -3,7 +3,7 @@
 # the real Qwen3 tokenizer (or, given MODEL_DIR, the `local` engine serving
 # that Hugging Face folder), runs one client script against it, stops it.
 #   run_client.sh AREAL_HOST SOURCE_DIR SCRIPT [MODEL_DIR]
-# With AREAL_BACKEND=sglang|vllm and AREAL_TEST_BACKEND=<areal-test-backend>,
+# With AREAL_BACKEND=sglang|vllm and AREAL_TEST_BACKEND=<areal-engine-server>,
 # the same engine runs inside an SGLang- or vLLM-protocol test server and the
 # gateway reaches it through that inference plugin: a YAML-only swap.
 set -euo pipefail

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The sglang or vllm plugin against areal-test-backend (mock engine):
+# The sglang or vllm plugin against areal-engine-server (mock engine):
 # 1. the conformance suite, over two servers at once;
 # 2. a server that reports raw (temperature 1) log-probs is refused at create,
 #    and the message names the server flag that fixes it;

@@ -1,5 +1,5 @@
 // The sglang and vllm plugins' interruption contract (issue #7), against
-// areal-test-backend over the mock engine, whose bigram log-probs the test
+// areal-engine-server over the mock engine, whose bigram log-probs the test
 // recomputes:
 //  - a request paused mid-generation is aborted on the server and, after
 //    resume, resubmitted as prompt + tokens so far: the output is whole, each
@@ -29,7 +29,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// areal-test-backend in a child process, stopped at scope exit.
+// areal-engine-server in a child process, stopped at scope exit.
 struct TestServer {
   pid_t pid = -1;
   std::string url;
@@ -62,7 +62,7 @@ struct TestServer {
       }
     }
     fclose(out);
-    if (url.empty()) throw std::runtime_error("areal-test-backend did not start");
+    if (url.empty()) throw std::runtime_error("areal-engine-server did not start");
   }
   ~TestServer() {
     kill(pid, SIGTERM);

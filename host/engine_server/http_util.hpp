@@ -1,4 +1,4 @@
-// Small HTTP helpers for the test servers: JSON bodies, JSON answers, and
+// Small HTTP helpers for the engine server: JSON bodies, JSON answers, and
 // server-sent events written and flushed one by one.
 #pragma once
 
@@ -11,7 +11,7 @@
 #include <Poco/Net/HTTPServerResponse.h>
 #include <nlohmann/json.hpp>
 
-namespace areal::testserver {
+namespace areal::engine_server {
 
 using Json = nlohmann::json;
 using Request = Poco::Net::HTTPServerRequest;
@@ -42,4 +42,4 @@ class SseWriter {
 std::map<std::string, std::string> query(const Request& req);
 std::string path_of(const Request& req);
 
-}  // namespace areal::testserver
+}  // namespace areal::engine_server

@@ -11,7 +11,7 @@
 #include "core/plugin_host/error.hpp"
 #include "routes.hpp"
 
-namespace areal::testserver {
+namespace areal::engine_server {
 namespace {
 
 Json error_body(int status, const std::string& message) {
@@ -86,11 +86,11 @@ class VLLMRoutes : public Routes {
     Json prompt_json = b["prompt"];
     if (prompt_json.is_array() && prompt_json.size() == 1 && prompt_json[0].is_array()) prompt_json = prompt_json[0];
     if (!prompt_json.is_array() || prompt_json.empty() || !prompt_json[0].is_number_integer())
-      throw HttpError{400, "this test server takes prompts as token ids (a non-empty list of integers); it has no tokenizer for text prompts"};
+      throw HttpError{400, "this engine server takes prompts as token ids (a non-empty list of integers); it has no tokenizer for text prompts"};
     const std::vector<int32_t> prompt = prompt_json.get<std::vector<int32_t>>();
     for (int32_t id : prompt)
       if (id < 0) throw HttpError{400, "token ids must be >= 0"};
-    if (b.value("n", 1) != 1) throw HttpError{400, "this test server supports n = 1 only"};
+    if (b.value("n", 1) != 1) throw HttpError{400, "this engine server supports n = 1 only"};
     if (b.contains("model") && b["model"].is_string() && b["model"] != opt_.model_name)
       throw HttpError{404, "The model `" + b["model"].get<std::string>() + "` does not exist."};
     auto number = [&](const char* key, double fallback) {
@@ -214,4 +214,4 @@ std::unique_ptr<Routes> make_vllm_routes(Engine& engine, const ServerOptions& op
   return std::make_unique<VLLMRoutes>(engine, options);
 }
 
-}  // namespace areal::testserver
+}  // namespace areal::engine_server

@@ -8,7 +8,7 @@
 #include "engine_bridge.hpp"
 #include "http_util.hpp"
 
-namespace areal::testserver {
+namespace areal::engine_server {
 
 struct ServerOptions {
   std::string model_name = "test-model";
@@ -32,4 +32,4 @@ inline bool is_stop_id(const SamplingRequest& s, int32_t id) {
   return false;
 }
 
-}  // namespace areal::testserver
+}  // namespace areal::engine_server

@@ -1,4 +1,4 @@
-// The engine under the test servers: any areal inference plugin (normally
+// The engine under the engine server: any areal inference plugin (normally
 // `local`, the libtorch engine, or `mock_inference` for scripted replies),
 // loaded through the ABI. A Generation is one request whose output arrives
 // as a queue of events the HTTP handler thread drains.
@@ -19,7 +19,7 @@
 #include "core/plugin_host/plugin_instance.hpp"
 #include "core/hf/tokenizer/tokenizer.hpp"
 
-namespace areal::testserver {
+namespace areal::engine_server {
 
 struct SamplingRequest {
   float temperature = 1.0f;
@@ -107,4 +107,4 @@ class Engine {
   int32_t eos_token_id_ = -1;
 };
 
-}  // namespace areal::testserver
+}  // namespace areal::engine_server

@@ -11,7 +11,7 @@
 #include "core/plugin_host/error.hpp"
 #include "routes.hpp"
 
-namespace areal::testserver {
+namespace areal::engine_server {
 namespace {
 
 class SGLangRoutes : public Routes {
@@ -99,7 +99,7 @@ class SGLangRoutes : public Routes {
 
   void generate(Request& req, Response& resp) {
     const Json b = read_json(req);
-    if (b.contains("text") && !b["text"].is_null()) throw HttpError{400, "this test server serves input_ids only (like --skip-tokenizer-init)"};
+    if (b.contains("text") && !b["text"].is_null()) throw HttpError{400, "this engine server serves input_ids only (like --skip-tokenizer-init)"};
     if (!b.contains("input_ids") || !b["input_ids"].is_array() || b["input_ids"].empty() || !b["input_ids"][0].is_number_integer())
       throw HttpError{400, "input_ids must be a non-empty list of token ids"};
     const std::vector<int32_t> prompt = b["input_ids"].get<std::vector<int32_t>>();
@@ -214,4 +214,4 @@ std::unique_ptr<Routes> make_sglang_routes(Engine& engine, const ServerOptions& 
   return std::make_unique<SGLangRoutes>(engine, options);
 }
 
-}  // namespace areal::testserver
+}  // namespace areal::engine_server

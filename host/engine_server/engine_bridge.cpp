@@ -5,7 +5,7 @@
 #include "core/plugin_host/host_api.hpp"
 #include "core/plugin_host/plugin_catalog.hpp"
 
-namespace areal::testserver {
+namespace areal::engine_server {
 
 bool Generation::next(Event& out) {
   std::unique_lock<std::mutex> lock(mutex_);
@@ -186,4 +186,4 @@ nlohmann::json Engine::info() {
 
 std::string Engine::decode(const std::vector<int32_t>& ids) const { return tokenizer_ ? tokenizer_->decode(ids) : std::string(); }
 
-}  // namespace areal::testserver
+}  // namespace areal::engine_server

@@ -1,8 +1,11 @@
-// areal-test-backend: small SGLang- and vLLM-protocol servers over our own
-// engines, so the sglang and vllm plugins, the proxy and the RL loop run
-// through each protocol on CPU (issue #7). Not installed; tests start it.
+// areal-engine-server: an SGLang- or vLLM-protocol HTTP server over one of
+// our inference plugins (normally `local`), following those servers'
+// documented wire format. The launcher starts it for `launcher.servers`
+// with the local engine (docs/scale-out.md); the tests use it to run the
+// sglang and vllm plugins, the proxy and the RL loop through each protocol
+// on CPU (issue #7).
 //
-//   areal-test-backend --protocol sglang|vllm [--port N] [--plugin local]
+//   areal-engine-server --protocol sglang|vllm [--host ADDR] [--port N] [--plugin local]
 //       [--engine-config JSON] [--plugin-dir DIR] [--tokenizer DIR]
 //       [--model-name NAME] [--logprobs-mode raw_logprobs|processed_logprobs]
 //       [--incremental-streaming-output]
@@ -11,6 +14,8 @@
 // temperature-scaled log-probs unless SGLANG_RETURN_ORIGINAL_LOGPROB=1;
 // vLLM reports raw ones unless --logprobs-mode processed_logprobs.
 // Prints "listening at http://127.0.0.1:PORT" once it accepts connections.
+#include <unistd.h>
+
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
@@ -30,7 +35,7 @@
 
 namespace {
 
-using namespace areal::testserver;
+using namespace areal::engine_server;
 
 class Handler : public Poco::Net::HTTPRequestHandler {
  public:
@@ -38,10 +43,10 @@ class Handler : public Poco::Net::HTTPRequestHandler {
   void handleRequest(Request& req, Response& resp) override {
     try {
       routes_.handle(req, resp);
-    } catch (const std::exception& e) {  // a bug in the test server: say so, never hang the client
-      std::cerr << "areal-test-backend: " << e.what() << "\n";
+    } catch (const std::exception& e) {  // a bug in the engine server: say so, never hang the client
+      std::cerr << "areal-engine-server: " << e.what() << "\n";
       try {
-        send_json(resp, 500, {{"error", {{"message", std::string("test server bug: ") + e.what()}}}});
+        send_json(resp, 500, {{"error", {{"message", std::string("engine server bug: ") + e.what()}}}});
       } catch (...) {
       }
     }
@@ -82,7 +87,7 @@ int main(int argc, char** argv) {
   try {
     const std::string protocol = arg(argc, argv, "--protocol", "");
     if (protocol != "sglang" && protocol != "vllm") {
-      std::cerr << "usage: areal-test-backend --protocol sglang|vllm [--port N] [--plugin NAME] [--engine-config JSON] [--plugin-dir DIR] "
+      std::cerr << "usage: areal-engine-server --protocol sglang|vllm [--host ADDR] [--port N] [--plugin NAME] [--engine-config JSON] [--plugin-dir DIR] "
                    "[--tokenizer DIR] [--model-name NAME] [--logprobs-mode raw_logprobs|processed_logprobs] [--incremental-streaming-output]\n";
       return 2;
     }
@@ -106,7 +111,9 @@ int main(int argc, char** argv) {
     std::unique_ptr<Routes> routes = protocol == "sglang" ? make_sglang_routes(engine, opt) : make_vllm_routes(engine, opt);
 
     Poco::Net::ServerSocket socket;
-    socket.bind(Poco::Net::SocketAddress("127.0.0.1", static_cast<Poco::UInt16>(std::stoi(arg(argc, argv, "--port", "0")))), true);
+    // --host 0.0.0.0 serves other nodes (a Slurm launch); the printed URL then names this machine.
+    const std::string bind_host = arg(argc, argv, "--host", "127.0.0.1");
+    socket.bind(Poco::Net::SocketAddress(bind_host, static_cast<Poco::UInt16>(std::stoi(arg(argc, argv, "--port", "0")))), true);
     socket.listen(1024);
     auto* params = new Poco::Net::HTTPServerParams();
     params->setMaxThreads(512);
@@ -115,7 +122,12 @@ int main(int argc, char** argv) {
     Poco::ThreadPool pool(4, 512);
     Poco::Net::HTTPServer server(new Factory(*routes), pool, socket, params);
     server.start();
-    std::cout << "areal-test-backend (" << protocol << ") listening at http://127.0.0.1:" << socket.address().port() << std::endl;
+    std::string shown = bind_host;
+    if (bind_host == "0.0.0.0" || bind_host == "::") {
+      char name[256] = {0};
+      shown = gethostname(name, sizeof name - 1) == 0 ? name : "127.0.0.1";
+    }
+    std::cout << "areal-engine-server (" << protocol << ") listening at http://" << shown << ":" << socket.address().port() << std::endl;
     int sig = 0;
     sigwait(&stop, &sig);
     // Handler threads may wait on generations (a paused engine holds them):
@@ -126,7 +138,7 @@ int main(int argc, char** argv) {
     server.stopAll(true);
     pool.joinAll();
   } catch (const std::exception& e) {
-    std::cerr << "areal-test-backend: " << e.what() << "\n";
+    std::cerr << "areal-engine-server: " << e.what() << "\n";
     return 1;
   }
   return 0;

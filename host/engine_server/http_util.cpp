@@ -4,7 +4,7 @@
 
 #include <Poco/URI.h>
 
-namespace areal::testserver {
+namespace areal::engine_server {
 
 Json read_json(Request& req) {
   std::ostringstream ss;
@@ -53,4 +53,4 @@ std::map<std::string, std::string> query(const Request& req) {
 
 std::string path_of(const Request& req) { return Poco::URI(req.getURI()).getPath(); }
 
-}  // namespace areal::testserver
+}  // namespace areal::engine_server
