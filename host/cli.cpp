@@ -13,7 +13,7 @@ bool is_switch(const std::string& flag) {
 
 namespace {
 
-const char* const kCommands[] = {"run", "check-config", "plugins", "conformance", "config-reference", "api-fields", "tokenize", "serve", "init-model", "sft", "dashboard"};
+const char* const kCommands[] = {"run", "check-config", "plugins", "conformance", "config-reference", "api-fields", "tokenize", "serve", "init-model", "sft", "dashboard", "launch", "train-rank"};
 
 bool is_command(const std::string& w) {
   for (const char* c : kCommands)
@@ -69,6 +69,12 @@ Usage:
   areal-host --config FILE.yaml [dotted.key=value ...]   run the job the config describes
                                                         (a train section: the RL trainer; else rollouts only;
                                                         also `areal-host run --config FILE.yaml`)
+  areal-host launch --config FILE.yaml [dotted.key=value ...]
+                                                        submit the run to Slurm (launcher.type slurm) and follow
+                                                        it: sbatch, srun for ranks and servers, the gateway URL
+  areal-host train-rank --controller HOST:PORT [--rank K]
+                                                        one train rank of a multi-process run (train.world_size
+                                                        > 1); started by the launcher, not by hand
   areal-host sft --config FILE.yaml [dotted.key=value ...]
                                                         supervised fine-tuning of the train section's model on
                                                         sft.dataset's replies (a stage before RL); writes final/

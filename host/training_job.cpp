@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "agent_process.hpp"
+#include "launcher/run_launcher.hpp"
 #include "dashboard/dashboard_server.hpp"
 #include "evaluation.hpp"
 #include "core/plugin_host/error.hpp"
@@ -20,7 +21,12 @@ int run_training(const ResolvedConfig& rc, const RolloutPlan& plan, const Runnin
   const bool online = h.online();
   std::string train_name = "train", algorithm_name = "algorithm";
   areal_services train_services = make_services(train_name);
-  PluginInstance train(rc.plugins.at("train"), rc.section_json("train"), &train_services);
+  // train.world_size > 1: the ranks are processes of their own (the
+  // launcher's); else the train plugin runs here.
+  std::unique_ptr<ranks::RemoteTrainRanks> train_ranks;
+  std::unique_ptr<PluginInstance> train;
+  if (running.launcher != nullptr) train_ranks = running.launcher->start_train_ranks(rc);
+  if (!train_ranks) train = std::make_unique<PluginInstance>(rc.plugins.at("train"), rc.section_json("train"), &train_services);
   areal_services algo_services = make_services(algorithm_name);
   PluginInstance algorithm(rc.plugins.at("algorithm"), rc.section_json("algorithm"), &algo_services);
 
@@ -108,8 +114,18 @@ int run_training(const ResolvedConfig& rc, const RolloutPlan& plan, const Runnin
     logging::get("dashboard")->info("dashboard at {}/ (afterwards: areal-host dashboard {})", board->start(), opt.run_dir);
   }
 
+  // The launcher's processes are watched while the trainer waits too.
+  if (launcher::RunLauncher* l = running.launcher) {
+    auto agent_check = std::move(ro_opt.watchdog);
+    ro_opt.watchdog = [l, agent_check] {
+      if (std::string f = l->fatal(); !f.empty()) return f;
+      return agent_check ? agent_check() : std::string();
+    };
+  }
+
   trainer::TrainerParts parts;
-  parts.train = rc.plugins.at("train")->train(), parts.train_self = train.self();
+  if (train_ranks) parts.train = train_ranks->vtable(), parts.train_self = train_ranks->self();
+  else parts.train = rc.plugins.at("train")->train(), parts.train_self = train->self();
   parts.algorithm = rc.plugins.at("algorithm")->algorithm(), parts.algorithm_self = algorithm.self();
   parts.inference = running.inference.vtable, parts.inference_self = running.inference.self;
   if (ref) parts.ref = rc.plugins.at("ref")->train(), parts.ref_self = ref->self();
@@ -124,6 +140,9 @@ int run_training(const ResolvedConfig& rc, const RolloutPlan& plan, const Runnin
             plan.output_path, opt.run_dir);
   const trainer::TrainSummary s = trainer::run_trainer(opt, parts, std::move(ro_opt), target);
   if (agent) agent->stop();
+  if (running.launcher) running.launcher->expect_exits();
+  if (train_ranks) train_ranks->shutdown();  // they exit; stop_all() ends any that do not
+  if (running.launcher) running.launcher->stop_all();
   if (board) board->set_live(false);
   const size_t window = std::min<size_t>(50, std::max<size_t>(1, s.step_rewards.size() / 2));  // the first and last halves of a short run
   std::string eval_summary;

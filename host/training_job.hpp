@@ -10,6 +10,10 @@
 
 namespace areal::host {
 
+namespace launcher {
+class RunLauncher;
+}
+
 struct RunningParts {
   areal_inference_ref inference{};
   const areal_workflow_vtable* workflow = nullptr;  // inline mode
@@ -18,6 +22,7 @@ struct RunningParts {
   void* gateway_self = nullptr;
   GatewaySessions* sessions = nullptr;              // the gateway's session slots (ABI 1.4), or NULL
   std::string gateway_url;                          // http://HOST:PORT or empty
+  launcher::RunLauncher* launcher = nullptr;        // processes started for the run, or NULL
 };
 
 // Returns the process exit code; throws areal::Error for plugin failures.

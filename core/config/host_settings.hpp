@@ -61,6 +61,24 @@ struct HostSettings {
     int port = 0;
   } dashboard;
 
+  // launcher.*: how ranks and servers start (local processes or Slurm).
+  struct Launcher {
+    std::string type = "local";
+    int rank_start_timeout_seconds = 300;
+    struct Servers {
+      int count = 0;
+      std::string command, model_path;
+      int port = 30000, start_timeout_seconds = 600;
+      nlohmann::json engine = nlohmann::json::object();
+    } servers;
+    struct Slurm {
+      int nodes = 1, train_nodes = 0, ntasks_per_node = 0, gpus_per_task = 0, gpus_per_server = 0, cpus_per_task = 0;
+      std::string partition, time, account, job_name, url_file;
+      std::vector<std::string> extra_sbatch, srun_args;
+      double poll_seconds = 2;
+    } slurm;
+  } launcher;
+
   // sft.*: `areal-host sft`.
   struct Sft {
     std::string dataset, tokenizer;

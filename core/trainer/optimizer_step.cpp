@@ -1,11 +1,11 @@
 #include "core/trainer/optimizer_step.hpp"
 
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "core/plugin_host/error.hpp"
+#include "core/trainer/algorithm_loss.hpp"
 #include "core/plugin_host/string_writer.hpp"
 
 namespace areal::trainer {
@@ -15,42 +15,6 @@ using nlohmann::json;
 namespace {
 
 void call(areal_status* st, const char* what) { throw_if_status(st, what); }
-
-// areal_loss_fn over the algorithm plugin's loss slot. It also keeps the
-// algorithm's per-micro-batch stats, averaged by loss tokens, which the
-// train plugin would otherwise not see.
-struct LossBridge {
-  const areal_algorithm_vtable* vt;
-  void* self;
-  std::map<std::string, double> weighted;
-  double tokens = 0;
-
-  static areal_status* eval(void* ctx, const areal_tensor_map* batch, double* out_loss, DLTensor* out_grad,
-                            const areal_writer* out_stats) {
-    auto* b = static_cast<LossBridge*>(ctx);
-    StringCollector w;
-    areal_status* st = b->vt->loss(b->self, batch, out_loss, out_grad, w.writer());
-    if (st != nullptr) return st;
-    if (out_stats != nullptr && !w.text.empty()) {
-      if (areal_status* ws = out_stats->write(out_stats->ctx, areal_str{w.text.data(), w.text.size()})) return ws;
-    }
-    try {
-      const json stats = json::parse(w.text.empty() ? "{}" : w.text);
-      const double n = stats.value("loss_tokens", 1.0);
-      for (const auto& [k, v] : stats.items())
-        if (v.is_number() && k != "loss_tokens") b->weighted[k] += v.get<double>() * n;
-      b->tokens += n;
-    } catch (const std::exception&) {
-      // Stats are diagnostics; a plugin writing bad JSON loses only them.
-    }
-    return nullptr;
-  }
-  json averages() const {
-    json out = json::object();
-    for (const auto& [k, v] : weighted) out[k] = tokens > 0 ? v / tokens : 0.0;
-    return out;
-  }
-};
 
 // A train plugin's log-probs of the batch's tokens, copied out of the
 // plugin-owned DLPack tensor (released before returning).
@@ -84,15 +48,14 @@ json optimizer_step(const StepPlugins& parts, PackedBatch& batch, float temperat
     call(algo.compute_advantages(parts.algorithm_self, in.get(), out.get()), "algorithm compute_advantages");
     batch.advantages = adv;
   }
-  LossBridge bridge{&algo, parts.algorithm_self, {}, 0};
-  areal_loss_fn loss{AREAL_OFFSET_OF_END(areal_loss_fn, eval), &bridge, &LossBridge::eval};
+  AlgorithmLoss loss(&algo, parts.algorithm_self);
   StringCollector stats_text;
   {
     TensorMapBuilder m = batch.map();
-    call(train.train_step(parts.train_self, m.get(), &loss, stats_text.writer()), "train train_step");
+    call(train.train_step(parts.train_self, m.get(), loss.fn(), stats_text.writer()), "train train_step");
   }
   json stats = json::parse(stats_text.text.empty() ? "{}" : stats_text.text);
-  const json algo_stats = bridge.averages();  // named: items() must not outlive a temporary
+  const json algo_stats = loss.averages();  // named: items() must not outlive a temporary
   for (const auto& [k, v] : algo_stats.items()) stats["algo_" + k] = v;
   return stats;
 }

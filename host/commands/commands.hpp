@@ -17,5 +17,7 @@ int api_fields(const CommandLine& cl);
 int tokenize(const CommandLine& cl);
 int serve(const CommandLine& cl);
 int init_model(const CommandLine& cl);
+int train_rank(const CommandLine& cl);
+int launch(const CommandLine& cl);
 
 }  // namespace areal::host

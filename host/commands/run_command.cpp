@@ -3,7 +3,11 @@
 // collection only.
 #include <iostream>
 
+#include <filesystem>
+#include <fstream>
+
 #include "../config_loading.hpp"
+#include "../launcher/run_launcher.hpp"
 #include "../rollout_runner.hpp"
 #include "../training_job.hpp"
 #include "core/plugin_host/error.hpp"
@@ -15,6 +19,22 @@
 #include "commands.hpp"
 
 namespace areal::host {
+
+namespace {
+
+// Where a launcher (and a person) finds the gateway: <run dir>/gateway_url,
+// or launcher.slurm.url_file.
+void write_gateway_url(const ResolvedConfig& rc, const std::string& url) {
+  const std::string file = rc.host.launcher.slurm.url_file.empty() ? rc.path(rc.host.run_dir_relative()) + "/gateway_url"
+                                                                   : rc.path(rc.host.launcher.slurm.url_file);
+  std::filesystem::create_directories(std::filesystem::path(file).parent_path());
+  const std::string tmp = file + ".tmp";
+  std::ofstream(tmp) << url << "\n";
+  std::filesystem::rename(tmp, file);  // whole, or not yet there
+  logging::get("gateway")->info("gateway URL written to {}", file);
+}
+
+}  // namespace
 
 int run_job(const CommandLine& cl) {
   const std::string path = cl.flags.at("config");
@@ -51,7 +71,15 @@ int run_job(const CommandLine& cl) {
   plan.seed = h.experiment.seed;
   plan.output_path = rc.path(h.rollout.output.empty() ? h.run_dir_relative() + "/rollouts.jsonl" : h.rollout.output);
 
+  // Processes beside this one (launcher.*): inference servers before the
+  // inference plugin that connects to them, train ranks in run_training.
+  std::unique_ptr<launcher::RunLauncher> launched;
   try {
+    const bool multi_rank = training && launcher::RunLauncher::world_size(rc) > 1;
+    if (multi_rank || h.launcher.servers.count > 0 || h.launcher.type == "slurm") {
+      launched = std::make_unique<launcher::RunLauncher>(rc, rc.path(h.run_dir_relative()));
+      launched->start_servers(rc);
+    }
     // Start order: inference, gateway, workflow; torn down in reverse.
     std::string inference_name = "inference", gateway_name = "gateway", workflow_name = "workflow";
     areal_services inf_services = make_services(inference_name);
@@ -91,6 +119,7 @@ int run_job(const CommandLine& cl) {
       StringCollector url;
       throw_if_status(running.gateway->start(gateway->self(), url.writer()), "gateway start");
       running.gateway_url = url.text;
+      write_gateway_url(rc, url.text);
       plan.sessions = running.sessions;
       plan.base_url = url.text + "/v1";
       logging::get("gateway")->info("gateway listening at {}", url.text);
@@ -111,6 +140,7 @@ int run_job(const CommandLine& cl) {
       running.workflow_self = workflow->self();
     }
 
+    running.launcher = launched.get();
     if (training) {
       const int rc_train = run_training(rc, plan, running);
       if (gateway) warn_if_status(running.gateway->stop(gateway->self()), "gateway stop");
@@ -130,6 +160,8 @@ int run_job(const CommandLine& cl) {
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "areal-host: " << e.what() << "\n";
+    // What ended the run when a launched process did (a rank's exit is why its connection closed).
+    if (launched && !launched->fatal().empty()) std::cerr << "areal-host: the run ended because " << launched->fatal() << "\n";
     return 2;
   }
 }

@@ -314,6 +314,14 @@ class FsdpTrain {
   void load(std::string_view spec_text) {
     const json spec = sdk::parse_object(spec_text, "load: spec");
     const std::string dir = spec.value("path", std::string());
+    // Optimizer slices are per rank: resuming them takes the world size they were saved with.
+    if (std::ifstream st{fs::path(dir) / "trainer_state.json"}; st && spec.value("optimizer", false)) {
+      const int saved = json::parse(st).value("world_size", 1);
+      if (saved != group_->world_size())
+        throw sdk::invalid_argument("load: " + dir + " was saved by " + std::to_string(saved) + " rank(s) and this run has " +
+                                    std::to_string(group_->world_size()) + ": resume with train.world_size=" + std::to_string(saved) +
+                                    " (its weights alone load at any world size: final/ or train.model_path)");
+    }
     const torch::Dtype master = shards_->shard().scalar_type();  // float32 under mixed precision
     auto loaded = areal::torch_model::DecoderModel::load(dir, master, torch::kCPU);
     shards_->load_full(loaded.parameters());

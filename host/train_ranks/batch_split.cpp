@@ -1,0 +1,106 @@
+#include "batch_split.hpp"
+
+#include <cmath>
+#include <cstring>
+
+#include "core/plugin_host/error.hpp"
+
+namespace areal::host::ranks {
+
+namespace {
+
+std::string_view name_at(const areal_tensor_map& m, size_t i) { return {m.names[i].data, m.names[i].size}; }
+
+int64_t int_at(const DLTensor& t, int64_t i) {
+  const char* base = static_cast<const char*>(t.data) + t.byte_offset;
+  if (t.dtype.code == kDLInt && t.dtype.bits == 32) return reinterpret_cast<const int32_t*>(base)[i];
+  if (t.dtype.code == kDLInt && t.dtype.bits == 64) return reinterpret_cast<const int64_t*>(base)[i];
+  throw Error(AREAL_CODE_INVALID_ARGUMENT, "cu_seqlens must be int32 or int64");
+}
+
+// Elements [begin, end) of a 1-D tensor as a new tensor.
+OwnedTensor slice(const std::string& name, const DLTensor& t, int64_t begin, int64_t end) {
+  OwnedTensor whole = OwnedTensor::copy_of(name, t);
+  OwnedTensor part;
+  part.name = name;
+  part.dtype = whole.dtype;
+  part.shape = {end - begin};
+  const size_t e = whole.element_size();
+  part.bytes.assign(whole.bytes.begin() + begin * static_cast<int64_t>(e), whole.bytes.begin() + end * static_cast<int64_t>(e));
+  return part;
+}
+
+}  // namespace
+
+std::vector<int64_t> cu_seqlens_of(const areal_tensor_map& batch) {
+  for (size_t i = 0; i < batch.count; ++i) {
+    if (name_at(batch, i) != "cu_seqlens") continue;
+    const DLTensor& t = *batch.tensors[i];
+    if (t.ndim != 1 || t.shape[0] < 1) throw Error(AREAL_CODE_INVALID_ARGUMENT, "cu_seqlens must be a 1-D tensor of B + 1 offsets");
+    std::vector<int64_t> cu(t.shape[0]);
+    for (int64_t k = 0; k < t.shape[0]; ++k) cu[k] = int_at(t, k);
+    return cu;
+  }
+  throw Error(AREAL_CODE_INVALID_ARGUMENT, "the batch has no cu_seqlens");
+}
+
+std::vector<BatchSlice> plan_slices(const std::vector<int64_t>& cu, int parts) {
+  const int64_t B = static_cast<int64_t>(cu.size()) - 1;
+  if (parts < 1) throw Error(AREAL_CODE_INVALID_ARGUMENT, "cannot split a batch into " + std::to_string(parts) + " parts");
+  if (B < parts)
+    throw Error(AREAL_CODE_INVALID_ARGUMENT, "the batch has " + std::to_string(B) + " sequences, fewer than the " + std::to_string(parts) +
+                                                 " train ranks (train.world_size): every rank needs at least one");
+  const int64_t total = cu[B] - cu[0];
+  std::vector<BatchSlice> out;
+  int64_t begin = 0;
+  for (int r = 0; r < parts; ++r) {
+    int64_t end = B;
+    if (r + 1 < parts) {
+      // The boundary nearest the ideal token count, leaving one sequence for each later rank.
+      const double target = cu[0] + static_cast<double>(total) * (r + 1) / parts;
+      end = begin + 1;
+      while (end < B - (parts - r - 1) && std::abs(cu[end + 1] - target) <= std::abs(cu[end] - target)) ++end;
+    }
+    out.push_back({begin, end, cu[begin], cu[end]});
+    begin = end;
+  }
+  return out;
+}
+
+std::vector<std::vector<OwnedTensor>> split_batch(const areal_tensor_map& batch, const std::vector<BatchSlice>& slices) {
+  const std::vector<int64_t> cu = cu_seqlens_of(batch);
+  const int64_t B = static_cast<int64_t>(cu.size()) - 1, T = cu[B] - cu[0];
+  std::vector<std::vector<OwnedTensor>> out(slices.size());
+  for (size_t i = 0; i < batch.count; ++i) {
+    const std::string name(name_at(batch, i));
+    const DLTensor& t = *batch.tensors[i];
+    for (size_t r = 0; r < slices.size(); ++r) {
+      const BatchSlice& s = slices[r];
+      if (t.ndim == 0) {
+        out[r].push_back(OwnedTensor::copy_of(name, t));
+      } else if (name == "cu_seqlens") {
+        OwnedTensor c;
+        c.name = name;
+        c.dtype = t.dtype;
+        c.shape = {s.end_sequence - s.first_sequence + 1};
+        c.bytes.resize(static_cast<size_t>(c.shape[0]) * c.element_size());
+        for (int64_t k = 0; k < c.shape[0]; ++k) {
+          const int64_t v = cu[s.first_sequence + k] - cu[s.first_sequence];
+          if (c.dtype.bits == 32) reinterpret_cast<int32_t*>(c.bytes.data())[k] = static_cast<int32_t>(v);
+          else reinterpret_cast<int64_t*>(c.bytes.data())[k] = v;
+        }
+        out[r].push_back(std::move(c));
+      } else if (t.ndim == 1 && t.shape[0] == T) {  // per token (also right when every sequence is one token long)
+        out[r].push_back(slice(name, t, s.first_token - cu[0], s.end_token - cu[0]));
+      } else if (t.ndim == 1 && t.shape[0] == B) {  // per sequence
+        out[r].push_back(slice(name, t, s.first_sequence, s.end_sequence));
+      } else {
+        throw Error(AREAL_CODE_INVALID_ARGUMENT, "batch tensor '" + name + "' is neither per token (" + std::to_string(T) +
+                                                     ") nor per sequence (" + std::to_string(B) + "), so it cannot be split over train ranks");
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace areal::host::ranks

@@ -1,0 +1,33 @@
+// Scattering a packed batch over data-parallel train ranks: each rank gets
+// a contiguous run of whole sequences, runs balanced by token count.
+// Per-token tensors ([T]) and per-sequence tensors ([B]) are sliced,
+// "cu_seqlens" is rebased to start at 0, 0-d scalars go to every rank.
+// Because the fsdp engine weights each micro-batch by its share of the
+// *global* batch's loss tokens, the ranks' gradients sum to the one-rank
+// gradient whatever the split.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "areal/tensors.h"
+#include "rank_messages.hpp"
+
+namespace areal::host::ranks {
+
+struct BatchSlice {
+  int64_t first_sequence = 0, end_sequence = 0;  // [first, end)
+  int64_t first_token = 0, end_token = 0;
+};
+
+// `parts` slices of the sequences delimited by cu_seqlens (B + 1 offsets).
+// Throws areal::Error(INVALID_ARGUMENT) when there are fewer sequences than parts.
+std::vector<BatchSlice> plan_slices(const std::vector<int64_t>& cu_seqlens, int parts);
+
+// The batch's tensors for each slice, in the batch's order.
+std::vector<std::vector<OwnedTensor>> split_batch(const areal_tensor_map& batch, const std::vector<BatchSlice>& slices);
+
+// cu_seqlens of a batch, as int64.
+std::vector<int64_t> cu_seqlens_of(const areal_tensor_map& batch);
+
+}  // namespace areal::host::ranks
