@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
     if (cl.command == "serve") return serve(cl);
     if (cl.command == "init-model") return init_model(cl);
     if (cl.command == "train-rank") return train_rank(cl);
+    if (cl.command == "launch") return launch(cl);
     std::cerr << (cl.command.empty() ? std::string("areal-host: no command given") : "areal-host: unknown command '" + cl.command + "'")
               << "\n\n" << usage();
     return 2;

@@ -18,6 +18,9 @@ packages=(
   clang libclang-rt-14-dev
   # The dashboard's browser test: Debian's Chromium (headless) and a font.
   chromium fonts-dejavu-core
+  # The Slurm launcher's integration test: a one-node cluster on localhost
+  # (tests/support/slurm_cluster.sh starts and stops it; no service is enabled).
+  slurmctld slurmd slurm-client munge
   # Debian's libtorch calls the system BLAS; without OpenBLAS it gets the
   # netlib reference BLAS, about 9x slower on the model's matmuls.
   libopenblas0-openmp

@@ -205,6 +205,10 @@ ResolvedConfig resolve_config(Json raw, const std::string& base_dir) {
       continue;
     }
     section.erase("plugin");
+    // Servers the launcher starts (launcher.servers.count) are the backend's
+    // servers: their URLs are filled in once they listen.
+    if (s.name == std::string("inference") && rc.errors.empty() && rc.host.launcher.servers.count > 0 && !section.contains("servers"))
+      section["servers"] = Json::array();
     if (const char* schema_text = plugin->info().config_schema_json) {
       try {
         Json plugin_schema = Json::parse(schema_text);

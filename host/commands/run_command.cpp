@@ -161,7 +161,7 @@ int run_job(const CommandLine& cl) {
   } catch (const std::exception& e) {
     std::cerr << "areal-host: " << e.what() << "\n";
     // What ended the run when a launched process did (a rank's exit is why its connection closed).
-    if (launched && !launched->fatal().empty()) std::cerr << "areal-host: the run ended because " << launched->fatal() << "\n";
+    if (launched && !launched->fatal().empty() && std::string(e.what()).find(launched->fatal()) == std::string::npos) std::cerr << "areal-host: the run ended because " << launched->fatal() << "\n";
     return 2;
   }
 }

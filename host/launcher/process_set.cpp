@@ -11,7 +11,6 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
-#include <iostream>
 
 #include "core/plugin_host/error.hpp"
 
@@ -97,10 +96,12 @@ void ProcessSet::watch(Child* c) {
   const std::string prefix = "[" + c->spec.name + "] ";
   std::string pending;
   auto emit = [&](const std::string& line) {
-    {
-      static std::mutex cerr_mutex;  // whole lines, never interleaved
-      std::lock_guard<std::mutex> lock(cerr_mutex);
-      std::cerr << prefix << line << "\n" << std::flush;
+    // One write(2) per line, so it never interleaves with our own log lines.
+    const std::string whole = prefix + line + "\n";
+    for (size_t done = 0; done < whole.size();) {
+      const ssize_t n = ::write(2, whole.data() + done, whole.size() - done);
+      if (n <= 0 && errno != EINTR) break;
+      if (n > 0) done += static_cast<size_t>(n);
     }
     if (log) log << line << "\n" << std::flush;
     std::lock_guard<std::mutex> lock(mutex_);

@@ -114,7 +114,7 @@ std::vector<std::string> RunLauncher::allocation_nodes() const {
 
 std::vector<std::string> RunLauncher::srun_prefix(int nodes, int relative, int tasks, const std::vector<std::string>& extra) const {
   std::vector<std::string> a = {"srun", "--nodes=" + std::to_string(nodes), "--ntasks=" + std::to_string(tasks),
-                                "--relative=" + std::to_string(relative), "--kill-on-bad-exit=1", "--unbuffered"};
+                                "--relative=" + std::to_string(relative), "--exact", "--kill-on-bad-exit=1", "--unbuffered"};
   a.insert(a.end(), extra.begin(), extra.end());
   a.insert(a.end(), settings_.slurm.srun_args.begin(), settings_.slurm.srun_args.end());
   return a;

@@ -1,0 +1,56 @@
+#include "slurm_job.hpp"
+
+#include <filesystem>
+
+#include "core/plugin_host/error.hpp"
+#include "run_launcher.hpp"
+
+namespace areal::host::launcher {
+
+std::string shell_quote(const std::string& word) {
+  if (!word.empty() && word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./:=@%+,") == std::string::npos)
+    return word;
+  std::string out = "'";
+  for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+SlurmJob make_slurm_job(const ResolvedConfig& rc, const std::string& config_path, const std::vector<std::string>& overrides,
+                        const std::string& host_exe, const std::string& run_dir) {
+  const auto& L = rc.host.launcher;
+  const auto& S = L.slurm;
+  if (L.type != "slurm") throw Error(AREAL_CODE_INVALID_ARGUMENT, "launcher.type is '" + L.type + "': `areal-host launch` submits slurm runs; run this one with `areal-host run`");
+  if (S.train_nodes > 0 && L.servers.count > 0 && S.train_nodes >= S.nodes)
+    throw Error(AREAL_CODE_INVALID_ARGUMENT, "launcher.slurm.train_nodes (" + std::to_string(S.train_nodes) + ") leaves none of the " +
+                                                 std::to_string(S.nodes) + " nodes for the " + std::to_string(L.servers.count) + " inference server(s)");
+  const int world = rc.plugins.count("train") ? RunLauncher::world_size(rc) : 0;
+  SlurmJob job;
+  job.tasks = (world > 1 ? world : 0) + L.servers.count;
+  job.output_path = run_dir + "/slurm/job-%j.out";
+  const std::string name = S.job_name.empty() ? "areal-" + rc.host.experiment.name + "-" + rc.host.experiment.trial : S.job_name;
+  std::string s = "#!/bin/bash\n";
+  s += "# Written by `areal-host launch` for " + config_path + "; submitted with sbatch.\n";
+  auto line = [&](const std::string& option) { s += "#SBATCH " + option + "\n"; };
+  line("--job-name=" + shell_quote(name));
+  line("--nodes=" + std::to_string(S.nodes));
+  if (S.ntasks_per_node > 0) line("--ntasks-per-node=" + std::to_string(S.ntasks_per_node));
+  else line("--ntasks=" + std::to_string(std::max(1, job.tasks)));
+  if (S.cpus_per_task > 0) line("--cpus-per-task=" + std::to_string(S.cpus_per_task));
+  const int gpus = (world > 1 ? world : 1) * S.gpus_per_task + L.servers.count * S.gpus_per_server;
+  if (gpus > 0) line("--gpus=" + std::to_string(gpus));
+  if (!S.partition.empty()) line("--partition=" + shell_quote(S.partition));
+  if (!S.time.empty()) line("--time=" + shell_quote(S.time));
+  if (!S.account.empty()) line("--account=" + shell_quote(S.account));
+  line("--output=" + shell_quote(job.output_path));
+  for (const auto& extra : S.extra_sbatch) line(extra);
+  s += "set -euo pipefail\n";
+  s += "cd " + shell_quote(rc.base_dir) + "\n";
+  // The controller: gateway, rollout, trainer loop; it starts ranks and servers with srun.
+  s += "exec " + shell_quote(host_exe) + " run --config " + shell_quote(config_path);
+  for (const auto& o : overrides) s += " " + shell_quote(o);
+  s += "\n";
+  job.script = s;
+  return job;
+}
+
+}  // namespace areal::host::launcher
