@@ -141,7 +141,10 @@ int run_training(const ResolvedConfig& rc, const RolloutPlan& plan, const Runnin
   const trainer::TrainSummary s = trainer::run_trainer(opt, parts, std::move(ro_opt), target);
   if (agent) agent->stop();
   if (running.launcher) running.launcher->expect_exits();
-  if (train_ranks) train_ranks->shutdown();  // they exit; stop_all() ends any that do not
+  if (train_ranks) {
+    train_ranks->shutdown();  // they exit; stop_all() ends any that do not
+    running.launcher->await_ranks();
+  }
   if (running.launcher) running.launcher->stop_all();
   if (board) board->set_live(false);
   const size_t window = std::min<size_t>(50, std::max<size_t>(1, s.step_rewards.size() / 2));  // the first and last halves of a short run

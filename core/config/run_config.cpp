@@ -205,14 +205,15 @@ ResolvedConfig resolve_config(Json raw, const std::string& base_dir) {
       continue;
     }
     section.erase("plugin");
-    // Servers the launcher starts (launcher.servers.count) are the backend's
-    // servers: their URLs are filled in once they listen.
-    if (s.name == std::string("inference") && rc.errors.empty() && rc.host.launcher.servers.count > 0 && !section.contains("servers"))
-      section["servers"] = Json::array();
     if (const char* schema_text = plugin->info().config_schema_json) {
       try {
         Json plugin_schema = Json::parse(schema_text);
         config::check_schema(plugin_schema, plugin->name());
+        // Servers the launcher starts (launcher.servers.count) are a remote
+        // backend's servers: their URLs are filled in once they listen.
+        if (s.name == std::string("inference") && rc.errors.empty() && rc.host.launcher.servers.count > 0 && !section.contains("servers") &&
+            plugin_schema.contains("keys") && plugin_schema["keys"].contains("servers"))
+          section["servers"] = Json::array();
         config::validate(plugin_schema, section, s.name, rc.errors);
         resolve_path_keys(plugin_schema, section, rc);
       } catch (const std::exception& e) {

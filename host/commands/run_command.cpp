@@ -8,6 +8,7 @@
 
 #include "../config_loading.hpp"
 #include "../launcher/run_launcher.hpp"
+#include "../train_ranks/rank_messages.hpp"
 #include "../rollout_runner.hpp"
 #include "../training_job.hpp"
 #include "core/plugin_host/error.hpp"
@@ -24,7 +25,9 @@ namespace {
 
 // Where a launcher (and a person) finds the gateway: <run dir>/gateway_url,
 // or launcher.slurm.url_file.
-void write_gateway_url(const ResolvedConfig& rc, const std::string& url) {
+void write_gateway_url(const ResolvedConfig& rc, std::string url) {
+  // A gateway on every interface is reached at this machine's name.
+  if (const auto at = url.find("://0.0.0.0:"); at != std::string::npos) url.replace(at + 3, 7, ranks::host_name());
   const std::string file = rc.host.launcher.slurm.url_file.empty() ? rc.path(rc.host.run_dir_relative()) + "/gateway_url"
                                                                    : rc.path(rc.host.launcher.slurm.url_file);
   std::filesystem::create_directories(std::filesystem::path(file).parent_path());

@@ -159,6 +159,15 @@ void ProcessSet::stop(const std::string& name, int grace_seconds) {
   }
 }
 
+bool ProcessSet::wait_exit(const std::string& prefix, int seconds) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  return exited_cv_.wait_for(lock, std::chrono::seconds(seconds), [&] {
+    for (auto& c : children_)
+      if (c->spec.name.rfind(prefix, 0) == 0 && !c->exited) return false;
+    return true;
+  });
+}
+
 void ProcessSet::stop_all(int grace_seconds) {
   std::vector<std::unique_ptr<Child>> children;
   {

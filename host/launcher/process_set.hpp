@@ -50,6 +50,9 @@ class ProcessSet {
   pid_t start(const ProcessSpec& spec);
   // Ends one process (by name) and waits for it.
   void stop(const std::string& name, int grace_seconds = 5);
+  // Waits up to `seconds` for the processes whose name starts with `prefix`
+  // to end by themselves; true when they all did.
+  bool wait_exit(const std::string& prefix, int seconds);
   // Ends all processes still running and waits for them.
   void stop_all(int grace_seconds = 5);
 

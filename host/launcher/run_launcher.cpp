@@ -70,6 +70,10 @@ void RunLauncher::stop_all() {
   processes_.stop_all();
 }
 
+void RunLauncher::await_ranks() {
+  processes_.wait_exit(type_ == "slurm" ? "ranks" : "rank", 10);
+}
+
 int RunLauncher::world_size(const ResolvedConfig& rc) {
   if (!rc.effective.contains("train") || !rc.effective["train"].is_object()) return 1;
   const json& w = rc.effective["train"].value("world_size", json(1));

@@ -37,6 +37,9 @@ class RunLauncher {
   void expect_exits() { stopping_ = true; }
   // Ends every process still running (SIGTERM, then SIGKILL).
   void stop_all();
+  // After the ranks were asked to stop: gives them a few seconds to exit on
+  // their own before stop_all() ends them.
+  void await_ranks();
 
   // train.world_size of a config (1 when unset).
   static int world_size(const ResolvedConfig& rc);

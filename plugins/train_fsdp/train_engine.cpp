@@ -110,9 +110,9 @@ class FsdpTrain {
     "micro_batch_tokens": {"type": "integer", "default": 8192, "minimum": 1, "doc": "Token budget of a micro-batch (whole sequences; a longer sequence forms its own)."},
     "gradient_checkpointing": {"type": "boolean", "default": false, "doc": "Recompute layer activations in backward to save memory."},
     "threads": {"type": "integer", "default": 0, "minimum": 0, "doc": "Torch intra-op threads; 0 keeps the default."},
-    "world_size": {"type": "integer", "default": 1, "minimum": 1, "doc": "Data-parallel ranks; parameters, gradients and optimizer state are sharded across them."},
-    "rank": {"type": "integer", "default": 0, "minimum": 0, "doc": "This process's rank in [0, world_size)."},
-    "init_method": {"type": "string", "default": "", "doc": "Where the ranks meet when world_size > 1: file:///PATH (a shared file) or tcp://HOST:PORT (rank 0 serves)."},
+    "world_size": {"type": "integer", "default": 1, "minimum": 1, "doc": "Data-parallel ranks; parameters, gradients and optimizer state are sharded across them. `areal-host run` starts this many train-rank processes (docs/scale-out.md); a checkpoint resumes only at the world size that saved it."},
+    "rank": {"type": "integer", "default": 0, "minimum": 0, "doc": "This process's rank in [0, world_size); set by the launcher for each rank."},
+    "init_method": {"type": "string", "default": "", "doc": "Where the ranks meet when world_size > 1: file:///PATH (a shared file) or tcp://HOST:PORT (rank 0 serves). Empty under `areal-host run`: tcp:// on rank 0's host at a port free there."},
     "timeout_seconds": {"type": "integer", "default": 300, "minimum": 1, "doc": "Collective and rendezvous timeout."}
   }})";
 

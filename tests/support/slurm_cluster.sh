@@ -53,12 +53,13 @@ CONF
   if ! pgrep -x munged >/dev/null; then
     install -d -o munge -g munge -m 0755 /run/munge
     [ -s /etc/munge/munge.key ] || runuser -u munge -- mungekey -c
-    runuser -u munge -- munged || { echo "FAIL: munged did not start"; return 1; }
+    env -u AREAL_TEST_MARK runuser -u munge -- munged || { echo "FAIL: munged did not start"; return 1; }
     SLURM_STARTED_MUNGE=1
   fi
-  slurmctld -c -i -f "$SLURM_CONF" || { echo "FAIL: slurmctld did not start"; cat "$d/log/slurmctld.log"; return 1; }
+  # The daemons are the cluster's, not the test's: they do not carry its process mark.
+  env -u AREAL_TEST_MARK slurmctld -c -i -f "$SLURM_CONF" || { echo "FAIL: slurmctld did not start"; cat "$d/log/slurmctld.log"; return 1; }
   for _ in $(seq 100); do scontrol ping 2>/dev/null | grep -q UP && break; sleep 0.2; done
-  slurmd -c -f "$SLURM_CONF" -N localhost || { echo "FAIL: slurmd did not start"; cat "$d/log/slurmd.log"; return 1; }
+  env -u AREAL_TEST_MARK slurmd -c -f "$SLURM_CONF" -N localhost || { echo "FAIL: slurmd did not start"; cat "$d/log/slurmd.log"; return 1; }
   for _ in $(seq 150); do
     state=$(sinfo -h -n localhost -o %t 2>/dev/null || true)
     [ "$state" = idle ] && { echo "slurm: one-node cluster up (SLURM_CONF=$SLURM_CONF)"; return 0; }
@@ -86,7 +87,9 @@ slurm_cluster_stop() {
   done
   [ "${SLURM_STARTED_MUNGE:-0}" = 1 ] && { runuser -u munge -- munged -s 2>/dev/null || pkill -x munged || true; }
   sleep 0.5
-  if pgrep -a -x 'slurmctld|slurmd|slurmstepd' ; then echo "FAIL: Slurm processes are left"; left=1; fi
+  for daemon in slurmctld slurmd slurmstepd; do
+    if pgrep -a -x "$daemon"; then echo "FAIL: $daemon is left"; left=1; fi
+  done
   unset SLURM_CONF
   SLURM_TEST_DIR=
   return $left
