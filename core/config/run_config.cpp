@@ -233,6 +233,11 @@ std::vector<std::string> run_job_problems(const ResolvedConfig& rc) {
   const HostSettings& h = rc.host;
   const bool training = has("train");
   if (training && !has("algorithm")) problems.push_back("training needs 'algorithm.plugin' (grpo, dr_grpo, rloo, ppo or sft)");
+  // Only the trained model runs as rank processes; the reference model is computed in the controller.
+  if (has("ref") && rc.effective["ref"].value("world_size", 1) > 1)
+    problems.push_back("ref.world_size must be 1: the reference model runs in the controller (train.world_size sets the train ranks)");
+  if (rc.host.launcher.servers.count > 0 && has("inference") && !rc.effective["inference"].contains("servers"))
+    problems.push_back("launcher.servers starts SGLang- or vLLM-protocol servers: set inference.plugin to sglang or vllm");
   // An empty evaluation.agent_command turns evaluation off (the section's other keys then go unused).
   if (!h.evaluation.agent_command.empty()) {
     if (!training) problems.push_back("evaluation runs during training: configure a 'train' section, or drop evaluation.agent_command");

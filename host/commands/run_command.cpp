@@ -1,10 +1,9 @@
 // `areal-host run --config x.yaml`: start the configured plugins and run the
 // job: the RL trainer when a train section is configured, else rollout
 // collection only.
-#include <iostream>
-
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 
 #include "../config_loading.hpp"
 #include "../launcher/run_launcher.hpp"
@@ -164,7 +163,8 @@ int run_job(const CommandLine& cl) {
   } catch (const std::exception& e) {
     std::cerr << "areal-host: " << e.what() << "\n";
     // What ended the run when a launched process did (a rank's exit is why its connection closed).
-    if (launched && !launched->fatal().empty() && std::string(e.what()).find(launched->fatal()) == std::string::npos) std::cerr << "areal-host: the run ended because " << launched->fatal() << "\n";
+    if (launched && !launched->fatal().empty() && std::string(e.what()).find(launched->fatal()) == std::string::npos)
+      std::cerr << "areal-host: the run ended because " << launched->fatal() << "\n";
     return 2;
   }
 }
