@@ -13,7 +13,7 @@ bool is_switch(const std::string& flag) {
 
 namespace {
 
-const char* const kCommands[] = {"run", "check-config", "plugins", "conformance", "config-reference", "api-fields", "tokenize", "serve", "init-model", "sft", "dashboard", "launch", "train-rank"};
+const char* const kCommands[] = {"run", "check-config", "plugins", "conformance", "config-reference", "api-fields", "tokenize", "serve", "init-model", "sft", "dashboard", "launch", "train-rank", "reap-process-groups"};
 
 bool is_command(const std::string& w) {
   for (const char* c : kCommands)

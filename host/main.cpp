@@ -7,6 +7,7 @@
 #include "core/plugin_host/plugin_loader.hpp"
 #include "cli.hpp"
 #include "commands/commands.hpp"
+#include "launcher/process_set.hpp"
 #include "gateway_builtin.h"
 
 int main(int argc, char** argv) {
@@ -42,6 +43,7 @@ int main(int argc, char** argv) {
     if (cl.command == "init-model") return init_model(cl);
     if (cl.command == "train-rank") return train_rank(cl);
     if (cl.command == "launch") return launch(cl);
+    if (cl.command == "reap-process-groups") return launcher::reap_process_groups();  // internal: see launcher/process_set.hpp
     std::cerr << (cl.command.empty() ? std::string("areal-host: no command given") : "areal-host: unknown command '" + cl.command + "'")
               << "\n\n" << usage();
     return 2;

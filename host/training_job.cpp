@@ -27,6 +27,14 @@ int run_training(const ResolvedConfig& rc, const RolloutPlan& plan, const Runnin
   std::unique_ptr<PluginInstance> train;
   if (running.launcher != nullptr) train_ranks = running.launcher->start_train_ranks(rc);
   if (!train_ranks) train = std::make_unique<PluginInstance>(rc.plugins.at("train"), rc.section_json("train"), &train_services);
+  // However this function ends, the ranks ending after it (their connection
+  // closes) is expected, not a failure to report.
+  struct ExpectExits {
+    launcher::RunLauncher* l;
+    ~ExpectExits() {
+      if (l) l->expect_exits();
+    }
+  } expect_exits_at_end{running.launcher};
   areal_services algo_services = make_services(algorithm_name);
   PluginInstance algorithm(rc.plugins.at("algorithm"), rc.section_json("algorithm"), &algo_services);
 

@@ -16,6 +16,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <iterator>
+#include <set>
 #include <thread>
 
 #include "../config_loading.hpp"
@@ -104,6 +106,9 @@ int launch(const CommandLine& cl) {
   const auto poll = std::chrono::duration<double>(rc.host.launcher.slurm.poll_seconds);
   std::ifstream out_stream;
   bool url_shown = false, cancelled = false;
+  int failed_queries = 0;
+  static const std::set<std::string> kEndStates = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
+                                                   "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "REVOKED", "SPECIAL_EXIT"};
   std::string last_state;
   auto follow_output = [&] {
     if (!out_stream.is_open()) out_stream.open(output);
@@ -134,18 +139,32 @@ int launch(const CommandLine& cl) {
       std::cout << "areal-host launch: gateway " << url << " (written to " << url_file << ")" << std::endl;
       url_shown = true;
     }
-    const auto [q_rc, state] = capture("squeue -h -j " + job_id + " -o %T");
-    const std::string s = trim(state);
-    if (q_rc == 0 && !s.empty()) {
+    // The job's state from slurmctld. A failed query (Ctrl-C reaches the
+    // query too: it runs in our process group) is asked again, never taken
+    // for the job's end.
+    const auto [q_rc, info] = capture("scontrol show job -o " + job_id);
+    const std::string s = q_rc == 0 ? field(info, "JobState") : "";
+    if (q_rc != 0 || s.empty()) {
+      const auto [sq_rc, queued] = capture("squeue -h -j " + job_id + " -o %T");
+      if (sq_rc == 0 && trim(queued).empty() && !(g_interrupts.load() > 0 && !cancelled)) break;  // its record is gone: it ended
+      if (++failed_queries > 30) {
+        std::cout << "areal-host launch: cannot query job " << job_id << " (" << trim(info) << "); stopped following it" << std::endl;
+        return 1;
+      }
+    } else {
+      failed_queries = 0;
       if (s != last_state) std::cout << "areal-host launch: job " << job_id << " is " << s << std::endl;
       last_state = s;
-      std::this_thread::sleep_for(poll);
-      continue;
+      if (kEndStates.count(s) && !(g_interrupts.load() > 0 && !cancelled)) break;
     }
-    break;  // no longer queued or running
+    std::this_thread::sleep_for(poll);
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the last lines of the output file
   follow_output();
+  if (out_stream.is_open()) {  // a last line without its newline
+    std::string rest((std::istreambuf_iterator<char>(out_stream)), std::istreambuf_iterator<char>());
+    if (!rest.empty()) std::cout << rest << "\n";
+  }
   const std::string info = capture("scontrol show job -o " + job_id).second;
   std::string final_state = field(info, "JobState"), exit_code = field(info, "ExitCode");
   if (final_state.empty()) final_state = "ENDED (its record is gone from slurmctld)";

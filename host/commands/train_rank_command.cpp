@@ -8,6 +8,7 @@
 // is host/train_ranks/remote_train_ranks.cpp.
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
@@ -60,7 +61,8 @@ class TrainRank {
       std::vector<OwnedTensor> batch = in.tensors;
       ranks::TensorMapView map(batch);
       DLManagedTensor* lp = nullptr;
-      throw_if_status(train_->compute_logprobs(train_self(), map.get(), in.header.at("temperature").get<float>(), &lp), "compute_logprobs");
+      void* self = train_self();  // checks that the rank was created
+      throw_if_status(train_->compute_logprobs(self, map.get(), in.header.at("temperature").get<float>(), &lp), "compute_logprobs");
       std::unique_ptr<DLManagedTensor, void (*)(DLManagedTensor*)> owned(lp, [](DLManagedTensor* t) {
         if (t && t->deleter) t->deleter(t);
       });
@@ -70,13 +72,15 @@ class TrainRank {
       ranks::TensorMapView map(batch);
       trainer::AlgorithmLoss loss(algorithm_->plugin().algorithm(), algorithm_->self());
       StringCollector stats;
-      throw_if_status(train_->train_step(train_self(), map.get(), loss.fn(), stats.writer()), "train_step");
+      void* self = train_self();
+      throw_if_status(train_->train_step(self, map.get(), loss.fn(), stats.writer()), "train_step");
       const json s = json::parse(stats.text.empty() ? "{}" : stats.text);
       out.header["stats"] = s;
       out.header["algorithm_stats"] = loss.sums();
-      logging::get("train-rank")->info("rank {} step {} | {} tokens of {} | loss {:.6g} | grad_norm {:.6g}", rank_, s.value("step", 0),
-                                       token_count(batch), s.value("tokens", 0.0), s.value("loss", 0.0),
-                                       s.value("grad_norm", 0.0));
+      // A NaN arrives as null: shown as nan, never a failed step.
+      auto num = [&](const char* k) { return s.contains(k) && s[k].is_number() ? s[k].get<double>() : std::nan(""); };
+      logging::get("train-rank")->info("rank {} step {} | {} tokens of {} | loss {:.6g} | grad_norm {:.6g}", rank_, num("step"),
+                                       token_count(batch), num("tokens"), num("loss"), num("grad_norm"));
     } else if (op == "save" || op == "load") {
       const std::string spec = in.header.at("spec").get<std::string>();
       const areal_str s{spec.data(), spec.size()};
@@ -150,15 +154,24 @@ class TrainRank {
 
 int train_rank(const CommandLine& cl) {
   if (!cl.flags.count("controller")) throw Error(AREAL_CODE_INVALID_ARGUMENT, "train-rank needs --controller HOST:PORT");
+  auto number = [](const std::string& text, const char* what) {
+    try {
+      size_t used = 0;
+      const int v = std::stoi(text, &used);
+      if (used == text.size()) return v;
+    } catch (const std::exception&) {
+    }
+    throw Error(AREAL_CODE_INVALID_ARGUMENT, std::string(what) + " must be an integer, got '" + text + "'");
+  };
   int rank = -1;
-  if (cl.flags.count("rank")) rank = std::stoi(cl.flags.at("rank"));
-  else if (const char* procid = std::getenv("SLURM_PROCID")) rank = std::atoi(procid);
+  if (cl.flags.count("rank")) rank = number(cl.flags.at("rank"), "--rank");
+  else if (const char* procid = std::getenv("SLURM_PROCID")) rank = number(procid, "$SLURM_PROCID");
   if (rank < 0) throw Error(AREAL_CODE_INVALID_ARGUMENT, "train-rank needs --rank K (or $SLURM_PROCID under srun)");
   const std::string address = cl.flags.at("controller");
   const auto colon = address.rfind(':');
   if (colon == std::string::npos) throw Error(AREAL_CODE_INVALID_ARGUMENT, "--controller needs HOST:PORT, got '" + address + "'");
-  const int timeout = cl.flags.count("connect-timeout") ? std::stoi(cl.flags.at("connect-timeout")) : 120;
-  const int fd = ranks::connect_to(address.substr(0, colon), std::stoi(address.substr(colon + 1)), timeout);
+  const int timeout = cl.flags.count("connect-timeout") ? number(cl.flags.at("connect-timeout"), "--connect-timeout") : 120;
+  const int fd = ranks::connect_to(address.substr(0, colon), number(address.substr(colon + 1), "--controller's port"), timeout);
   const std::string controller = "the controller at " + address;
   Message hello;
   hello.header = {{"op", "hello"}, {"rank", rank}, {"host", ranks::host_name()}, {"pid", static_cast<int64_t>(::getpid())}};

@@ -1,16 +1,19 @@
 #include "process_set.hpp"
 
 #include <fcntl.h>
+#include <linux/close_range.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "core/plugin_host/error.hpp"
 
@@ -19,6 +22,7 @@ extern char** environ;
 namespace areal::host::launcher {
 
 std::string ProcessExit::describe() const {
+  if (!status_known) return "ended (its exit status is unknown)";
   if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
   if (WIFSIGNALED(status)) {
     const int sig = WTERMSIG(status);
@@ -28,14 +32,53 @@ std::string ProcessExit::describe() const {
   return "ended (status " + std::to_string(status) + ")";
 }
 
-bool ProcessExit::success() const { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
+bool ProcessExit::success() const { return status_known && WIFEXITED(status) && WEXITSTATUS(status) == 0; }
 
 ProcessSet::ProcessSet(std::function<void(const ProcessExit&)> on_exit) : on_exit_(std::move(on_exit)) {}
 
-ProcessSet::~ProcessSet() { stop_all(); }
+ProcessSet::~ProcessSet() {
+  stop_all();
+  if (reaper_pipe_ >= 0) close(reaper_pipe_);  // nothing listed: the reaper just exits
+  if (reaper_ > 0) waitpid(reaper_, nullptr, 0);
+}
+
+void ProcessSet::start_reaper() {
+  std::error_code ec;
+  std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  if (ec) throw Error(AREAL_CODE_INTERNAL, "cannot find areal-host's own path for the process reaper: " + ec.message());
+  std::string command = "reap-process-groups";
+  char* argv[] = {self.data(), command.data(), nullptr};
+  int ctl[2];
+  if (pipe2(ctl, O_CLOEXEC) != 0) throw Error(AREAL_CODE_UNAVAILABLE, std::string("cannot start the process reaper: pipe: ") + std::strerror(errno));
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(ctl[0]);
+    close(ctl[1]);
+    throw Error(AREAL_CODE_UNAVAILABLE, std::string("cannot start the process reaper: fork: ") + std::strerror(errno));
+  }
+  if (pid == 0) {
+    setpgid(0, 0);  // out of the terminal's Ctrl-C, which may end areal-host
+    if (dup2(ctl[0], 3) != 3) _exit(127);
+    fcntl(3, F_SETFD, 0);
+    close_range(4, ~0U, 0);
+    execv(argv[0], argv);
+    _exit(127);
+  }
+  close(ctl[0]);
+  reaper_ = pid;
+  reaper_pipe_ = ctl[1];
+}
+
+void ProcessSet::tell_reaper(char op, pid_t group) {
+  if (reaper_pipe_ < 0) return;
+  const std::string line = op + std::to_string(group) + "\n";  // one write, well under PIPE_BUF: atomic
+  (void)!::write(reaper_pipe_, line.data(), line.size());
+}
 
 pid_t ProcessSet::start(const ProcessSpec& spec) {
   if (spec.argv.empty()) throw Error(AREAL_CODE_INVALID_ARGUMENT, "process '" + spec.name + "' has no command");
+  if (reaper_ < 0) start_reaper();
+  const std::string exec_failed = "cannot execute '" + spec.argv[0] + "': ";
   std::vector<std::string> vars;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string v(*e);
@@ -50,7 +93,6 @@ pid_t ProcessSet::start(const ProcessSpec& spec) {
   argv.push_back(nullptr);
   int out[2];
   if (pipe2(out, O_CLOEXEC) != 0) throw Error(AREAL_CODE_UNAVAILABLE, std::string("cannot start ") + spec.name + ": pipe: " + std::strerror(errno));
-  const pid_t parent = getpid();
   // Between fork and exec only async-signal-safe calls, on what was prepared above.
   const pid_t pid = fork();
   if (pid < 0) {
@@ -59,22 +101,21 @@ pid_t ProcessSet::start(const ProcessSpec& spec) {
     throw Error(AREAL_CODE_UNAVAILABLE, "cannot start " + spec.name + ": fork: " + std::strerror(errno));
   }
   if (pid == 0) {
-    setpgid(0, 0);                         // its own group: stopping it reaches whatever it starts
-    prctl(PR_SET_PDEATHSIG, SIGTERM);      // areal-host died without stopping it
-    if (getppid() != parent) _exit(127);   // ... before the line above took effect
+    setpgid(0, 0);  // its own group: stopping it reaches whatever it starts
     dup2(out[1], 1);
     dup2(out[1], 2);
     int devnull = open("/dev/null", O_RDONLY);
     if (devnull >= 0) dup2(devnull, 0);
+    close_range(3, ~0U, 0);  // nothing of ours (a listening socket would keep its port bound)
     execvpe(argv[0], argv.data(), envp.data());
-    const char msg[] = "cannot execute the command: ";
-    (void)!write(2, msg, sizeof msg - 1);
-    (void)!write(2, strerror(errno), strlen(strerror(errno)));
-    (void)!write(2, "\n", 1);
+    (void)!write(2, exec_failed.data(), exec_failed.size());
+    const char* why = errno == ENOENT ? "not found (is it on PATH?)\n" : errno == EACCES ? "permission denied\n" : "exec failed\n";
+    (void)!write(2, why, strlen(why));
     _exit(127);
   }
   setpgid(pid, pid);  // also here, so a stop right away finds the group
   close(out[1]);
+  tell_reaper('+', pid);
   auto child = std::make_unique<Child>();
   child->spec = spec;
   child->pid = pid;
@@ -84,7 +125,16 @@ pid_t ProcessSet::start(const ProcessSpec& spec) {
     std::lock_guard<std::mutex> lock(mutex_);
     children_.push_back(std::move(child));
   }
-  c->watcher = std::thread([this, c] { watch(c); });
+  try {
+    c->watcher = std::thread([this, c] { watch(c); });
+  } catch (const std::exception& e) {  // no watcher: end it now rather than leave it unwatched
+    kill(-pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    close(c->out_fd);
+    std::lock_guard<std::mutex> lock(mutex_);
+    c->exited = true;
+    throw Error(AREAL_CODE_UNAVAILABLE, "cannot watch " + spec.name + ": " + e.what());
+  }
   return pid;
 }
 
@@ -124,13 +174,18 @@ void ProcessSet::watch(Child* c) {
     }
   };
   int status = 0;
+  bool known = true;
   while (true) {
     const bool eof = drain(true);
     const pid_t w = waitpid(c->pid, &status, eof ? 0 : WNOHANG);
     if (w == c->pid) break;
-    if (w < 0 && errno != EINTR) break;
+    if (w < 0 && errno != EINTR) {
+      known = false;
+      break;
+    }
   }
   kill(-c->pid, SIGKILL);  // what it started and left behind (its group)
+  tell_reaper('-', c->pid);
   drain(false);
   if (!pending.empty()) emit(pending);
   close(c->out_fd);
@@ -138,6 +193,7 @@ void ProcessSet::watch(Child* c) {
   e.name = c->spec.name;
   e.pid = c->pid;
   e.status = status;
+  e.status_known = known;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     c->exited = true;
@@ -209,6 +265,41 @@ std::string ProcessSet::find_line(const std::string& name, const std::string& ne
       for (const auto& line : c->recent)
         if (line.find(needle) != std::string::npos) return line;
   return "";
+}
+
+}  // namespace areal::host::launcher
+
+namespace areal::host::launcher {
+
+int reap_process_groups() {
+  signal(SIGINT, SIG_IGN);  // only the lifeline ends it
+  std::set<pid_t> groups;
+  std::string pending;
+  char buf[512];
+  while (true) {
+    const ssize_t n = read(3, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // areal-host closed the pipe, or died
+    pending.append(buf, static_cast<size_t>(n));
+    for (size_t nl; (nl = pending.find('\n')) != std::string::npos; pending.erase(0, nl + 1)) {
+      const std::string line = pending.substr(0, nl);
+      if (line.size() < 2) continue;
+      const pid_t g = static_cast<pid_t>(std::atol(line.c_str() + 1));
+      if (g <= 1) continue;
+      if (line[0] == '+') groups.insert(g);
+      else groups.erase(g);
+    }
+  }
+  if (groups.empty()) return 0;
+  for (pid_t g : groups) kill(-g, SIGTERM);
+  for (int i = 0; i < 50; ++i) {
+    bool alive = false;
+    for (pid_t g : groups) alive = alive || kill(-g, 0) == 0;
+    if (!alive) return 0;
+    usleep(100000);
+  }
+  for (pid_t g : groups) kill(-g, SIGKILL);
+  return 0;
 }
 
 }  // namespace areal::host::launcher

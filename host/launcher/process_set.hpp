@@ -3,8 +3,10 @@
 // stdout and stderr streamed line by line to our stderr behind a
 // "[name] " prefix and copied to a log file, watched until it ends.
 // stop_all() (and the destructor) ends every group: SIGTERM, then SIGKILL
-// after a grace period. The children also get SIGKILL if areal-host dies
-// without stopping them (PR_SET_PDEATHSIG), so none is ever orphaned.
+// after a grace period. If areal-host dies without stopping them (kill -9,
+// Ctrl-C, a crash), a reaper process (`areal-host reap-process-groups`,
+// started with the first child, in a group of its own) sees its lifeline
+// pipe close and ends every group still listed, so none is orphaned.
 #pragma once
 
 #include <sys/types.h>
@@ -32,6 +34,7 @@ struct ProcessExit {
   std::string name;
   pid_t pid = 0;
   int status = 0;  // as from waitpid
+  bool status_known = true;  // false when waitpid failed
   bool requested = false;  // ended by stop_all()/stop()
   std::string describe() const;  // "exited with status 1" / "was killed by signal 9 (SIGKILL)"
   bool success() const;
@@ -72,12 +75,21 @@ class ProcessSet {
     std::thread watcher;
   };
   void watch(Child* c);
+  void start_reaper();
+  void tell_reaper(char op, pid_t group);
 
   std::function<void(const ProcessExit&)> on_exit_;
   mutable std::mutex mutex_;
   std::condition_variable exited_cv_;
   std::vector<std::unique_ptr<Child>> children_;
   std::string first_failure_;
+  pid_t reaper_ = -1;
+  int reaper_pipe_ = -1;  // write end: "+PGID\n" / "-PGID\n"; closing it tells the reaper to act
 };
+
+// `areal-host reap-process-groups`: the reaper. Reads "+PGID"/"-PGID" lines
+// from fd 3 until end of file, then ends every group still listed
+// (SIGTERM, SIGKILL after 5 s). Exit status 0.
+int reap_process_groups();
 
 }  // namespace areal::host::launcher

@@ -1,5 +1,6 @@
 #include "run_launcher.hpp"
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -10,6 +11,7 @@
 
 #include "core/plugin_host/error.hpp"
 #include "core/telemetry/logging.hpp"
+#include "slurm_job.hpp"
 
 namespace areal::host::launcher {
 
@@ -86,14 +88,15 @@ std::string RunLauncher::fatal() const {
 }
 
 void RunLauncher::on_exit(const ProcessExit& e) {
-  if (stopping_ || e.requested) return;
+  // Once the run is over, processes ending is expected, except a kill we did not send.
+  if (e.requested || (stopping_ && !(e.status_known && WIFSIGNALED(e.status)))) return;
   auto log = logging::get("launcher");
   std::lock_guard<std::mutex> lock(mutex_);
   if (e.name.rfind("server", 0) == 0) {
     ++servers_ended_;
     log->error("inference {} (pid {}) {}; it leaves the pool ({} of {} servers left; its log: {}/{}.log)", e.name, e.pid, e.describe(),
-               servers_started_ - servers_ended_, servers_started_, log_dir_, e.name);
-    if (servers_ended_ >= servers_started_ && fatal_.empty())
+               servers_expected_ - servers_ended_, servers_expected_, log_dir_, e.name);
+    if (servers_ended_ >= servers_expected_ && fatal_.empty())
       fatal_ = "every inference server the launcher started has ended (the last: " + e.name + " " + e.describe() + "; logs in " + log_dir_ + ")";
     return;
   }
@@ -142,6 +145,10 @@ void RunLauncher::start_servers(ResolvedConfig& rc) {
     node_count = static_cast<int>(nodes.size()) - first_node;
   }
   auto log = logging::get("launcher");
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    servers_expected_ = sv.count;
+  }
   json urls = json::array();
   for (int i = 0; i < sv.count; ++i) {
     const std::string name = "server" + std::to_string(i);
@@ -160,8 +167,8 @@ void RunLauncher::start_servers(ResolvedConfig& rc) {
       const std::string host = type_ == "slurm" ? nodes[node] : "127.0.0.1";
       const int port = sv.port > 0 ? sv.port + i : (type_ == "slurm" ? 30000 + i : free_port());
       std::string cmd = replace_all(sv.command, "{host}", type_ == "slurm" ? "0.0.0.0" : host);
-      cmd = replace_all(replace_all(replace_all(cmd, "{port}", std::to_string(port)), "{index}", std::to_string(i)), "{model_path}", model);
-      spec.argv = {"/bin/sh", "-c", "cd '" + rc.base_dir + "' && exec " + cmd};
+      cmd = replace_all(replace_all(replace_all(cmd, "{port}", std::to_string(port)), "{index}", std::to_string(i)), "{model_path}", shell_quote(model));
+      spec.argv = {"/bin/sh", "-c", "cd " + shell_quote(rc.base_dir) + " && exec " + cmd};
       url = "http://" + host + ":" + std::to_string(port);
     }
     if (type_ == "slurm") {
@@ -172,10 +179,6 @@ void RunLauncher::start_servers(ResolvedConfig& rc) {
       spec.argv = argv;
     }
     const pid_t pid = processes_.start(spec);
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      ++servers_started_;
-    }
     log->info("inference {} started (pid {}{}): log {}", name, pid, type_ == "slurm" ? ", srun on " + nodes[node] : "", spec.log_path);
     if (url.empty()) {  // the local engine says where it listens
       const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(sv.start_timeout_seconds);

@@ -54,7 +54,7 @@ class RunLauncher {
   ProcessSet processes_;
   mutable std::mutex mutex_;
   std::string fatal_;
-  int servers_started_ = 0, servers_ended_ = 0;
+  int servers_expected_ = 0, servers_ended_ = 0;
   std::atomic<bool> stopping_{false};
 };
 

@@ -1,12 +1,14 @@
 #include "remote_train_ranks.hpp"
 
 #include <poll.h>
+#include <sys/time.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <memory>
 
 #include "batch_split.hpp"
 #include "core/plugin_host/error.hpp"
@@ -48,14 +50,20 @@ void RemoteTrainRanks::accept_ranks(int timeout_seconds, const std::function<voi
     if (::poll(&p, 1, 500) <= 0) continue;
     const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;
+    // A rank says hello at once; anything else on this port is dropped within seconds.
+    timeval limit{10, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
     Message hello;
+    int rank = -1;
     try {
       hello = read_message(fd, "a connecting train rank");
+      if (hello.header.contains("rank") && hello.header["rank"].is_number_integer()) rank = hello.header["rank"].get<int>();
     } catch (const std::exception&) {
       ::close(fd);
       continue;
     }
-    const int rank = hello.header.value("rank", -1);
+    timeval none{0, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none);
     if (hello.header.value("op", "") != "hello" || rank < 0 || rank >= world_ || ranks_[rank].fd >= 0) {
       Message no;
       no.header = {{"ok", false}, {"error", "rank " + std::to_string(rank) + " is not an expected rank of world_size " + std::to_string(world_)}};
@@ -66,7 +74,12 @@ void RemoteTrainRanks::accept_ranks(int timeout_seconds, const std::function<voi
       ::close(fd);
       continue;
     }
-    ranks_[rank] = Rank{fd, hello.header.value("host", std::string("?")), hello.header.value("pid", int64_t{0}), hello.header.value("free_port", 0)};
+    try {
+      ranks_[rank] = Rank{fd, hello.header.value("host", std::string("?")), hello.header.value("pid", int64_t{0}), hello.header.value("free_port", 0)};
+    } catch (const std::exception&) {  // a malformed hello: not one of our ranks
+      ::close(fd);
+      continue;
+    }
     ++connected;
   }
   ::close(listen_fd_);
@@ -154,8 +167,9 @@ std::vector<float> RemoteTrainRanks::compute_logprobs(const areal_tensor_map& ba
   const std::vector<Message> replies = call_all(std::move(requests));
   std::vector<float> out;
   for (int r = 0; r < world_; ++r) {
-    const OwnedTensor& lp = replies[r].tensors.at(0);
     const int64_t n = slices[r].end_token - slices[r].first_token;
+    if (replies[r].tensors.size() != 1) throw Error(AREAL_CODE_INTERNAL, describe(r) + " returned no log-probs");
+    const OwnedTensor& lp = replies[r].tensors[0];
     if (lp.dtype.code != kDLFloat || lp.dtype.bits != 32 || lp.numel() != n)
       throw Error(AREAL_CODE_INTERNAL, describe(r) + " returned log-probs that are not float32 [" + std::to_string(n) + "]");
     const float* p = reinterpret_cast<const float*>(lp.bytes.data());
@@ -240,7 +254,7 @@ void destroy_unused(void*) {}
 
 areal_status* vt_compute_logprobs(void* self, const areal_tensor_map* batch, float temperature, DLManagedTensor** out) {
   return guarded([&] {
-    auto* owned = new OwnedLogprobs;
+    auto owned = std::make_unique<OwnedLogprobs>();
     owned->values = of(self).compute_logprobs(*batch, temperature);
     owned->shape = static_cast<int64_t>(owned->values.size());
     DLTensor& t = owned->managed.dl_tensor;
@@ -249,9 +263,9 @@ areal_status* vt_compute_logprobs(void* self, const areal_tensor_map* batch, flo
     t.ndim = 1;
     t.dtype = {kDLFloat, 32, 1};
     t.shape = &owned->shape;
-    owned->managed.manager_ctx = owned;
+    owned->managed.manager_ctx = owned.get();
     owned->managed.deleter = [](DLManagedTensor* m) { delete static_cast<OwnedLogprobs*>(m->manager_ctx); };
-    *out = &owned->managed;
+    *out = &owned.release()->managed;
   });
 }
 
@@ -276,10 +290,13 @@ areal_status* vt_set_version(void* self, int64_t version) {
 }
 
 areal_status* vt_export_weights(void* self, areal_status* (*fn)(void*, const areal_tensor_map*), void* ctx) {
-  std::vector<OwnedTensor> weights;
-  if (areal_status* st = guarded([&] { weights = of(self).export_weights(); })) return st;
-  TensorMapView map(weights);
-  return fn(ctx, map.get());
+  areal_status* from_fn = nullptr;
+  areal_status* st = guarded([&] {
+    std::vector<OwnedTensor> weights = of(self).export_weights();
+    TensorMapView map(weights);
+    from_fn = fn(ctx, map.get());
+  });
+  return st != nullptr ? st : from_fn;
 }
 
 }  // namespace

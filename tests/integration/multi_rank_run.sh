@@ -7,7 +7,7 @@
 #  2. both ranks trained (their logs), checkpoints resume with the same
 #     world size, and another world size is refused, naming the right one
 #  3. killing a rank ends the run with a message naming it, and leaves no
-#     process behind
+#     process behind; killing the controller (kill -9) leaves none either
 #  4. launched inference servers (launcher.servers): one killed leaves the
 #     pool and the run finishes on the other; with none left the run ends
 #   multi_rank_run.sh AREAL_HOST SOURCE_DIR WORK
@@ -89,13 +89,22 @@ grep "^areal-host: " kill.log
 sleep 1
 no_leftovers "after killing a rank"
 
-# 4: two launched SGLang-protocol servers over the local engine; kill one.
 cat > servers.yaml <<YAML
 extends: cfg.yaml
 inference: {plugin: sglang}
 launcher: {servers: {count: 2}}
 trainer: {weight_update: disk, total_steps: 40, recompute_logprob: false}
 YAML
+# 3b: kill -9 the controller itself: its reaper ends the ranks and servers it started.
+"$host" run --config servers.yaml experiment.trial=controller train.world_size=2 trainer.total_steps=100000 2> controller.log & run=$!
+for _ in $(seq 300); do grep -q "rank 1 step 2 " runs/dp/controller/logs/rank1.log 2>/dev/null && break; sleep 0.1; done
+kill -9 $run
+wait $run || true
+for _ in $(seq 100); do /usr/bin/python3 "$src/tests/support/leftover_processes.py" "$work" > /dev/null && break; sleep 0.1; done
+no_leftovers "after kill -9 of the controller"
+echo "kill -9 of the controller: its ranks and servers ended too"
+
+# 4: two launched SGLang-protocol servers over the local engine; kill one.
 "$host" run --config servers.yaml experiment.trial=servers train.world_size=2 2> servers.log & run=$!
 for _ in $(seq 300); do grep -q "rank 1 step 5 " runs/dp/servers/logs/rank1.log 2>/dev/null && break; sleep 0.1; done
 kill -9 "$(grep -o "inference server0 started (pid [0-9]*" servers.log | grep -o "[0-9]*$")"
