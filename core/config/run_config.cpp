@@ -89,7 +89,7 @@ const Json& host_schema() {
       "slurm": {"type": "object", "doc": "launcher.type slurm: the sbatch job `areal-host launch` submits.", "keys": {
         "nodes": {"type": "integer", "default": 1, "minimum": 1, "doc": "sbatch --nodes."},
         "train_nodes": {"type": "integer", "default": 0, "minimum": 0, "doc": "Nodes for the train ranks (the first ones; the controller runs on the first); servers go on the nodes after them. 0: ranks and servers share all nodes."},
-        "ntasks_per_node": {"type": "integer", "default": 0, "minimum": 0, "doc": "sbatch --ntasks-per-node; 0: train.world_size spread over the train nodes, plus one task per server."},
+        "ntasks_per_node": {"type": "integer", "default": 0, "minimum": 0, "doc": "sbatch --ntasks-per-node; 0: --ntasks = train.world_size (when > 1) plus one task per server, placed by Slurm."},
         "gpus_per_task": {"type": "integer", "default": 0, "minimum": 0, "doc": "GPUs per train rank (srun --gpus-per-task); 0: none requested."},
         "gpus_per_server": {"type": "integer", "default": 0, "minimum": 0, "doc": "GPUs per inference server (srun --gpus)."},
         "cpus_per_task": {"type": "integer", "default": 0, "minimum": 0, "doc": "sbatch --cpus-per-task; 0: Slurm's default."},

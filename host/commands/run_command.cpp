@@ -161,6 +161,9 @@ int run_job(const CommandLine& cl) {
     }
     return 0;
   } catch (const std::exception& e) {
+    // Stop the launched processes first: a rank that died is reported as
+    // such (and becomes fatal()), the others as stopped.
+    if (launched) launched->stop_all();
     std::cerr << "areal-host: " << e.what() << "\n";
     // What ended the run when a launched process did (a rank's exit is why its connection closed).
     if (launched && !launched->fatal().empty() && std::string(e.what()).find(launched->fatal()) == std::string::npos)

@@ -39,14 +39,6 @@ std::shared_ptr<LoadedPlugin> load_named(const json& spec) {
   return builtin;
 }
 
-// A port free on this machine now, for rank 0's rendezvous store.
-int free_port() {
-  int port = 0;
-  const int fd = ranks::listen_on("", 0, &port);
-  ::close(fd);
-  return port;
-}
-
 class TrainRank {
  public:
   explicit TrainRank(int rank) : rank_(rank) {}
@@ -175,7 +167,7 @@ int train_rank(const CommandLine& cl) {
   const std::string controller = "the controller at " + address;
   Message hello;
   hello.header = {{"op", "hello"}, {"rank", rank}, {"host", ranks::host_name()}, {"pid", static_cast<int64_t>(::getpid())}};
-  if (rank == 0) hello.header["free_port"] = free_port();
+  if (rank == 0) hello.header["free_port"] = ranks::free_port();  // for the rendezvous store rank 0 serves
   ranks::write_message(fd, hello, controller);
   TrainRank worker(rank);
   while (true) {

@@ -204,11 +204,22 @@ void ProcessSet::watch(Child* c) {
   if (on_exit_) on_exit_(e);
 }
 
+namespace {
+
+// Whether a child has already ended (its watcher may not have reaped it
+// yet): such an exit is its own, not one we asked for. Peeks, never reaps.
+bool already_ended(pid_t pid) {
+  siginfo_t info{};
+  return waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid;
+}
+
+}  // namespace
+
 void ProcessSet::stop(const std::string& name, int grace_seconds) {
   std::unique_lock<std::mutex> lock(mutex_);
   for (auto& c : children_) {
     if (c->spec.name != name || c->exited) continue;
-    c->stop_requested = true;
+    c->stop_requested = !already_ended(c->pid);
     kill(-c->pid, SIGTERM);
     if (!exited_cv_.wait_for(lock, std::chrono::seconds(grace_seconds), [&] { return c->exited; })) kill(-c->pid, SIGKILL);
     exited_cv_.wait(lock, [&] { return c->exited; });
@@ -229,7 +240,7 @@ void ProcessSet::stop_all(int grace_seconds) {
   {
     std::unique_lock<std::mutex> lock(mutex_);
     for (auto& c : children_)
-      if (!c->exited) c->stop_requested = true, kill(-c->pid, SIGTERM);
+      if (!c->exited) c->stop_requested = !already_ended(c->pid), kill(-c->pid, SIGTERM);
     auto all_exited = [&] {
       for (auto& c : children_)
         if (!c->exited) return false;

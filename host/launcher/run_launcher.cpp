@@ -43,14 +43,6 @@ std::string run_capture(const std::string& command) {
   return out;
 }
 
-// A port free on this machine now.
-int free_port() {
-  int port = 0;
-  const int fd = ranks::listen_on("127.0.0.1", 0, &port);
-  ::close(fd);
-  return port;
-}
-
 }  // namespace
 
 RunLauncher::RunLauncher(const ResolvedConfig& rc, std::string run_dir)
@@ -165,7 +157,7 @@ void RunLauncher::start_servers(ResolvedConfig& rc) {
       if (plugin == "vllm") spec.argv.insert(spec.argv.end(), {"--logprobs-mode", "processed_logprobs"});  // what the vllm plugin reads
     } else {
       const std::string host = type_ == "slurm" ? nodes[node] : "127.0.0.1";
-      const int port = sv.port > 0 ? sv.port + i : (type_ == "slurm" ? 30000 + i : free_port());
+      const int port = sv.port > 0 ? sv.port + i : (type_ == "slurm" ? 30000 + i : ranks::free_port("127.0.0.1"));
       std::string cmd = replace_all(sv.command, "{host}", type_ == "slurm" ? "0.0.0.0" : host);
       cmd = replace_all(replace_all(replace_all(cmd, "{port}", std::to_string(port)), "{index}", std::to_string(i)), "{model_path}", shell_quote(model));
       spec.argv = {"/bin/sh", "-c", "cd " + shell_quote(rc.base_dir) + " && exec " + cmd};

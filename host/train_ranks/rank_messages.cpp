@@ -200,6 +200,12 @@ int connect_to(const std::string& host, int port, int timeout_seconds) {
   }
 }
 
+int free_port(const std::string& host) {
+  int port = 0;
+  ::close(listen_on(host, 0, &port));
+  return port;
+}
+
 std::string host_name() {
   char name[256] = {0};
   if (::gethostname(name, sizeof name - 1) != 0) return "127.0.0.1";

@@ -60,5 +60,9 @@ int listen_on(const std::string& host, int port, int* bound_port);
 int connect_to(const std::string& host, int port, int timeout_seconds);
 // This machine's name as other nodes reach it (gethostname).
 std::string host_name();
+// A port free on this machine now (on `host`; empty: every interface), for
+// a server that starts next. Another process may take it first: rare, and
+// the server's bind error says so.
+int free_port(const std::string& host = "");
 
 }  // namespace areal::host::ranks

@@ -84,7 +84,8 @@ kill -9 "$pid"
 start=$(date +%s)
 if wait $run; then echo "FAIL: the run succeeded without rank 1"; exit 1; fi
 echo "the run ended $(( $(date +%s) - start )) s after rank 1 was killed"
-grep -q "rank1 (pid $pid) was killed by signal 9 (SIGKILL); ending the run" kill.log || { echo "FAIL: no clear message"; tail kill.log; exit 1; }
+grep -q "rank1 (pid $pid) was killed by signal 9 (SIGKILL); ending the run" kill.log &&
+  grep -q "^areal-host: the run ended because rank1 (pid $pid) was killed by signal 9" kill.log || { echo "FAIL: no clear message"; tail kill.log; exit 1; }
 grep "^areal-host: " kill.log
 sleep 1
 no_leftovers "after killing a rank"
