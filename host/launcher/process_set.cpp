@@ -197,7 +197,12 @@ void ProcessSet::watch(Child* c) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     c->exited = true;
+    // Ours: a stop we asked for ended it (SIGTERM, our SIGKILL, or its own
+    // exit meanwhile). A crash or a kill we did not send stays its own, even
+    // if it raced with our stop.
     e.requested = c->stop_requested;
+    if (e.requested && known && WIFSIGNALED(status))
+      e.requested = WTERMSIG(status) == SIGTERM || (WTERMSIG(status) == SIGKILL && c->sigkill_sent);
     if (!e.requested && !e.success() && first_failure_.empty()) first_failure_ = e.name + " (pid " + std::to_string(e.pid) + ") " + e.describe();
   }
   exited_cv_.notify_all();
@@ -221,7 +226,10 @@ void ProcessSet::stop(const std::string& name, int grace_seconds) {
     if (c->spec.name != name || c->exited) continue;
     c->stop_requested = !already_ended(c->pid);
     kill(-c->pid, SIGTERM);
-    if (!exited_cv_.wait_for(lock, std::chrono::seconds(grace_seconds), [&] { return c->exited; })) kill(-c->pid, SIGKILL);
+    if (!exited_cv_.wait_for(lock, std::chrono::seconds(grace_seconds), [&] { return c->exited; })) {
+      c->sigkill_sent = true;
+      kill(-c->pid, SIGKILL);
+    }
     exited_cv_.wait(lock, [&] { return c->exited; });
   }
 }
@@ -248,7 +256,7 @@ void ProcessSet::stop_all(int grace_seconds) {
     };
     if (!exited_cv_.wait_for(lock, std::chrono::seconds(grace_seconds), all_exited))
       for (auto& c : children_)
-        if (!c->exited) kill(-c->pid, SIGKILL);
+        if (!c->exited) c->sigkill_sent = true, kill(-c->pid, SIGKILL);
     exited_cv_.wait(lock, all_exited);
     children = std::move(children_);
     children_.clear();

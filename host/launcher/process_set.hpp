@@ -35,7 +35,7 @@ struct ProcessExit {
   pid_t pid = 0;
   int status = 0;  // as from waitpid
   bool status_known = true;  // false when waitpid failed
-  bool requested = false;  // ended by stop_all()/stop()
+  bool requested = false;  // ended by stop_all()/stop() (not: a crash or a foreign kill during the stop)
   std::string describe() const;  // "exited with status 1" / "was killed by signal 9 (SIGKILL)"
   bool success() const;
 };
@@ -70,7 +70,7 @@ class ProcessSet {
     ProcessSpec spec;
     pid_t pid = -1;
     int out_fd = -1;
-    bool exited = false, stop_requested = false;
+    bool exited = false, stop_requested = false, sigkill_sent = false;
     std::vector<std::string> recent;  // the last lines, for find_line
     std::thread watcher;
   };

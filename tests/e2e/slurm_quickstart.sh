@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The quickstart through the Slurm launcher on a real Slurm (issue #14): a
 # one-node cluster on localhost (tests/support/slurm_cluster.sh: Debian's
-# slurmctld, slurmd, munge), `areal-host launch` of configs/quickstart_sglang.yaml
-# with 2 train ranks and 1 launched SGLang-protocol server (areal-engine-server
+# slurmctld, slurmd, munge), `areal-host launch` of configs/quickstart_slurm.yaml:
+# 2 train ranks and 1 launched SGLang-protocol server (areal-engine-server
 # over the local engine, an srun step like the ranks). Checks: the job
 # completes; the gateway URL is printed and in its file; the quickstart's
 # promises (tests/support/check_quickstart_run.py: steps, staleness, reward
@@ -28,9 +28,8 @@ no_leftovers() {
   echo "FAIL: left $1:"; cat "$work/left.txt"; pgrep -a -x slurmstepd || true; exit 1
 }
 
-launch=("$host" launch --config "$src/configs/quickstart_sglang.yaml" experiment.output_dir="$work/runs" train.model_path="$work/model"
-  gateway.tokenizer="$work/model" launcher.type=slurm train.world_size=2 launcher.servers.count=1 experiment.seed=7
-  evaluation.every_steps=0 dashboard.enabled=false)
+launch=("$host" launch --config "$src/configs/quickstart_slurm.yaml" experiment.output_dir="$work/runs" train.model_path="$work/model"
+  gateway.tokenizer="$work/model" experiment.seed=7 evaluation.every_steps=0 dashboard.enabled=false)
 steps=250
 start=$(date +%s)
 "${launch[@]}" experiment.trial=t trainer.total_steps=$steps > "$work/launch.log" 2>&1 || { tail -40 "$work/launch.log"; exit 1; }
