@@ -236,6 +236,13 @@ std::vector<std::string> run_job_problems(const ResolvedConfig& rc) {
   // Only the trained model runs as rank processes; the reference model is computed in the controller.
   if (has("ref") && rc.effective["ref"].value("world_size", 1) > 1)
     problems.push_back("ref.world_size must be 1: the reference model runs in the controller (train.world_size sets the train ranks)");
+  if (training && rc.effective["train"].value("world_size", 1) > 1) {
+    const int world = rc.effective["train"].value("world_size", 1);
+    const size_t sequences = h.trainer.batch_size * h.rollout.n_samples;
+    if (sequences < static_cast<size_t>(world))
+      problems.push_back("trainer.batch_size x rollout.n_samples is " + std::to_string(sequences) + " sequences per step, fewer than train.world_size (" +
+                         std::to_string(world) + "): every rank needs at least one");
+  }
   if (rc.host.launcher.servers.count > 0 && has("inference") && !rc.effective["inference"].contains("servers"))
     problems.push_back("launcher.servers starts SGLang- or vLLM-protocol servers: set inference.plugin to sglang or vllm");
   // An empty evaluation.agent_command turns evaluation off (the section's other keys then go unused).

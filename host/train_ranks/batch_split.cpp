@@ -20,6 +20,16 @@ int64_t int_at(const DLTensor& t, int64_t i) {
 
 // Elements [begin, end) of a 1-D tensor as a new tensor.
 OwnedTensor slice(const std::string& name, const DLTensor& t, int64_t begin, int64_t end) {
+  if (t.device.device_type == kDLCPU && (t.strides == nullptr || t.strides[0] == 1)) {  // the usual case: copy the range only
+    OwnedTensor part;
+    part.name = name;
+    part.dtype = t.dtype;
+    part.shape = {end - begin};
+    const size_t e = (t.dtype.bits * t.dtype.lanes + 7) / 8;
+    const char* base = static_cast<const char*>(t.data) + t.byte_offset;
+    part.bytes.assign(base + begin * static_cast<int64_t>(e), base + end * static_cast<int64_t>(e));
+    return part;
+  }
   OwnedTensor whole = OwnedTensor::copy_of(name, t);
   OwnedTensor part;
   part.name = name;
