@@ -227,6 +227,12 @@ ResolvedConfig resolve_config(Json raw, const std::string& base_dir) {
   return rc;
 }
 
+int train_world_size(const ResolvedConfig& rc) {
+  if (!rc.effective.contains("train") || !rc.effective["train"].is_object()) return 1;
+  const Json& w = rc.effective["train"].value("world_size", Json(1));
+  return w.is_number_integer() ? std::max(1, w.get<int>()) : 1;
+}
+
 std::vector<std::string> run_job_problems(const ResolvedConfig& rc) {
   std::vector<std::string> problems;
   auto has = [&](const char* section) { return rc.plugins.count(section) > 0; };
@@ -236,8 +242,7 @@ std::vector<std::string> run_job_problems(const ResolvedConfig& rc) {
   // Only the trained model runs as rank processes; the reference model is computed in the controller.
   if (has("ref") && rc.effective["ref"].value("world_size", 1) > 1)
     problems.push_back("ref.world_size must be 1: the reference model runs in the controller (train.world_size sets the train ranks)");
-  if (training && rc.effective["train"].value("world_size", 1) > 1) {
-    const int world = rc.effective["train"].value("world_size", 1);
+  if (const int world = train_world_size(rc); training && world > 1) {
     const size_t sequences = h.trainer.batch_size * h.rollout.n_samples;
     if (sequences < static_cast<size_t>(world))
       problems.push_back("trainer.batch_size x rollout.n_samples is " + std::to_string(sequences) + " sequences per step, fewer than train.world_size (" +

@@ -49,6 +49,10 @@ struct ResolvedConfig {
   std::string path(const std::string& value) const;
 };
 
+// train.world_size (1 without a train section or the key): the train rank
+// processes `areal-host run` starts.
+int train_world_size(const ResolvedConfig& rc);
+
 // Validates a raw config (file plus overrides): host keys, then loads each
 // section's plugin and validates the section against its schema. Never
 // throws for config mistakes: they are collected in `errors`.

@@ -12,7 +12,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -21,6 +20,7 @@
 #include <thread>
 
 #include "../config_loading.hpp"
+#include "../launcher/shell.hpp"
 #include "../launcher/slurm_job.hpp"
 #include "commands.hpp"
 #include "core/plugin_host/error.hpp"
@@ -34,15 +34,9 @@ namespace fs = std::filesystem;
 std::atomic<int> g_interrupts{0};
 void on_interrupt(int) { g_interrupts.fetch_add(1); }
 
-// A command's stdout and exit status.
 std::pair<int, std::string> capture(const std::string& command) {
-  std::string out;
-  FILE* p = ::popen((command + " 2>&1").c_str(), "r");
-  if (p == nullptr) return {-1, "cannot run " + command};
-  char buf[4096];
-  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  const int status = ::pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  launcher::CommandOutput r = launcher::run_shell(command);
+  return {r.status, std::move(r.output)};
 }
 
 std::string trim(std::string s) {
@@ -76,7 +70,7 @@ int launch(const CommandLine& cl) {
     }
   const std::string run_dir = rc.path(rc.host.run_dir_relative());
   const std::string url_file = rc.host.launcher.slurm.url_file.empty() ? run_dir + "/gateway_url" : rc.path(rc.host.launcher.slurm.url_file);
-  const std::string exe = fs::read_symlink("/proc/self/exe").string();
+  const std::string exe = launcher::self_executable();
   launcher::SlurmJob job;
   try {
     job = launcher::make_slurm_job(rc, path, cl.overrides, exe, run_dir);

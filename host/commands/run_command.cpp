@@ -77,7 +77,7 @@ int run_job(const CommandLine& cl) {
   // inference plugin that connects to them, train ranks in run_training.
   std::unique_ptr<launcher::RunLauncher> launched;
   try {
-    const bool multi_rank = training && launcher::RunLauncher::world_size(rc) > 1;
+    const bool multi_rank = training && train_world_size(rc) > 1;
     if (multi_rank || h.launcher.servers.count > 0 || h.launcher.type == "slurm") {
       launched = std::make_unique<launcher::RunLauncher>(rc, rc.path(h.run_dir_relative()));
       launched->start_servers(rc);

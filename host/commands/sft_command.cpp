@@ -31,7 +31,7 @@ int sft_job(const CommandLine& cl) {
   set_effective_config(rc.effective);
   std::vector<std::string> problems;
   if (!rc.plugins.count("train")) problems.push_back("areal-host sft needs a 'train' section (the model to fine-tune)");
-  if (rc.plugins.count("train") && rc.effective["train"].value("world_size", 1) > 1)
+  if (rc.plugins.count("train") && train_world_size(rc) > 1)
     problems.push_back("areal-host sft trains in one process: set train.world_size=1 (rank processes are areal-host run's, docs/scale-out.md)");
   if (h.sft.dataset.empty()) problems.push_back("'sft.dataset' is required (JSONL of {\"messages\": [...]} ending with the reply)");
   if (!problems.empty()) {

@@ -11,11 +11,11 @@
 #include <cstdlib>
 #include <chrono>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <set>
 
 #include "core/plugin_host/error.hpp"
+#include "shell.hpp"
 
 extern char** environ;
 
@@ -43,9 +43,7 @@ ProcessSet::~ProcessSet() {
 }
 
 void ProcessSet::start_reaper() {
-  std::error_code ec;
-  std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
-  if (ec) throw Error(AREAL_CODE_INTERNAL, "cannot find areal-host's own path for the process reaper: " + ec.message());
+  std::string self = self_executable();
   std::string command = "reap-process-groups";
   char* argv[] = {self.data(), command.data(), nullptr};
   int ctl[2];

@@ -4,14 +4,13 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <thread>
 
 #include "core/plugin_host/error.hpp"
 #include "core/telemetry/logging.hpp"
-#include "slurm_job.hpp"
+#include "shell.hpp"
 
 namespace areal::host::launcher {
 
@@ -20,27 +19,9 @@ using nlohmann::json;
 
 namespace {
 
-std::string self_executable() {
-  std::error_code ec;
-  const fs::path p = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) throw Error(AREAL_CODE_INTERNAL, "cannot find areal-host's own path: " + ec.message());
-  return p.string();
-}
-
 std::string replace_all(std::string s, const std::string& from, const std::string& to) {
   for (size_t at = 0; (at = s.find(from, at)) != std::string::npos; at += to.size()) s.replace(at, from.size(), to);
   return s;
-}
-
-std::string run_capture(const std::string& command) {
-  std::string out;
-  FILE* p = ::popen(command.c_str(), "r");
-  if (p == nullptr) throw Error(AREAL_CODE_UNAVAILABLE, "cannot run '" + command + "'");
-  char buf[4096];
-  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  const int rc = ::pclose(p);
-  if (rc != 0) throw Error(AREAL_CODE_UNAVAILABLE, "'" + command + "' failed (status " + std::to_string(rc) + "): " + out);
-  return out;
 }
 
 }  // namespace
@@ -66,12 +47,6 @@ void RunLauncher::stop_all() {
 
 void RunLauncher::await_ranks() {
   processes_.wait_exit(type_ == "slurm" ? "ranks" : "rank", 10);
-}
-
-int RunLauncher::world_size(const ResolvedConfig& rc) {
-  if (!rc.effective.contains("train") || !rc.effective["train"].is_object()) return 1;
-  const json& w = rc.effective["train"].value("world_size", json(1));
-  return w.is_number_integer() ? std::max(1, w.get<int>()) : 1;
 }
 
 std::string RunLauncher::fatal() const {
@@ -100,7 +75,9 @@ std::vector<std::string> RunLauncher::allocation_nodes() const {
   const char* list = std::getenv("SLURM_JOB_NODELIST");
   if (list == nullptr) throw Error(AREAL_CODE_INVALID_ARGUMENT, "SLURM_JOB_NODELIST is not set (not inside a Slurm allocation)");
   std::vector<std::string> nodes;
-  std::string text = run_capture(std::string("scontrol show hostnames '") + list + "'");
+  const CommandOutput hostnames = run_shell("scontrol show hostnames " + shell_quote(list));
+  if (hostnames.status != 0) throw Error(AREAL_CODE_UNAVAILABLE, "scontrol show hostnames failed: " + hostnames.output);
+  const std::string& text = hostnames.output;
   for (size_t start = 0; start < text.size();) {
     size_t end = text.find('\n', start);
     if (end == std::string::npos) end = text.size();
@@ -192,7 +169,7 @@ void RunLauncher::start_servers(ResolvedConfig& rc) {
 }
 
 std::unique_ptr<ranks::RemoteTrainRanks> RunLauncher::start_train_ranks(const ResolvedConfig& rc) {
-  const int world = world_size(rc);
+  const int world = train_world_size(rc);
   if (world <= 1) return nullptr;
   fs::create_directories(log_dir_);
   const bool slurm = type_ == "slurm";

@@ -41,9 +41,6 @@ class RunLauncher {
   // their own before stop_all() ends them.
   void await_ranks();
 
-  // train.world_size of a config (1 when unset).
-  static int world_size(const ResolvedConfig& rc);
-
  private:
   void on_exit(const ProcessExit& e);
   std::vector<std::string> srun_prefix(int nodes, int relative, int tasks, const std::vector<std::string>& extra) const;

@@ -3,17 +3,9 @@
 #include <filesystem>
 
 #include "core/plugin_host/error.hpp"
-#include "run_launcher.hpp"
+#include "shell.hpp"
 
 namespace areal::host::launcher {
-
-std::string shell_quote(const std::string& word) {
-  if (!word.empty() && word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./:=@%+,") == std::string::npos)
-    return word;
-  std::string out = "'";
-  for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
 
 SlurmJob make_slurm_job(const ResolvedConfig& rc, const std::string& config_path, const std::vector<std::string>& overrides,
                         const std::string& host_exe, const std::string& run_dir) {
@@ -23,7 +15,7 @@ SlurmJob make_slurm_job(const ResolvedConfig& rc, const std::string& config_path
   if (S.train_nodes > 0 && L.servers.count > 0 && S.train_nodes >= S.nodes)
     throw Error(AREAL_CODE_INVALID_ARGUMENT, "launcher.slurm.train_nodes (" + std::to_string(S.train_nodes) + ") leaves none of the " +
                                                  std::to_string(S.nodes) + " nodes for the " + std::to_string(L.servers.count) + " inference server(s)");
-  const int world = rc.plugins.count("train") ? RunLauncher::world_size(rc) : 0;
+  const int world = rc.plugins.count("train") ? train_world_size(rc) : 0;
   SlurmJob job;
   job.tasks = (world > 1 ? world : 0) + L.servers.count;
   job.output_path = run_dir + "/slurm/job-%j.out";

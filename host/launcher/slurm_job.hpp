@@ -24,7 +24,4 @@ struct SlurmJob {
 SlurmJob make_slurm_job(const ResolvedConfig& rc, const std::string& config_path, const std::vector<std::string>& overrides,
                         const std::string& host_exe, const std::string& run_dir);
 
-// A word for /bin/sh, single-quoted where needed.
-std::string shell_quote(const std::string& word);
-
 }  // namespace areal::host::launcher

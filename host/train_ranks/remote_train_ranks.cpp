@@ -156,15 +156,20 @@ std::vector<Message> RemoteTrainRanks::call_all(std::vector<Message> requests) {
   return replies;
 }
 
-std::vector<float> RemoteTrainRanks::compute_logprobs(const areal_tensor_map& batch, float temperature) {
-  const std::vector<BatchSlice> slices = plan_slices(cu_seqlens_of(batch), world_);
-  std::vector<std::vector<OwnedTensor>> parts = split_batch(batch, slices);
+std::vector<Message> RemoteTrainRanks::scatter(const areal_tensor_map& batch, const json& request, std::vector<BatchSlice>* slices) {
+  *slices = plan_slices(cu_seqlens_of(batch), world_);
+  std::vector<std::vector<OwnedTensor>> parts = split_batch(batch, *slices);
   std::vector<Message> requests(world_);
   for (int r = 0; r < world_; ++r) {
-    requests[r].header = {{"op", "compute_logprobs"}, {"temperature", temperature}};
+    requests[r].header = request;
     requests[r].tensors = std::move(parts[r]);
   }
-  const std::vector<Message> replies = call_all(std::move(requests));
+  return call_all(std::move(requests));
+}
+
+std::vector<float> RemoteTrainRanks::compute_logprobs(const areal_tensor_map& batch, float temperature) {
+  std::vector<BatchSlice> slices;
+  const std::vector<Message> replies = scatter(batch, {{"op", "compute_logprobs"}, {"temperature", temperature}}, &slices);
   std::vector<float> out;
   for (int r = 0; r < world_; ++r) {
     const int64_t n = slices[r].end_token - slices[r].first_token;
@@ -179,14 +184,8 @@ std::vector<float> RemoteTrainRanks::compute_logprobs(const areal_tensor_map& ba
 }
 
 std::string RemoteTrainRanks::train_step(const areal_tensor_map& batch) {
-  const std::vector<BatchSlice> slices = plan_slices(cu_seqlens_of(batch), world_);
-  std::vector<std::vector<OwnedTensor>> parts = split_batch(batch, slices);
-  std::vector<Message> requests(world_);
-  for (int r = 0; r < world_; ++r) {
-    requests[r].header = {{"op", "train_step"}};
-    requests[r].tensors = std::move(parts[r]);
-  }
-  const std::vector<Message> replies = call_all(std::move(requests));
+  std::vector<BatchSlice> slices;
+  const std::vector<Message> replies = scatter(batch, {{"op", "train_step"}}, &slices);
   // The engine's stats are global (every rank reports the reduced loss,
   // norm and counts); rank 0's stand. The algorithm's per-rank stats are
   // loss-token weighted sums, joined here into batch averages.
@@ -205,17 +204,13 @@ std::string RemoteTrainRanks::train_step(const areal_tensor_map& batch) {
   return stats.dump();
 }
 
-void RemoteTrainRanks::broadcast(const json& request) {
+std::vector<Message> RemoteTrainRanks::broadcast(const json& request) {
   std::vector<Message> requests(world_);
   for (auto& m : requests) m.header = request;
-  call_all(std::move(requests));
+  return call_all(std::move(requests));
 }
 
-int64_t RemoteTrainRanks::version() {
-  std::vector<Message> requests(world_);
-  for (auto& m : requests) m.header = {{"op", "get_version"}};
-  return call_all(std::move(requests))[0].header.value("version", int64_t{0});
-}
+int64_t RemoteTrainRanks::version() { return broadcast({{"op", "get_version"}})[0].header.value("version", int64_t{0}); }
 
 std::vector<OwnedTensor> RemoteTrainRanks::export_weights() {
   std::vector<Message> requests(world_);

@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "areal/plugin_api.h"
+#include "batch_split.hpp"
 #include "rank_messages.hpp"
 
 namespace areal::host::ranks {
@@ -68,7 +69,8 @@ class RemoteTrainRanks {
   // The operations, as the vtable calls them (throw areal::Error).
   std::vector<float> compute_logprobs(const areal_tensor_map& batch, float temperature);
   std::string train_step(const areal_tensor_map& batch);
-  void broadcast(const nlohmann::json& request);
+  // The same request to every rank; their replies in rank order.
+  std::vector<Message> broadcast(const nlohmann::json& request);
   int64_t version();
   std::vector<OwnedTensor> export_weights();
 
@@ -82,6 +84,8 @@ class RemoteTrainRanks {
   // Sends requests[r] to rank r, then reads every reply, whichever comes
   // first; the first failed reply or lost rank throws and breaks the group.
   std::vector<Message> call_all(std::vector<Message> requests);
+  // `request` to every rank with its slice of the batch (batch_split).
+  std::vector<Message> scatter(const areal_tensor_map& batch, const nlohmann::json& request, std::vector<BatchSlice>* slices);
   std::string peer(int rank) const;
 
   int world_ = 1, listen_fd_ = -1, port_ = 0;

@@ -13,6 +13,7 @@
 #include "core/config/run_config.hpp"
 #include "core/plugin_host/error.hpp"
 #include "core/plugin_host/host_tensor.hpp"
+#include "launcher/shell.hpp"
 #include "launcher/slurm_job.hpp"
 #include "train_ranks/batch_split.hpp"
 #include "train_ranks/rank_messages.hpp"
