@@ -318,6 +318,11 @@ size_t Recorder::size() const {
   return items_.size();
 }
 
+size_t Recorder::completed() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return static_cast<size_t>(std::count_if(items_.begin(), items_.end(), [](const Interaction& it) { return it.complete() && !it.failed; }));
+}
+
 size_t Recorder::unrewarded() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return static_cast<size_t>(std::count_if(items_.begin(), items_.end(), [](const Interaction& it) { return it.complete() && !it.failed && !it.reward; }));

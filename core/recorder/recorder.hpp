@@ -103,6 +103,7 @@ class Recorder {
   std::vector<TrajectoryRow> export_rows(ExportStyle style, double gamma, size_t* skipped_incomplete = nullptr) const;
 
   size_t size() const;
+  size_t completed() const;             // calls that answered and did not fail: the rows an export holds now
   size_t unrewarded() const;            // complete calls without a reward
   std::vector<double> rewards() const;  // the rewards that were set, in call order
   std::string last_id() const;

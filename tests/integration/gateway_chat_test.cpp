@@ -146,3 +146,21 @@ TEST_F(Chat, AnInteractionIsRecordedEvenIfTheClientLeavesMidStream) {
   }
   FAIL() << "the session could not be exported";
 }
+
+// /rl/end_session's interaction_count is what the export holds: calls the
+// gateway refused after recording them are not counted.
+TEST_F(Chat, EndSessionCountsOnlyTheCallsThatAnswered) {
+  start("hf");
+  const std::string key = start_session("count");
+  ASSERT_EQ(post("/v1/chat/completions", {{"messages", {user("Hi")}}, {"max_tokens", 2}}, key).first, 200);
+  EXPECT_EQ(post("/v1/chat/completions", {{"messages", {user("Hi there")}}, {"max_total_tokens", 3}}, key).first, 400);  // no room left
+  std::string long_prompt;
+  for (int i = 0; i < 5000; ++i) long_prompt += " x";
+  EXPECT_EQ(post("/v1/messages", {{"messages", {user(long_prompt)}}, {"max_tokens", 2}}, key).first, 400);  // over the context
+  auto [status, ended] = post("/rl/end_session", ordered_json::object(), key);
+  ASSERT_EQ(status, 200) << ended.dump();
+  EXPECT_EQ(ended["interaction_count"], 1);
+  auto [es, exported] = post("/export_trajectories", {{"session_id", "count-0"}}, "admin-k");
+  ASSERT_EQ(es, 200);
+  EXPECT_EQ(exported["rows"].size(), 1u);
+}

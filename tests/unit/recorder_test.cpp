@@ -237,3 +237,13 @@ TEST(Recorder, WorkflowTurnsFormOneConversationSoRewardsFlowBackLinearly) {
   EXPECT_EQ(rows[0].oldest_version(), 3);
   EXPECT_EQ(rows[0].sampled_tokens(), 2u);
 }
+
+TEST(Recorder, CompletedCountsTheCallsAnExportHolds) {
+  Recorder c;
+  finish(c, c.insert("a", msgs({{"user", "1"}})), reply("x"), {1}, 10, 1, false);
+  c.fail(c.insert("b", msgs({{"user", "2"}})));
+  c.insert("c", msgs({{"user", "3"}}));  // in flight
+  EXPECT_EQ(c.size(), 3u);
+  EXPECT_EQ(c.completed(), 1u);
+  EXPECT_EQ(c.export_rows(ExportStyle::kIndividual, 1.0).size(), c.completed());
+}

@@ -127,3 +127,19 @@ TEST(SessionStore, ABadDiscountLosesNoSession) {
   EXPECT_THROW(store.export_session(s->id, 1.5, ExportStyle::kIndividual), areal::Error);
   EXPECT_EQ(store.export_session(s->id, 1.0, ExportStyle::kIndividual).session_id, s->id);  // still there
 }
+
+TEST(SessionStore, EndCountsOnlyTheCallsThatAnswered) {
+  // interaction_count is what the export will hold: a failed or refused call
+  // (the client got an error) and a call still in flight are not counted.
+  SessionStore store({"admin-secret", -1, 3600});
+  auto s = store.start("t", "", "").session;
+  const auto hi = nlohmann::ordered_json::array({{{"role", "user"}, {"content", "hi"}}});
+  const size_t answered = s->record.insert("c0", hi);
+  s->record.complete(answered, {{"role", "assistant"}, {"content", "hello"}}, {1, 2}, {3}, {-0.5f}, {0}, "stop", false);
+  s->record.fail(s->record.insert("c1", hi));  // e.g. a prompt over the context: 400, nothing sampled
+  s->record.insert("c2", hi);                  // in flight
+  EXPECT_EQ(store.end(s), 1u);
+  const auto exported = store.export_session(s->id, 1.0, ExportStyle::kIndividual);
+  EXPECT_EQ(exported.rows.size(), 1u);
+  EXPECT_EQ(exported.skipped_incomplete, 1u);
+}

@@ -235,7 +235,7 @@ size_t SessionStore::end(const std::shared_ptr<Session>& s, const std::string& r
     s->ending_ = false;
     s->finished_ = true;
     s->end_reason_ = reason;
-    n = s->record.size();
+    n = s->record.completed();  // what the export will hold: failed and refused calls are no rows
   }
   // The store lock after the session's (never both in the other order than start() takes them).
   std::lock_guard<std::mutex> lock(mutex_);

@@ -97,6 +97,8 @@ class SessionStore {
   std::shared_ptr<Session> find(const std::string& session_id) const;
 
   // Ends a session (idempotent errors: FAILED_PRECONDITION if already ended).
+  // Returns its calls that answered (Recorder::completed): the calls an
+  // export holds, without those that failed or were refused.
   size_t end(const std::shared_ptr<Session>& s, const std::string& reason = "ended");
 
   // Adds capacity (what the trainer grants per rollout slot); returns it.
