@@ -1,6 +1,8 @@
 #include "core/recorder/recorder.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 
 #include "core/plugin_host/error.hpp"
 #include "core/recorder/journal.hpp"
@@ -30,6 +32,12 @@ nlohmann::json comparable(const Json& m) {
   return j;
 }
 bool same(const Json& a, const Json& b) { return comparable(a) == comparable(b); }
+
+std::string number_text(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", x);
+  return buf;
+}
 
 // True if `prefix` (an array) equals the first prefix.size() items of `all`.
 bool is_prefix(const Json& prefix, const Json& all) {
@@ -199,12 +207,25 @@ void Recorder::fail(size_t index) {
 }
 
 void Recorder::set_reward(const std::string& id, double reward) {
+  if (!std::isfinite(reward)) throw Error(AREAL_CODE_INVALID_ARGUMENT, "reward must be a finite number, got " + number_text(reward));
   size_t index = 0;
   std::optional<double> before;
   uint64_t ticket = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     index = reward_target_locked(id);
+    // Bounded before anything changes: the sum of the magnitudes bounds every
+    // return however calls link or fail (fail() moves a reward, never copies
+    // it). Summed in long double so the sum itself cannot overflow.
+    long double magnitude = std::fabs(static_cast<long double>(reward));
+    for (size_t k = 0; k < items_.size(); ++k)
+      if (k != index && items_[k].reward) magnitude += std::fabs(static_cast<long double>(*items_[k].reward));
+    if (magnitude > kMaxRewardMagnitude)
+      throw Error(AREAL_CODE_INVALID_ARGUMENT,
+                  "reward " + number_text(reward) + " would bring the session's rewards to a total magnitude of " +
+                      number_text(static_cast<double>(std::min<long double>(magnitude, std::numeric_limits<double>::max()))) +
+                      ", past the limit of " + number_text(kMaxRewardMagnitude) +
+                      " (the discounted returns an export sums must stay finite numbers); nothing was changed");
     before = items_[index].reward;
     items_[index].reward = reward;
     if (journal_) ticket = journal_->write_reward(journal_id_, index, reward);

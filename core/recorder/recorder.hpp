@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -84,10 +85,19 @@ class Recorder {
   // unless that call has one).
   void fail(size_t index);
 
-  // Sets the reward of `id`, or of the last call that did not fail when id
-  // is empty. Throws NOT_FOUND / FAILED_PRECONDITION (no interactions, or
-  // the call failed).
+  // Sets (replaces) the reward of `id`, or of the last call that did not
+  // fail when id is empty. Throws NOT_FOUND / FAILED_PRECONDITION (no
+  // interactions, or the call failed), and INVALID_ARGUMENT, changing
+  // nothing, for a reward that is not finite or that would take the
+  // session's reward magnitude past kMaxRewardMagnitude.
   void set_reward(const std::string& id, double reward);
+
+  // The most the magnitudes of a record's rewards may add up to: half the
+  // largest double. Every return-to-go (returns(), what export writes) is
+  // bounded by that sum for any discount in [0, 1], whatever the calls'
+  // parents, and the headroom absorbs rounding, so no export carries an
+  // inf (which JSON would write as null).
+  static constexpr double kMaxRewardMagnitude = std::numeric_limits<double>::max() / 2;
 
   // Returns-to-go along each conversation, by call index: a call's return
   // is its own reward (0 if unset) plus gamma times that of its latest

@@ -10,6 +10,17 @@
 namespace areal::gateway {
 namespace {
 
+// Sets a reward, naming the body field in a refusal (a total past the
+// recorder's bound is a 400 that changes nothing).
+void set_reward(proxy::Session& session, const std::string& id, double reward, const char* field) {
+  try {
+    session.record.set_reward(id, reward);
+  } catch (const Error& e) {
+    if (e.code() == AREAL_CODE_INVALID_ARGUMENT) throw HttpError(400, std::string("'") + field + "': " + e.what());
+    throw;
+  }
+}
+
 std::string optional_string(const nlohmann::ordered_json& body, const char* key) {
   if (!body.contains(key) || body[key].is_null()) return "";
   if (!body[key].is_string()) throw HttpError(400, std::string("'") + key + "' must be a string");
@@ -106,7 +117,7 @@ bool SessionRoutes::handle(const std::string& path, Poco::Net::HTTPServerRequest
         if (!body["final_reward"].is_number() || !std::isfinite(body["final_reward"].get<double>()))
           throw HttpError(400, "'final_reward' must be a finite number");
         try {
-          session->record.set_reward("", body["final_reward"].get<double>());
+          set_reward(*session, "", body["final_reward"].get<double>(), "final_reward");
         } catch (const Error& e) {
           // No call answered (none made, or every one failed): the session still
           // ends - it must not hold capacity - and the answer says the reward
@@ -126,7 +137,7 @@ bool SessionRoutes::handle(const std::string& path, Poco::Net::HTTPServerRequest
     if (!body.contains("reward") || !body["reward"].is_number() || !std::isfinite(body["reward"].get<double>()))
       throw HttpError(400, "'reward' must be a finite number");
     const std::string id = path == "/rl/v1/set_reward" ? optional_string(body, "completion_id") : optional_string(body, "interaction_id");
-    session->record.set_reward(id, body["reward"].get<double>());
+    set_reward(*session, id, body["reward"].get<double>(), "reward");
     send_json(res, 200, J{{"message", "success"}}.dump());
     return true;
   } catch (const Error& e) {

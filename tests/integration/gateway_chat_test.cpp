@@ -164,3 +164,36 @@ TEST_F(Chat, EndSessionCountsOnlyTheCallsThatAnswered) {
   ASSERT_EQ(es, 200);
   EXPECT_EQ(exported["rows"].size(), 1u);
 }
+
+// Rewards whose magnitudes add up past half the double range are refused
+// (400, nothing changed): no exported return can become inf, which JSON
+// writes as null. final_reward is held to the same bound.
+TEST_F(Chat, RewardsThatWouldOverflowTheExportAreRefused) {
+  start("hf");
+  const std::string key = start_session("big");
+  std::vector<std::string> ids;
+  for (const char* q : {"one", "two"}) {
+    auto [status, reply] = post("/v1/chat/completions", {{"messages", {user(q)}}, {"max_tokens", 2}}, key);
+    ASSERT_EQ(status, 200);
+    ids.push_back(reply["id"]);
+  }
+  EXPECT_EQ(post("/rl/set_reward", {{"interaction_id", ids[0]}, {"reward", 8e307}}, key).first, 200);
+  auto [s1, r1] = post("/rl/set_reward", {{"interaction_id", ids[1]}, {"reward", 8e307}}, key);
+  EXPECT_EQ(s1, 400) << r1.dump();
+  EXPECT_NE(r1["error"]["message"].get<std::string>().find("'reward': "), std::string::npos) << r1.dump();
+  EXPECT_NE(r1["error"]["message"].get<std::string>().find("total magnitude"), std::string::npos) << r1.dump();
+  auto [s2, r2] = post("/rl/v1/finalize", {{"final_reward", 8e307}}, key);
+  EXPECT_EQ(s2, 400) << r2.dump();
+  EXPECT_NE(r2["error"]["message"].get<std::string>().find("'final_reward': "), std::string::npos) << r2.dump();
+  // Nothing changed and the session is still active: a reward in range goes through.
+  auto [s3, r3] = post("/rl/v1/finalize", {{"final_reward", 0.5}}, key);
+  ASSERT_EQ(s3, 200) << r3.dump();
+  EXPECT_EQ(r3["interaction_count"], 2);
+  auto [es, text] = raw("/export_trajectories", ordered_json{{"session_id", "big-0"}}.dump(), "admin-k");
+  ASSERT_EQ(es, 200) << text;
+  EXPECT_EQ(text.find("null"), std::string::npos) << "every number in the export is finite: " << text;
+  const auto exported = ordered_json::parse(text);
+  ASSERT_EQ(exported["rows"].size(), 2u);
+  EXPECT_DOUBLE_EQ(exported["rows"][0]["reward"].get<double>(), 8e307);
+  EXPECT_DOUBLE_EQ(exported["rows"][1]["reward"].get<double>(), 0.5);
+}

@@ -2,6 +2,9 @@
 // workflow calls, discounting along conversations, and both export styles.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "core/plugin_host/error.hpp"
 #include "core/recorder/recorder.hpp"
 
@@ -236,6 +239,42 @@ TEST(Recorder, WorkflowTurnsFormOneConversationSoRewardsFlowBackLinearly) {
   EXPECT_EQ(rows[0].versions, (std::vector<int64_t>{-1, 3, 3}));
   EXPECT_EQ(rows[0].oldest_version(), 3);
   EXPECT_EQ(rows[0].sampled_tokens(), 2u);
+}
+
+TEST(Recorder, RewardsThatWouldOverflowAReturnAreRefusedAndChangeNothing) {
+  // Three turns of one conversation: with gamma 1 the first call's return is
+  // the sum of all three rewards. Unbounded, 3 x 8e307 is inf, which the
+  // export's JSON writes as null.
+  Recorder c;
+  std::vector<std::string> ids;
+  for (int i = 0; i < 3; ++i) {
+    const size_t k = c.insert_next_turn("ep");
+    finish(c, k, Json(), {i}, 10 * i, 1, false);
+    ids.push_back(c.get(k).id);
+  }
+  c.set_reward(ids[0], 8e307);
+  try {
+    c.set_reward(ids[1], 8e307);
+    FAIL() << "a reward past the bound was accepted";
+  } catch (const areal::Error& e) {
+    EXPECT_EQ(e.code(), AREAL_CODE_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(e.what()).find("total magnitude"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(c.set_reward(ids[2], -8e307), areal::Error);  // magnitudes add, whatever the sign
+  EXPECT_THROW(c.set_reward("", std::numeric_limits<double>::infinity()), areal::Error);
+  EXPECT_THROW(c.set_reward("", std::nan("")), areal::Error);
+  EXPECT_EQ(c.rewards(), (std::vector<double>{8e307}));  // nothing changed
+  // Setting a reward again replaces it: only the new value counts.
+  c.set_reward(ids[0], 1e307);
+  c.set_reward(ids[1], 7e307);
+  c.set_reward(ids[2], 8e306);
+  EXPECT_EQ(c.rewards(), (std::vector<double>{1e307, 7e307, 8e306}));
+  areal::recorder::SessionTrajectory t;
+  t.rows = c.export_rows(ExportStyle::kIndividual, 1.0);
+  ASSERT_EQ(t.rows.size(), 3u);
+  for (const auto& row : t.rows) EXPECT_TRUE(std::isfinite(row.reward)) << row.interaction_id;
+  EXPECT_DOUBLE_EQ(t.rows[0].reward, 1e307 + 7e307 + 8e306);
+  EXPECT_EQ(t.to_json().dump().find("null"), std::string::npos) << "every number the export writes is finite";
 }
 
 TEST(Recorder, CompletedCountsTheCallsAnExportHolds) {
