@@ -30,7 +30,7 @@ class Journal;
 using Json = nlohmann::ordered_json;
 
 struct Interaction {
-  std::string id;                // "chatcmpl-..." / "resp-..." / "msg_..." / "<episode>-c<n>"
+  std::string id;                // the id the client got: "chatcmpl-..." ("-<i>" for choice i > 0) / "resp_..." / "msg_..."; "<episode>-c<n>"
   Json messages;                 // input messages, null-valued keys dropped (null for generate calls)
   std::optional<Json> output;    // the reply (null for generate calls); empty while in flight
   int parent = -1;               // index of the parent interaction, -1 for a conversation root

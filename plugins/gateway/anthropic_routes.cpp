@@ -62,7 +62,7 @@ bool AnthropicRoutes::handle(const std::string& path, Poco::Net::HTTPServerReque
     stream(r, session, res);
     return true;
   }
-  const auto done = chat_->run(r, session, nullptr);
+  const auto done = chat_->run(r, session, proxy::new_call_id("msg_"), nullptr);
   send_json(res, 200, proxy::anthropic_message(done, r, r.model.empty() ? chat_->config().model_name : r.model).dump());
   return true;
 }
@@ -75,7 +75,7 @@ void AnthropicRoutes::stream(const proxy::ChatRequest& r, const std::shared_ptr<
     if (!os) throw std::runtime_error("client disconnected");
   };
   const std::string model = r.model.empty() ? chat_->config().model_name : r.model;
-  const std::string id = "msg_" + proxy::random_hex(29);
+  const std::string id = proxy::new_call_id("msg_");  // the message id is the recorded call id
   // Content blocks open lazily: thinking first (if any), then text.
   int index = -1;
   std::string open;  // type of the open block
@@ -106,7 +106,7 @@ void AnthropicRoutes::stream(const proxy::ChatRequest& r, const std::shared_ptr<
                              {"message", {{"id", id}, {"type", "message"}, {"role", "assistant"}, {"model", model}, {"content", J::array()},
                                           {"stop_reason", nullptr}, {"stop_sequence", nullptr}, {"usage", {{"input_tokens", 0}, {"output_tokens", 0}}}}}});
     };
-    auto done = chat_->run(r, session, [&](const std::string& delta) { emit(delta, false); }, -1, start);
+    auto done = chat_->run(r, session, id, [&](const std::string& delta) { emit(delta, false); }, -1, start);
     emit("", true);
     if (open == "thinking") send("content_block_delta", {{"type", "content_block_delta"}, {"index", index}, {"delta", {{"type", "signature_delta"}, {"signature", ""}}}});
     if (index < 0 && done.parsed.tool_calls.empty()) open_block("text");  // an empty reply is one empty text block

@@ -29,13 +29,14 @@ bool ChatRoutes::handle(const std::string& path, Poco::Net::HTTPServerRequest& r
     stream(r, session, res);
     return true;
   }
-  send_json(res, 200, chat_->complete(r, session).dump());
+  send_json(res, 200, chat_->complete(r, session, proxy::new_call_id("chatcmpl-")).dump());
   return true;
 }
 
 void ChatRoutes::stream(const proxy::ChatRequest& r, const std::shared_ptr<proxy::Session>& session, Poco::Net::HTTPServerResponse& res) {
   std::ostream& os = start_event_stream(res);
-  const std::string id = "chatcmpl-" + proxy::random_hex(29);
+  // One id for the stream; choice i is recorded as choice_call_id(id, i), as in complete().
+  const std::string id = proxy::new_call_id("chatcmpl-");
   const std::string model = r.model.empty() ? chat_->config().model_name : r.model;
   const int64_t created = unix_seconds();
   auto send = [&](const J& chunk) {
@@ -59,7 +60,8 @@ void ChatRoutes::stream(const proxy::ChatRequest& r, const std::shared_ptr<proxy
         if (!reasoning_delta.empty()) send(chunk({{"reasoning_content", reasoning_delta}}, nullptr));
         if (!content_delta.empty()) send(chunk({{"content", content_delta}}, nullptr));
       };
-      auto done = chat_->run(proxy::choice_request(r, choice), session, [&](const std::string& delta) { emit(delta, false); }, -1,
+      auto done = chat_->run(proxy::choice_request(r, choice), session, proxy::choice_call_id(id, choice),
+                             [&](const std::string& delta) { emit(delta, false); }, -1,
                              [&] { send(chunk({{"role", "assistant"}, {"content", ""}}, nullptr)); });
       emit("", true);
       if (done.message.contains("tool_calls")) {

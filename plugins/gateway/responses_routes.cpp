@@ -54,10 +54,10 @@ bool ResponsesRoutes::handle(const std::string& path, Poco::Net::HTTPServerReque
     stream(r, body, session, continues, res);
     return true;
   }
-  const auto done = chat_->run(r, session, nullptr, continues);
+  const auto done = chat_->run(r, session, proxy::new_call_id("resp_"), nullptr, continues);
   J obj = proxy::responses_object(done, r, body, r.model.empty() ? chat_->config().model_name : r.model, unix_seconds());
   obj["usage"] = usage(done);
-  remember(obj["id"], body, r, done, session);
+  remember(done.id, body, r, done, session);
   send_json(res, 200, obj.dump());
   return true;
 }
@@ -99,11 +99,10 @@ void ResponsesRoutes::stream(const proxy::ChatRequest& r, const J& body, const s
   };
   const std::string model = r.model.empty() ? chat_->config().model_name : r.model;
   const int64_t created = unix_seconds();
-  // Item ids are fixed up front so streamed and final forms agree; the call
-  // id the service assigns is unknown until it finishes, so streamed items
-  // use their own and the final response repeats them.
-  const std::string sfx = proxy::random_hex(29);
-  const std::string resp_id = "resp_" + sfx, rs_id = "rs_" + sfx, msg_id = "msg_" + sfx;
+  // The response id is the recorded call id, fixed before the call so the
+  // stream's items and the final response's share their ids.
+  const std::string resp_id = proxy::new_call_id("resp_");
+  const std::string rs_id = proxy::response_item_id(resp_id, "rs"), msg_id = proxy::response_item_id(resp_id, "msg");
   J skeleton = {{"id", resp_id}, {"object", "response"}, {"created_at", created}, {"status", "in_progress"}, {"model", model},
                 {"output", J::array()}, {"usage", nullptr}, {"error", nullptr}};
   int output_index = -1;
@@ -161,16 +160,14 @@ void ResponsesRoutes::stream(const proxy::ChatRequest& r, const J& body, const s
       send({{"type", "response.created"}, {"response", skeleton}});
       send({{"type", "response.in_progress"}, {"response", skeleton}});
     };
-    auto done = chat_->run(r, session, [&](const std::string& delta) { emit(delta, false); }, continues, start);
+    auto done = chat_->run(r, session, resp_id, [&](const std::string& delta) { emit(delta, false); }, continues, start);
     remember(resp_id, body, r, done, session);
     emit("", true);
     if (output_index < 0 && done.parsed.tool_calls.empty()) open_item("message");  // an empty reply is one empty message
     close_open();
-    // The final object, with the streamed ids.
+    // The final object: its items carry the streamed ids (response_item_id).
     J output = J::array();
-    for (J item : proxy::responses_output(done)) {
-      if (item["type"] == "reasoning") item["id"] = rs_id;
-      if (item["type"] == "message") item["id"] = msg_id;
+    for (const J& item : proxy::responses_output(done)) {
       if (item["type"] == "function_call") {
         ++output_index;
         J added = item;
@@ -184,7 +181,6 @@ void ResponsesRoutes::stream(const proxy::ChatRequest& r, const J& body, const s
       output.push_back(item);
     }
     J final = proxy::responses_object(done, r, body, model, created);
-    final["id"] = resp_id;
     final["output"] = output;
     final["usage"] = usage(done);
     send({{"type", final["status"] == "completed" ? "response.completed" : "response.incomplete"}, {"response", final}});

@@ -56,7 +56,7 @@ std::string SessionControl::session_chat(std::string_view session_id, std::strin
   const proxy::ChatRequest r = proxy::parse_chat_request(request);
   if (r.stream) throw Error(AREAL_CODE_INVALID_ARGUMENT, "chat does not stream in process; leave 'stream' unset");
   session->touch();
-  return chat_->complete(r, session).dump();
+  return chat_->complete(r, session, proxy::new_call_id("chatcmpl-")).dump();
 }
 
 }  // namespace areal::gateway

@@ -9,7 +9,21 @@ using nlohmann::ordered_json;
 
 namespace {
 
-class Chat : public GatewayFixture {};
+class Chat : public GatewayFixture {
+ protected:
+  // The id a client reads from a reply: the JSON body's `id`, or from a
+  // stream the first event that names the response (chunk, message_start,
+  // response.created).
+  static std::string id_of(const std::string& path, bool stream, const std::string& text) {
+    if (!stream) return ordered_json::parse(text)["id"];
+    for (const auto& event : sse_data(text)) {
+      if (path == "/v1/chat/completions") return event["id"];
+      if (event.value("type", "") == "message_start") return event["message"]["id"];
+      if (event.value("type", "") == "response.created") return event["response"]["id"];
+    }
+    return "";
+  }
+};
 
 }  // namespace
 
@@ -145,6 +159,99 @@ TEST_F(Chat, AnInteractionIsRecordedEvenIfTheClientLeavesMidStream) {
     usleep(20000);
   }
   FAIL() << "the session could not be exported";
+}
+
+// The id the client receives is the id that rewards it: for each API,
+// streamed or not, set_reward with the reply's id answers 200 and the export
+// carries that reward on a row with that interaction_id.
+TEST_F(Chat, TheIdTheClientReceivesIsTheIdThatRewardsIt) {
+  start("hf");
+  const std::string key = start_session("ids");
+  std::map<std::string, double> rewarded;  // interaction id -> reward
+  int n = 0;
+  for (const std::string path : {"/v1/chat/completions", "/v1/messages", "/v1/responses"}) {
+    for (const bool stream : {false, true}) {
+      const std::string text = "question " + std::to_string(n);  // distinct: every call is a root of its own
+      ordered_json body = path == "/v1/responses" ? ordered_json{{"input", text}, {"max_output_tokens", 3}}
+                                                  : ordered_json{{"messages", {user(text)}}, {"max_tokens", 3}};
+      body["stream"] = stream;
+      auto [status, reply] = raw(path, body.dump(), key);
+      ASSERT_EQ(status, 200) << path << " " << reply;
+      const std::string id = id_of(path, stream, reply);
+      ASSERT_FALSE(id.empty()) << path << " " << reply;
+      const double reward = 0.125 * ++n;
+      auto [rs, rr] = post("/rl/set_reward", {{"interaction_id", id}, {"reward", reward}}, key);
+      EXPECT_EQ(rs, 200) << path << (stream ? " (stream) " : " ") << id << ": " << rr.dump();
+      rewarded[id] = reward;
+    }
+  }
+  const auto exported = end_and_export(key, "ids-0");
+  ASSERT_EQ(exported["rows"].size(), rewarded.size());
+  for (const auto& row : exported["rows"]) {
+    const std::string id = row["interaction_id"];
+    ASSERT_TRUE(rewarded.count(id)) << "exported under an id no client saw: " << id;
+    EXPECT_DOUBLE_EQ(row["reward"].get<double>(), rewarded[id]) << id;
+  }
+}
+
+// n > 1: choice 0 is recorded under the response id, choice i under "<id>-<i>".
+TEST_F(Chat, EachChoiceOfSeveralIsRewardedByTheResponseIdAndItsIndex) {
+  start("hf");
+  const std::string key = start_session("choices");
+  std::map<std::string, double> rewarded;
+  for (const bool stream : {false, true}) {
+    const ordered_json body = {{"messages", {user(stream ? "streamed" : "whole")}}, {"max_tokens", 2}, {"n", 3}, {"stream", stream}};
+    auto [status, reply] = raw("/v1/chat/completions", body.dump(), key);
+    ASSERT_EQ(status, 200) << reply;
+    const std::string id = id_of("/v1/chat/completions", stream, reply);
+    for (int i = 0; i < 3; ++i) {
+      const std::string choice_id = i == 0 ? id : id + "-" + std::to_string(i);
+      const double reward = (stream ? 10 : 20) + i;
+      EXPECT_EQ(post("/rl/set_reward", {{"interaction_id", choice_id}, {"reward", reward}}, key).first, 200) << choice_id;
+      rewarded[choice_id] = reward;
+    }
+  }
+  const auto exported = end_and_export(key, "choices-0");
+  ASSERT_EQ(exported["rows"].size(), 6u);
+  for (const auto& row : exported["rows"]) {
+    const std::string id = row["interaction_id"];
+    ASSERT_TRUE(rewarded.count(id)) << id;
+    EXPECT_DOUBLE_EQ(row["reward"].get<double>(), rewarded[id]) << id;
+  }
+}
+
+// A streamed response's items carry the same ids in the stream and in the
+// final response object, and its id continues the conversation.
+TEST_F(Chat, AStreamedResponsesIdsAgreeAndItsIdContinuesTheConversation) {
+  start("hf", {"<think>\nhm\n</think>\n\nHello there<|im_end|>"});
+  const std::string key = start_session("streamed");
+  auto [status, text] = raw("/v1/responses", ordered_json{{"input", "Hi"}, {"stream", true}, {"max_output_tokens", 20}}.dump(), key);
+  ASSERT_EQ(status, 200) << text;
+  std::string id;
+  std::vector<std::string> streamed_items;
+  ordered_json final;
+  for (const auto& event : sse_data(text)) {
+    if (event["type"] == "response.created") id = event["response"]["id"];
+    if (event["type"] == "response.output_item.added") streamed_items.push_back(event["item"]["id"]);
+    if (event["type"] == "response.completed") final = event["response"];
+  }
+  ASSERT_FALSE(final.is_null()) << text;
+  EXPECT_EQ(final["id"], id);
+  ASSERT_EQ(final["output"].size(), 2u) << final.dump();
+  ASSERT_EQ(streamed_items.size(), 2u);
+  const std::string hex = id.substr(std::string("resp_").size());
+  EXPECT_EQ(final["output"][0]["id"], "rs_" + hex);
+  EXPECT_EQ(final["output"][1]["id"], "msg_" + hex);
+  EXPECT_EQ(streamed_items, (std::vector<std::string>{"rs_" + hex, "msg_" + hex}));
+  auto [s2, r2] = post("/v1/responses", {{"input", "More"}, {"previous_response_id", id}, {"max_output_tokens", 2}}, key);
+  ASSERT_EQ(s2, 200) << r2.dump();
+  const auto exported = end_and_export(key, "streamed-0");
+  ASSERT_EQ(exported["rows"].size(), 2u);
+  EXPECT_EQ(exported["rows"][0]["interaction_id"], id);
+  const auto first = exported["rows"][0]["input_ids"].get<std::vector<int32_t>>();
+  const auto second = exported["rows"][1]["input_ids"].get<std::vector<int32_t>>();
+  ASSERT_GT(second.size(), first.size());
+  EXPECT_TRUE(std::equal(first.begin(), first.end(), second.begin())) << "turn 2 extends the streamed turn's exact ids";
 }
 
 // /rl/end_session's interaction_count is what the export holds: calls the

@@ -207,7 +207,7 @@ J anthropic_content(const ChatService::Completed& c) {
 }
 
 J anthropic_message(const ChatService::Completed& c, const ChatRequest& req, const std::string& model) {
-  return {{"id", "msg_" + c.id.substr(c.id.find('-') + 1)},
+  return {{"id", c.id},  // the recorded call id: set_reward takes it as interaction_id
           {"type", "message"},
           {"role", "assistant"},
           {"model", model},

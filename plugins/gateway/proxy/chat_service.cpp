@@ -247,11 +247,18 @@ ChatRequest choice_request(const ChatRequest& req, int32_t choice) {
   return r;
 }
 
-ChatService::Completed ChatService::run(const ChatRequest& req, const std::shared_ptr<Session>& session,
+std::string new_call_id(const std::string& prefix) { return prefix + random_hex(29); }
+
+std::string choice_call_id(const std::string& response_id, int32_t choice) {
+  return choice == 0 ? response_id : response_id + "-" + std::to_string(choice);
+}
+
+ChatService::Completed ChatService::run(const ChatRequest& req, const std::shared_ptr<Session>& session, const std::string& call_id,
                                         const std::function<void(const std::string&)>& on_delta, int continues,
                                         const std::function<void()>& on_start) {
+  if (call_id.empty()) throw Error(AREAL_CODE_INTERNAL, "ChatService::run: no call id");
   Completed c;
-  c.id = "chatcmpl-" + random_hex(29);
+  c.id = call_id;
   bool linked = false;
   std::vector<int32_t> prompt = build_prompt(req, session, continues, &linked);
   // A forced tool call: the opening of the call is prompt, the model samples the rest.
@@ -321,13 +328,12 @@ J ChatService::logprobs_json(const Completed& c) const {
   return {{"content", content}};
 }
 
-J ChatService::complete(const ChatRequest& req, const std::shared_ptr<Session>& session) {
+J ChatService::complete(const ChatRequest& req, const std::shared_ptr<Session>& session, const std::string& id) {
   J choices = J::array();
-  std::string id;
   size_t prompt_tokens = 0, completion_tokens = 0;
   for (int32_t i = 0; i < req.n; ++i) {
-    Completed c = run(choice_request(req, i), session, nullptr);
-    if (i == 0) id = c.id, prompt_tokens = c.gen.prompt_ids.size();
+    Completed c = run(choice_request(req, i), session, choice_call_id(id, i), nullptr);
+    if (i == 0) prompt_tokens = c.gen.prompt_ids.size();
     completion_tokens += c.gen.output_ids.size();
     choices.push_back({{"index", i}, {"message", c.message}, {"logprobs", req.logprobs ? logprobs_json(c) : J(nullptr)}, {"finish_reason", c.finish_reason}});
   }

@@ -29,6 +29,16 @@ namespace areal::proxy {
 // choice i samples with seed + i.
 ChatRequest choice_request(const ChatRequest& req, int32_t choice);
 
+// A fresh id for a call the client will see: `prefix` + 29 hex digits
+// ("chatcmpl-", "msg_", "resp_"). The route mints it, the client receives
+// it, and the call is recorded under it, so set_reward finds what the
+// client was given.
+std::string new_call_id(const std::string& prefix);
+
+// The recorded id of choice `choice` of a response with id `response_id`:
+// choice 0 is the response id itself, choice i > 0 is "<response_id>-<i>".
+std::string choice_call_id(const std::string& response_id, int32_t choice);
+
 struct ChatServiceConfig {
   std::string prompt_mode = "hf";  // "hf" | "concat"
   int64_t default_max_tokens = 1024;
@@ -56,30 +66,33 @@ class ChatService {
   ChatService(std::shared_ptr<const tokenizer::Tokenizer> tok, std::shared_ptr<const jinja::ChatTemplate> chat_template,
               const areal_inference_ref* inference, ChatServiceConfig config);
 
-  // Non-streaming completion. `session` may be null (admin use: served, not
+  // Non-streaming completion with the response id `id` (choice i recorded
+  // as choice_call_id(id, i)). `session` may be null (admin use: served, not
   // recorded). Throws areal::Error: INVALID_ARGUMENT (400) for client
   // mistakes, UNAVAILABLE (502) when the backend fails.
   // `req.n` choices, each a call of its own in the session.
-  nlohmann::ordered_json complete(const ChatRequest& req, const std::shared_ptr<Session>& session);
+  nlohmann::ordered_json complete(const ChatRequest& req, const std::shared_ptr<Session>& session, const std::string& id);
 
   // Streaming: `on_delta(text)` receives content as it is sampled (stop
   // strings held back until ruled out); returns the final parsed result.
   // The interaction is recorded even if the sink throws (client gone).
   struct Completed {
-    std::string id;
+    std::string id;  // the call id it was recorded under (run's call_id)
     Generated gen;
     ParsedOutput parsed;
     nlohmann::ordered_json message;  // the assistant message returned
     std::string finish_reason;       // after tool-call detection
   };
+  // `call_id`: the id the client sees for this call; the call is recorded
+  // under it (Recorder::insert: ALREADY_EXISTS if the session has it).
   // `continues`: the index of an earlier call of `session` this request
   // explicitly continues (Responses' previous_response_id): its exact prompt
   // + sampled ids are the prefix, whatever gateway.prompt_mode says.
   // `on_start` runs once the call is recorded, before generation: a stream
   // opens there, so a client that reads the opening and hangs up always
   // finds its call in the session (in flight or complete), never missing.
-  Completed run(const ChatRequest& req, const std::shared_ptr<Session>& session, const std::function<void(const std::string&)>& on_delta,
-                int continues = -1, const std::function<void()>& on_start = nullptr);
+  Completed run(const ChatRequest& req, const std::shared_ptr<Session>& session, const std::string& call_id,
+                const std::function<void(const std::string&)>& on_delta, int continues = -1, const std::function<void()>& on_start = nullptr);
 
   // Prompt tokens of a request as it would be served (count_tokens).
   size_t count_prompt_tokens(const ChatRequest& req) const;

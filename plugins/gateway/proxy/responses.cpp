@@ -57,8 +57,6 @@ std::string parts_text(const J& content, const std::string& where, FieldNotes& n
   return out;
 }
 
-std::string suffix_of(const std::string& id) { return id.substr(id.find('-') + 1); }
-
 // Input items -> chat messages. One assistant turn arrives as consecutive
 // items (reasoning, message, function calls); they merge into one
 // assistant message.
@@ -188,13 +186,16 @@ ChatRequest responses_to_chat_request_checked(const J& body, const J& history) {
   return r;
 }
 
+std::string response_item_id(const std::string& response_id, const std::string& kind) {
+  return kind + "_" + response_id.substr(response_id.find('_') + 1);
+}
+
 J responses_output(const ChatService::Completed& c) {
-  const std::string sfx = suffix_of(c.id);
   J items = J::array();
   if (c.parsed.has_reasoning)
-    items.push_back({{"type", "reasoning"}, {"id", "rs_" + sfx}, {"summary", J::array({{{"type", "summary_text"}, {"text", c.parsed.reasoning}}})}});
+    items.push_back({{"type", "reasoning"}, {"id", response_item_id(c.id, "rs")}, {"summary", J::array({{{"type", "summary_text"}, {"text", c.parsed.reasoning}}})}});
   if (!c.parsed.content.empty() || c.parsed.tool_calls.empty())
-    items.push_back({{"type", "message"}, {"id", "msg_" + sfx}, {"status", "completed"}, {"role", "assistant"},
+    items.push_back({{"type", "message"}, {"id", response_item_id(c.id, "msg")}, {"status", "completed"}, {"role", "assistant"},
                      {"content", J::array({{{"type", "output_text"}, {"text", c.parsed.content}, {"annotations", J::array()}}})}});
   for (const auto& t : c.parsed.tool_calls)
     items.push_back({{"type", "function_call"}, {"id", "fc_" + t.id.substr(5)}, {"call_id", t.id}, {"name", t.name},
@@ -217,7 +218,7 @@ J responses_object(const ChatService::Completed& c, const ChatRequest& req, cons
     for (const auto& t : req.tools)
       tools.push_back({{"type", "function"}, {"name", t["function"]["name"]}, {"description", t["function"].value("description", "")},
                        {"parameters", t["function"].value("parameters", J::object())}, {"strict", false}});
-  return {{"id", "resp_" + suffix_of(c.id)},
+  return {{"id", c.id},  // the recorded call id: set_reward takes it as interaction_id
           {"object", "response"},
           {"created_at", created_at},
           {"status", incomplete ? "incomplete" : "completed"},

@@ -20,12 +20,18 @@ namespace areal::proxy {
 // NOT_FOUND for a conversation or stored-prompt reference.
 ChatRequest responses_to_chat_request(const nlohmann::ordered_json& body, const nlohmann::ordered_json& history = nullptr);
 
-// Output items of a finished call; ids are derived from the call id so the
-// streamed and final forms agree.
+// The id of an output item of response `response_id` ("resp_<hex>"):
+// `kind` ("rs", "msg") + "_" + the response id's hex, so a streamed item
+// and the final response's copy of it carry the same id.
+std::string response_item_id(const std::string& response_id, const std::string& kind);
+
+// Output items of a finished call (recorded under its response id, c.id);
+// item ids are response_item_id(c.id, ...), function calls "fc_" + the call
+// id's hex.
 nlohmann::ordered_json responses_output(const ChatService::Completed& c);
 
-// The response object. `status` "completed", or "incomplete" when the
-// output hit max_output_tokens.
+// The response object, its id the call's (c.id). `status` "completed", or
+// "incomplete" when the output hit max_output_tokens.
 nlohmann::ordered_json responses_object(const ChatService::Completed& c, const ChatRequest& req, const nlohmann::ordered_json& body,
                                         const std::string& model, int64_t created_at);
 
