@@ -329,3 +329,119 @@ TEST_F(Compat, BodiesThatAreNotUtf8AreA400NamingTheByte) {
   EXPECT_EQ(raw("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "h\u00e9 \u4f60\u597d \ud83d\ude00"}], "max_tokens": 2})", key).first, 200);
   EXPECT_EQ(raw("/v1/chat/completions", std::string(R"({"messages": [{"role": "user", "content": ")") + "h\xc3\xa9 \xe4\xbd\xa0 \xf0\x9f\x98\x80" + R"("}], "max_tokens": 2})", key).first, 200);
 }
+
+// What docs/http-api.md promises to refuse is refused, in each API's own
+// error shape and naming the field: a content part type no schema has, tool
+// parameters that are not an object, a forced tool choice with no tools, a
+// response format type no API has. The valid neighbours of each stay 200.
+TEST_F(Compat, MalformedPartsToolsChoicesAndFormatsAre400NamingTheField) {
+  start("hf");
+  const ordered_json bogus_part = ordered_json::array({{{"type", "bogus"}, {"text", "x"}}});
+  const std::vector<std::tuple<std::string, ordered_json, std::string>> malformed = {
+      {"/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", bogus_part}}}}}, "'messages[0].content[0].type': unknown content part type 'bogus'"},
+      {"/v1/chat/completions", {{"messages", {user("x")}}, {"tools", {{{"type", "function"}, {"function", {{"name", "f"}, {"parameters", "x"}}}}}}},
+       "'tools[0].function.parameters': must be an object"},
+      {"/v1/chat/completions", {{"messages", {user("x")}}, {"tool_choice", "required"}}, "'tool_choice': is 'required' but the request has no 'tools'"},
+      {"/v1/chat/completions", {{"messages", {user("x")}}, {"response_format", {{"type", "bogus"}}}}, "'response_format.type': must be text, json_object or json_schema"},
+      {"/v1/responses", {{"input", {{{"role", "user"}, {"content", bogus_part}}}}}, "'input[0].content[0].type': unknown content part type 'bogus'"},
+      {"/v1/responses", {{"input", "x"}, {"tools", {{{"type", "function"}, {"name", "f"}, {"parameters", "x"}}}}}, "'tools[0].parameters': must be an object"},
+      {"/v1/responses", {{"input", "x"}, {"tool_choice", "required"}}, "'tool_choice': is 'required' but the request has no 'tools'"},
+      {"/v1/responses", {{"input", "x"}, {"text", {{"format", {{"type", "bogus"}}}}}}, "'text.format.type': must be text, json_object or json_schema"},
+      {"/v1/messages", {{"max_tokens", 2}, {"messages", {{{"role", "user"}, {"content", bogus_part}}}}}, "messages.0.content.0.type: unknown content block type 'bogus'"},
+      {"/v1/messages", {{"max_tokens", 2}, {"messages", {user("x")}}, {"system", bogus_part}}, "system.0.type: unknown content block type 'bogus'"},
+      {"/v1/messages", {{"max_tokens", 2}, {"messages", {user("x")}}, {"tools", {{{"name", "f"}, {"input_schema", "x"}}}}}, "tools.0.input_schema: must be an object"},
+      {"/v1/messages", {{"max_tokens", 2}, {"messages", {user("x")}}, {"tool_choice", {{"type", "any"}}}}, "tool_choice.type: is 'any' but the request has no 'tools'"},
+      {"/v1/messages", {{"max_tokens", 2}, {"messages", {user("x")}}, {"output_config", {{"format", {{"type", "bogus"}}}}}},
+       "'output_config.format.type': must be text, json_object or json_schema"},
+  };
+  for (const auto& [path, body, message] : malformed) {
+    auto [status, reply] = post(path, body, "admin-k");
+    EXPECT_EQ(status, 400) << path << " " << body.dump() << " -> " << reply.dump();
+    if (path == "/v1/messages") {
+      EXPECT_EQ(reply["type"], "error") << "Anthropic's error shape: " << reply.dump();
+      EXPECT_EQ(reply["error"]["type"], "invalid_request_error") << reply.dump();
+    }
+    EXPECT_NE(reply["error"]["message"].get<std::string>().find(message), std::string::npos) << path << " -> " << reply.dump();
+  }
+  const ordered_json custom_tool = {{"type", "custom"}, {"custom", {{"name", "grep"}}}};
+  const std::vector<std::pair<std::string, ordered_json>> valid = {
+      // A forced choice with only tools we do not render forces nothing.
+      {"/v1/chat/completions", {{"messages", {user("x")}}, {"max_tokens", 2}, {"tools", {custom_tool}}, {"tool_choice", "required"}}},
+      {"/v1/responses", {{"input", "x"}, {"max_output_tokens", 2}, {"tools", {{{"type", "web_search"}}}}, {"tool_choice", "required"}}},
+      {"/v1/messages", {{"max_tokens", 2}, {"messages", {user("x")}}, {"tools", {{{"type", "web_search_20250305"}, {"name", "web_search"}}}}, {"tool_choice", {{"type", "any"}}}}},
+      {"/v1/chat/completions", {{"messages", {user("x")}}, {"max_tokens", 2}, {"tool_choice", "auto"}}},
+      {"/v1/chat/completions", {{"messages", {user("x")}}, {"max_tokens", 2}, {"response_format", {{"type", "text"}}}}},
+      {"/v1/chat/completions", {{"messages", {user("x")}}, {"max_tokens", 2}, {"tools", {{{"type", "function"}, {"function", {{"name", "f"}, {"parameters", nullptr}}}}}}}},
+      // Media parts of every API and vLLM's extensions, Anthropic's server-tool blocks: dropped and counted.
+      {"/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", {{{"type", "input_audio"}, {"input_audio", {{"data", "AA"}, {"format", "wav"}}}},
+                                                                              {{"type", "video_url"}, {"video_url", {{"url", "v"}}}},
+                                                                              {{"type", "file"}, {"file", {{"file_id", "f"}}}}, {{"type", "text"}, {"text", "x"}}}}}}},
+                                {"max_tokens", 2}}},
+      {"/v1/responses", {{"input", {{{"role", "user"}, {"content", {{{"type", "input_image"}, {"image_url", "u"}}, {{"type", "input_file"}, {"file_id", "f"}},
+                                                                    {{"type", "input_text"}, {"text", "x"}}}}}}},
+                         {"max_output_tokens", 2}}},
+      {"/v1/messages", {{"max_tokens", 2},
+                        {"messages", {user("search"),
+                                      {{"role", "assistant"}, {"content", {{{"type", "server_tool_use"}, {"id", "srvtoolu_1"}, {"name", "web_search"}, {"input", ordered_json::object()}},
+                                                                           {{"type", "web_search_tool_result"}, {"tool_use_id", "srvtoolu_1"}, {"content", ordered_json::array()}},
+                                                                           {{"type", "text"}, {"text", "found"}}}}},
+                                      user("thanks")}}}},
+  };
+  for (const auto& [path, body] : valid) {
+    auto [status, reply] = post(path, body, "admin-k");
+    EXPECT_EQ(status, 200) << path << " " << body.dump() << " -> " << reply.dump();
+  }
+}
+
+// Nested fields are counted by path (docs/http-api.md: honoured, ignored or
+// unknown), once per request, at the fixed places the parsers read; what is
+// inside a tool's schema is never walked.
+TEST_F(Compat, NestedFieldsAreCountedByPath) {
+  start("hf");
+  const ordered_json cache = {{"type", "ephemeral"}};
+  struct Expect {
+    std::string metric;
+    double before;
+  };
+  std::vector<Expect> expected;
+  auto expect = [&](const std::string& name) { expected.push_back({name, metric(name)}); };
+  expect(ignored("chat", "tools[].function.strict"));
+  expect(ignored("chat", "messages[].content[].cache_control"));
+  expect(unknown("chat", "tools[].function.x_fn_field"));
+  expect(unknown("chat", "tools[].x_tool_field"));
+  expect(unknown("chat", "messages[].content[].x_part_field"));
+  expect(ignored("responses", "tools[].strict"));
+  expect(ignored("responses", "input[].content[].annotations"));
+  expect(unknown("responses", "tools[].x_tool_field"));
+  expect(ignored("anthropic", "messages[].content[].cache_control"));
+  expect(ignored("anthropic", "system[].cache_control"));
+  expect(ignored("anthropic", "tools[].cache_control"));
+  expect(ignored("anthropic", "messages[].content[].signature"));
+  expect(unknown("anthropic", "tools[].x_tool_field"));
+  const double schema_before = metric(unknown("chat", "tools[].function.parameters.x_deep"));
+  const ordered_json schema = {{"type", "object"}, {"x_deep", 1}, {"properties", {{"a", {{"type", "string"}, {"x_deeper", 2}}}}}};
+  const ordered_json chat = {
+      {"messages", {{{"role", "user"}, {"content", {{{"type", "text"}, {"text", "a"}, {"cache_control", cache}},
+                                                    {{"type", "text"}, {"text", "b"}, {"cache_control", cache}, {"x_part_field", 1}}}}}}},
+      {"tools", {{{"type", "function"}, {"x_tool_field", 1},
+                  {"function", {{"name", "f"}, {"parameters", schema}, {"strict", true}, {"x_fn_field", 1}}}}}},
+      {"max_tokens", 2}};
+  EXPECT_EQ(post("/v1/chat/completions", chat, "admin-k").first, 200);
+  const ordered_json responses = {
+      {"input", {user("hi"), {{"type", "message"}, {"role", "assistant"},
+                               {"content", {{{"type", "output_text"}, {"text", "hello"}, {"annotations", ordered_json::array()}}}}},
+                 user("again")}},
+      {"tools", {{{"type", "function"}, {"name", "f"}, {"parameters", schema}, {"strict", true}, {"x_tool_field", 1}}}},
+      {"max_output_tokens", 2}};
+  EXPECT_EQ(post("/v1/responses", responses, "admin-k").first, 200);
+  const ordered_json anthropic = {
+      {"system", {{{"type", "text"}, {"text", "S"}, {"cache_control", cache}}}},
+      {"messages", {{{"role", "user"}, {"content", {{{"type", "text"}, {"text", "hi"}, {"cache_control", cache}}}}},
+                    {{"role", "assistant"}, {"content", {{{"type", "thinking"}, {"thinking", "t"}, {"signature", "sig"}}, {{"type", "text"}, {"text", "hello"}}}}},
+                    user("again")}},
+      {"tools", {{{"name", "f"}, {"input_schema", schema}, {"cache_control", cache}, {"x_tool_field", 1}}}},
+      {"max_tokens", 2}};
+  EXPECT_EQ(post("/v1/messages", anthropic, "admin-k").first, 200);
+  for (const auto& e : expected) EXPECT_EQ(metric(e.metric), e.before + 1) << e.metric << ": once per request";
+  EXPECT_EQ(metric(unknown("chat", "tools[].function.parameters.x_deep")), schema_before) << "a tool's schema is the client's own";
+}

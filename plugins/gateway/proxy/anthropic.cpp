@@ -16,20 +16,46 @@ using J = nlohmann::ordered_json;
 
 
 
+// Block types a text model cannot render: dropped and noted. Server-tool
+// blocks follow Anthropic's naming (server_tool_use, web_search_tool_result,
+// mcp_tool_use, ...), so new server tools are known by their names' form.
+bool droppable_block(const std::string& type) {
+  static const std::set<std::string> kinds = {"image",           "document",     "search_result", "redacted_thinking",
+                                              "container_upload", "tool_reference", "compaction"};
+  auto ends_with = [&](const std::string& tail) { return type.size() > tail.size() && type.compare(type.size() - tail.size(), tail.size(), tail) == 0; };
+  return kinds.count(type) || ends_with("_tool_use") || ends_with("_tool_result") || type.rfind("mcp_", 0) == 0;
+}
+
+// A block type that is in no schema: the 400 names the block.
+[[noreturn]] void unknown_block(const std::string& where, const std::string& type) {
+  bad(where + ".type", "unknown content block type '" + type + "' (text, image, document, thinking, tool_use, tool_result, ...)");
+}
+
+// The keys of a text block (`path` "system[]", "messages[].content[]", ...).
+void note_text_block(const J& b, const std::string& path, FieldNotes& notes) {
+  note_nested_fields(b, {path.c_str(), {"type", "text"}, {"cache_control", "citations"}}, notes);
+}
+
 // Text of a string or of content blocks: text blocks count; other blocks
 // (images, documents, search results) are dropped and noted.
 std::string text_of(const J& v, const std::string& field, const std::string& note_as, FieldNotes& notes) {
   if (v.is_string()) return v;
   if (!v.is_array()) bad(field, "must be a string or an array of content blocks");
   std::string out;
-  for (const auto& b : v) {
-    if (!b.is_object() || !b.contains("type") || !b["type"].is_string()) bad(field, "each content block must be an object with a type");
-    if (b["type"] == "text") {
-      if (!b.contains("text") || !b["text"].is_string()) bad(field, "a text block needs a string 'text'");
+  for (size_t k = 0; k < v.size(); ++k) {
+    const J& b = v[k];
+    const std::string bw = field + "." + std::to_string(k);
+    if (!b.is_object() || !b.contains("type") || !b["type"].is_string()) bad(bw, "each content block must be an object with a type");
+    const std::string type = b["type"];
+    if (type == "text") {
+      if (!b.contains("text") || !b["text"].is_string()) bad(bw, "a text block needs a string 'text'");
+      note_text_block(b, note_as, notes);
       if (!out.empty()) out += "\n";  // blocks are joined with newlines, as vLLM joins text parts
       out += b["text"].get<std::string>();
+    } else if (droppable_block(type) || type == "thinking" || type == "tool_use" || type == "tool_result") {
+      notes.ignore(note_as + "." + type);  // no text a system prompt or tool result can show
     } else {
-      notes.ignore(note_as + "." + b["type"].get<std::string>());
+      unknown_block(bw, type);
     }
   }
   return out;
@@ -60,22 +86,31 @@ void convert_message(const J& m, size_t i, J& out, FieldNotes& notes) {
     const std::string bw = where + ".content." + std::to_string(k);
     if (!b.is_object() || !b.contains("type") || !b["type"].is_string()) bad(bw, "must be an object with a type");
     const std::string type = b["type"];
+    const char* path = "messages[].content[]";
     if (type == "text") {
       if (!b.contains("text") || !b["text"].is_string()) bad(bw, "a text block needs a string 'text'");
+      note_text_block(b, path, notes);
       if (!text.empty()) text += "\n";
       text += b["text"].get<std::string>();
     } else if (type == "thinking" && role == "assistant") {
+      // The signature proves the thinking came from Anthropic; nothing to check here.
+      note_nested_fields(b, {path, {"type", "thinking"}, {"signature", "cache_control"}}, notes);
       thinking += b.value("thinking", "");
     } else if (type == "tool_use" && role == "assistant") {
       if (!b.contains("id") || !b.contains("name")) bad(bw, "tool_use needs id and name");
+      note_nested_fields(b, {path, {"type", "id", "name", "input"}, {"cache_control"}}, notes);
       tool_calls.push_back({{"id", b["id"]}, {"type", "function"}, {"function", {{"name", b["name"]}, {"arguments", b.value("input", J::object()).dump()}}}});
     } else if (type == "tool_result" && role == "user") {
       if (!b.contains("tool_use_id")) bad(bw, "tool_result needs tool_use_id");
+      note_nested_fields(b, {path, {"type", "tool_use_id", "content"}, {"is_error", "cache_control"}}, notes);
       const std::string result = present(b, "content") ? text_of(b["content"], bw + ".content", "messages[].content[].tool_result.content[]", notes) : "";
       out.push_back({{"role", "tool"}, {"tool_call_id", b["tool_use_id"]}, {"content", result}});
-    } else {
-      // redacted_thinking (encrypted elsewhere), images, documents, server-tool blocks: nothing a text model can render.
+    } else if (droppable_block(type) || type == "thinking" || type == "tool_use" || type == "tool_result") {
+      // redacted_thinking (encrypted elsewhere), images, documents, server-tool blocks, and
+      // blocks in a role that cannot hold them: nothing a text model can render.
       notes.ignore("messages[].content[]." + type);
+    } else {
+      unknown_block(bw, type);
     }
   }
   if (role == "assistant") {
@@ -134,10 +169,12 @@ ChatRequest anthropic_to_chat_request_checked(const J& body) {
     if (present(body, k)) openai[k] = body[k];
   if (present(body, "stop_sequences")) openai["stop"] = body["stop_sequences"];
   std::set<std::string> dropped;  // server tools: a tool_choice naming one forces nothing
+  bool rendered = false;          // a client tool is rendered
   if (present(body, "tools")) {
     if (!body["tools"].is_array()) bad("tools", "must be an array");
     J tools = J::array();
-    for (const auto& t : body["tools"]) {
+    for (size_t i = 0; i < body["tools"].size(); ++i) {
+      const J& t = body["tools"][i];
       if (!t.is_object()) bad("tools", "each tool must be an object");
       const std::string type = t.contains("type") && t["type"].is_string() ? t["type"].get<std::string>() : "custom";
       if (type != "custom") {  // server tools (web search, code execution, ...) run at Anthropic
@@ -146,6 +183,9 @@ ChatRequest anthropic_to_chat_request_checked(const J& body) {
         continue;
       }
       if (!t.contains("name") || !t["name"].is_string()) bad("tools", "each tool needs a name");
+      if (present(t, "input_schema") && !t["input_schema"].is_object()) bad("tools." + std::to_string(i) + ".input_schema", "must be an object (a JSON Schema)");
+      note_nested_fields(t, {"tools[]", {"type", "name", "description", "input_schema"}, {"cache_control", "defer_loading", "strict", "input_examples"}}, notes);
+      rendered = true;
       tools.push_back({{"type", "function"},
                        {"function", {{"name", t["name"]}, {"description", opt_string(t, "description")},
                                      {"parameters", present(t, "input_schema") ? t["input_schema"] : J::object()}}}});
@@ -156,7 +196,10 @@ ChatRequest anthropic_to_chat_request_checked(const J& body) {
     const J& tc = body["tool_choice"];
     if (!tc.is_object() || !tc.contains("type") || !tc["type"].is_string()) bad("tool_choice", "must be an object with a type");
     const std::string type = tc["type"];
+    const bool any_tools = present(body, "tools") && !body["tools"].empty();
+    if ((type == "any" || type == "tool") && !any_tools) bad("tool_choice.type", "is '" + type + "' but the request has no 'tools'");
     if (type == "auto" || type == "none") openai["tool_choice"] = type;
+    else if (type == "any" && !rendered) notes.ignore("tool_choice.type=any (no client tools)");  // only server tools: nothing to force
     else if (type == "any") openai["tool_choice"] = "required";
     else if (type == "tool" && dropped.count(opt_string(tc, "name"))) notes.ignore("tool_choice.name");
     else if (type == "tool") openai["tool_choice"] = {{"type", "function"}, {"function", {{"name", tc.value("name", J())}}}};

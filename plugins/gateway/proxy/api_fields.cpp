@@ -12,7 +12,7 @@ constexpr FieldTreatment I = FieldTreatment::kIgnored;
 
 const ApiTable& chat_completions_fields() {
   static const ApiTable t{"chat", "OpenAI Chat Completions (`/v1/chat/completions`)", {
-    {"messages", H, "Required. Roles system, developer (= system), user, assistant, tool, function (= tool). Text content and text parts; image, audio and file parts are dropped from the prompt and counted."},
+    {"messages", H, "Required. Roles system, developer (= system), user, assistant, tool, function (= tool). Text content and text parts; image, audio and file parts (and vLLM's multimodal parts) are dropped from the prompt and counted; another part type is a 400. A part's `cache_control` is ignored."},
     {"model", H, "Echoed in the reply; the gateway serves one model."},
     {"max_tokens", H, "Completion budget (one of the two); default `gateway.default_max_tokens`; capped by the context and `gateway.max_completion_tokens`."},
     {"max_completion_tokens", H, "Same as `max_tokens`."},
@@ -24,13 +24,13 @@ const ApiTable& chat_completions_fields() {
     {"top_logprobs", I, "Alternatives are not produced by the backends: `top_logprobs` lists are empty."},
     {"stream", H, "Token streaming (server-sent events)."},
     {"stream_options", H, "`include_usage` adds the usage chunk; other options are ignored."},
-    {"tools", H, "Function tools, rendered by the chat template."},
-    {"tool_choice", H, "`auto`, `none`, `required` and a named function. `required`/named force the call: the gateway appends the opening of a tool call to the prompt (prompt tokens, loss mask 0) and the model samples the rest."},
+    {"tools", H, "Function tools, rendered by the chat template; `function.parameters` must be an object. `function.strict` and `cache_control` are ignored (tool-call arguments are not constrained)."},
+    {"tool_choice", H, "`auto`, `none`, `required` and a named function. `required`/named force the call: the gateway appends the opening of a tool call to the prompt (prompt tokens, loss mask 0) and the model samples the rest. `required` without `tools` is a 400, as at OpenAI."},
     {"parallel_tool_calls", I, "Every tool call the model writes is returned."},
     {"n", H, "1 to 128 choices, generated one after another, each recorded as a call of its own (with `seed`, choice i samples with seed + i)."},
     {"store", H, "AReaL's meaning: `false` serves the call without recording it for training."},
     {"reasoning_effort", H, "Thinking switch of the chat template: `none`/`minimal` off, other values on."},
-    {"response_format", H, "`json_object` and `json_schema` constrain decoding: the local engine masks every token that cannot continue valid JSON for the schema (recorded log-probs are those of the masked distribution); SGLang gets `json_schema`, vLLM `response_format`. The template's thinking is turned off for such a call (the reply starts with the JSON). `strict` is implied. Schema subset: see the structured-output notes below."},
+    {"response_format", H, "`json_object` and `json_schema` constrain decoding: the local engine masks every token that cannot continue valid JSON for the schema (recorded log-probs are those of the masked distribution); SGLang gets `json_schema`, vLLM `response_format`. The template's thinking is turned off for such a call (the reply starts with the JSON). `strict` is implied. Schema subset: see the structured-output notes below. `text` is the default; another type is a 400 (SGLang/vLLM's `structural_tag` is accepted, not enforced, and counted)."},
     {"frequency_penalty", H, "[-2, 2], OpenAI's semantics over the tokens generated so far; local engine, passed to SGLang/vLLM. Recorded log-probs include it."},
     {"presence_penalty", H, "[-2, 2], as `frequency_penalty`."},
     {"logit_bias", H, "Token id -> bias in [-100, 100] added to the logits; local engine, passed to SGLang/vLLM. Recorded log-probs include it."},
@@ -71,18 +71,18 @@ const ApiTable& chat_completions_fields() {
 
 const ApiTable& responses_fields() {
   static const ApiTable t{"responses", "OpenAI Responses (`/v1/responses`)", {
-    {"input", H, "Required. A string or items: `message` (roles user, system, developer = system, assistant; `input_text`/`output_text`/`refusal` parts), `reasoning` (summary and `reasoning_text` content become `reasoning_content`), `function_call`, `function_call_output`. Image, file and audio parts and other item types are dropped and counted."},
+    {"input", H, "Required. A string or items: `message` (roles user, system, developer = system, assistant; `input_text`/`output_text`/`refusal` parts), `reasoning` (summary and `reasoning_text` content become `reasoning_content`), `function_call`, `function_call_output`. Image, file and audio parts and other item types are dropped and counted; another part type is a 400. An echoed `output_text`'s `annotations` and `logprobs` are ignored."},
     {"model", H, "Echoed in the reply."},
     {"instructions", H, "The system message."},
     {"max_output_tokens", H, "Completion budget; capped by the context and `gateway.max_completion_tokens`."},
     {"temperature", H, "[0, 2]."},
     {"top_p", H, "Nucleus sampling."},
-    {"tools", H, "`function` tools are rendered; hosted and other tool types (`web_search`, `file_search`, `namespace`, `mcp`, `custom`, ...) are dropped from the prompt and counted."},
-    {"tool_choice", H, "`auto`, `none`, `required` and a named function (`{\"type\": \"function\", \"name\": ...}`), forced as in Chat Completions."},
+    {"tools", H, "`function` tools are rendered (`parameters` must be an object; `strict` is ignored); hosted and other tool types (`web_search`, `file_search`, `namespace`, `mcp`, `custom`, ...) are dropped from the prompt and counted."},
+    {"tool_choice", H, "`auto`, `none`, `required` and a named function (`{\"type\": \"function\", \"name\": ...}`), forced as in Chat Completions; `required` without `tools` is a 400."},
     {"parallel_tool_calls", I, "Every tool call the model writes is returned."},
     {"max_tool_calls", I, "Every tool call the model writes is returned."},
     {"reasoning", H, "`effort` is the template's thinking switch (`none`/`minimal` off); `summary` is ignored (the whole reasoning is returned as summary text)."},
-    {"text", H, "`format`: `text` (default), `json_object` and `json_schema` (`schema` beside `type`) constrain decoding as Chat's `response_format` does. `verbosity` is ignored."},
+    {"text", H, "`format`: `text` (default), `json_object` and `json_schema` (`schema` beside `type`) constrain decoding as Chat's `response_format` does; another type is a 400. `verbosity` is ignored."},
     {"store", H, "OpenAI's meaning: `false` keeps no response for `previous_response_id`. Every call is recorded for training either way (Codex CLI sends `store: false`)."},
     {"previous_response_id", H, "Continues a stored response of the same session: its conversation and exact token ids are the prefix (no re-tokenization). Unknown ids are a 404."},
     {"conversation", H, "The gateway keeps no Conversations objects: a conversation id is a 404; send the history in `input` or use `previous_response_id`."},
@@ -106,7 +106,7 @@ const ApiTable& responses_fields() {
 
 const ApiTable& anthropic_messages_fields() {
   static const ApiTable t{"anthropic", "Anthropic Messages (`/v1/messages`)", {
-    {"messages", H, "Required. Roles user and assistant, and `system` entries anywhere (Claude Code sends them), rendered in place as system messages. Blocks `text`, `thinking` (assistant), `tool_use`, `tool_result`; `redacted_thinking`, `image`, `document`, `search_result` and server-tool blocks are dropped and counted; `cache_control` and `citations` are ignored."},
+    {"messages", H, "Required. Roles user and assistant, and `system` entries anywhere (Claude Code sends them), rendered in place as system messages. Blocks `text`, `thinking` (assistant), `tool_use`, `tool_result`; `redacted_thinking`, `image`, `document`, `search_result`, `tool_reference`, `container_upload`, `compaction` and server-tool blocks (`server_tool_use`, `*_tool_result`, `mcp_*`) are dropped and counted; another block type is a 400. `cache_control`, `citations`, a thinking block's `signature` and a tool result's `is_error` are ignored."},
     {"model", H, "Echoed in the reply."},
     {"max_tokens", H, "Required completion budget; capped by the context and `gateway.max_completion_tokens`."},
     {"system", H, "A string or text blocks: the first system message."},
@@ -115,10 +115,10 @@ const ApiTable& anthropic_messages_fields() {
     {"top_p", H, "Nucleus sampling."},
     {"top_k", H, "Top-k sampling."},
     {"stream", H, "Anthropic's server-sent events."},
-    {"tools", H, "Client tools (`name`, `description`, `input_schema`) are rendered; `cache_control`, `defer_loading`, `strict`, `input_examples` are ignored; server tools (a `type` such as `web_search_20250305`) are dropped from the prompt and counted."},
-    {"tool_choice", H, "`auto`, `none`, `any` (= required) and `tool` (named), forced as in Chat Completions; `disable_parallel_tool_use` is ignored."},
+    {"tools", H, "Client tools (`name`, `description`, `input_schema`, which must be an object) are rendered; `cache_control`, `defer_loading`, `strict`, `input_examples` are ignored; server tools (a `type` such as `web_search_20250305`) are dropped from the prompt and counted."},
+    {"tool_choice", H, "`auto`, `none`, `any` (= required) and `tool` (named), forced as in Chat Completions (`any` and `tool` without `tools` are a 400); `disable_parallel_tool_use` is ignored."},
     {"thinking", H, "The template's thinking switch: `enabled` on, `disabled` off, `adaptive` follows `output_config.effort` (on unless `low`), else the template's default. `budget_tokens` and `display` are ignored."},
-    {"output_config", H, "`effort` feeds adaptive thinking; `format` `{\"type\": \"json_schema\", \"schema\": ...}` constrains decoding as Chat's `response_format` does."},
+    {"output_config", H, "`effort` feeds adaptive thinking; `format` `{\"type\": \"json_schema\", \"schema\": ...}` constrains decoding as Chat's `response_format` does; another format type is a 400."},
     {"metadata", I, "`user_id` identifies the end user for abuse monitoring; nothing to do here."},
     {"context_management", I, "Server-side context editing (Claude Code sends `clear_thinking`): the conversation is used as sent."},
     {"service_tier", I, "Billing tier."},
@@ -132,6 +132,24 @@ const ApiTable& anthropic_messages_fields() {
 
 void FieldNotes::ignore(const std::string& field) {
   if (std::find(ignored.begin(), ignored.end(), field) == ignored.end()) ignored.push_back(field);
+}
+
+void FieldNotes::note_unknown(const std::string& field) {
+  if (std::find(unknown.begin(), unknown.end(), field) == unknown.end()) unknown.push_back(field);
+}
+
+void note_nested_fields(const nlohmann::ordered_json& obj, const NestedFields& fields, FieldNotes& notes) {
+  if (!obj.is_object()) return;
+  auto listed = [](const std::vector<const char*>& names, const std::string& key) {
+    return std::any_of(names.begin(), names.end(), [&](const char* n) { return key == n; });
+  };
+  for (const auto& item : obj.items()) {
+    const std::string& key = item.key();
+    if (item.value().is_null() || listed(fields.honoured, key)) continue;
+    const std::string name = std::string(fields.path) + "." + key;
+    if (listed(fields.ignored, key)) notes.ignore(name);
+    else notes.note_unknown(name);
+  }
 }
 
 void note_fields(const nlohmann::ordered_json& body, const ApiTable& table, FieldNotes& notes) {

@@ -41,11 +41,24 @@ struct FieldNotes {
   std::vector<std::string> ignored;  // in the API's table as ignored, or nested content we drop
   std::vector<std::string> unknown;  // in no table
   void ignore(const std::string& field);
+  void note_unknown(const std::string& field);  // once per request, as ignore()
 };
 
 // Notes the top-level, non-null fields of `body` that `table` marks ignored
 // or does not list.
 void note_fields(const nlohmann::ordered_json& body, const ApiTable& table, FieldNotes& notes);
+
+// The keys of one nested object of a request, at a fixed place the parser
+// already reads (a tool, a tool's function, a content part).
+struct NestedFields {
+  const char* path;                    // e.g. "tools[].function": keys are noted as "<path>.<key>"
+  std::vector<const char*> honoured;   // acted on: not noted
+  std::vector<const char*> ignored;    // documented as accepted and ignored
+};
+
+// Notes the non-null keys of `obj` that `fields` marks ignored or does not
+// list (unknown). One level only: never a walk into client JSON.
+void note_nested_fields(const nlohmann::ordered_json& obj, const NestedFields& fields, FieldNotes& notes);
 
 // The three tables as Markdown (docs/http-api.md, "Compatibility policy").
 std::string api_fields_markdown();

@@ -4,6 +4,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdlib>
+#include <set>
 
 #include "core/plugin_host/error.hpp"
 #include "areal/inference.h"
@@ -34,22 +35,37 @@ int64_t integer(const J& body, const char* key, int64_t lo, int64_t hi) {
 }
 
 
+// The part types besides text and refusal that clients send: OpenAI's
+// image, audio and file parts and vLLM's extensions (its multimodal parts,
+// and input_text and thinking, which were always dropped here). Dropped and
+// noted; a type in neither list is not in any schema (a 400).
+const std::set<std::string>& media_part_types() {
+  static const std::set<std::string> types = {"image_url", "input_audio", "file", "audio_url", "video_url", "image_embeds",
+                                              "image_pil", "input_image", "input_text", "thinking"};
+  return types;
+}
+
 // Text of a content value: a string, or parts of which text and refusal
 // parts count; image, audio and file parts are dropped (a text model cannot
 // see them) and noted.
 std::string content_text(const J& content, const std::string& where, FieldNotes& notes) {
   if (content.is_string()) return content;
   std::string text;
-  for (const auto& part : content) {
-    if (!part.is_object() || !part.contains("type") || !part["type"].is_string()) bad(where, "each content part must be an object with a type");
+  for (size_t k = 0; k < content.size(); ++k) {
+    const J& part = content[k];
+    const std::string pw = where + "[" + std::to_string(k) + "]";
+    if (!part.is_object() || !part.contains("type") || !part["type"].is_string()) bad(pw, "each content part must be an object with a type");
     const std::string type = part["type"];
     if (type == "text" || type == "refusal") {
       const J& t = part.contains(type) ? part[type] : J();
-      if (!t.is_string()) bad(where, "a " + type + " part needs a string '" + type + "'");
+      if (!t.is_string()) bad(pw, "a " + type + " part needs a string '" + type + "'");
+      note_nested_fields(part, {"messages[].content[]", {"type", type.c_str()}, {"cache_control"}}, notes);
       if (!text.empty()) text += "\n";  // parts are joined with newlines, as vLLM does
       text += t.get<std::string>();
-    } else {
+    } else if (media_part_types().count(type)) {
       notes.ignore("messages[].content[]." + type);
+    } else {
+      bad(pw + ".type", "unknown content part type '" + type + "' (text, refusal, image_url, input_audio or file)");
     }
   }
   return text;
@@ -112,6 +128,13 @@ void parse_tool_choice(const J& tc, ChatRequest& r) {
   } else {
     bad("tool_choice", "must be none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}");
   }
+  if (r.tool_choice == "required" && r.tools.is_null()) {
+    // OpenAI refuses required without tools; with tools we do not render
+    // (custom ones) there is nothing to force: auto, noted.
+    if (!r.any_tools) bad("tool_choice", "is 'required' but the request has no 'tools'");
+    r.fields.ignore("tool_choice=required (no function tools)");
+    r.tool_choice = "auto";
+  }
   if (r.tool_choice == "function") {
     bool found = false;
     if (r.tools.is_array())
@@ -134,6 +157,10 @@ void set_response_format(ChatRequest& r, const J& format, const std::string& par
   if (format.is_null()) return;
   if (!format.is_object() || !format.contains("type") || !format["type"].is_string()) bad(param, "must be an object with a 'type'");
   const std::string type = format["type"];
+  // OpenAI's three types, and the SGLang/vLLM extension structural_tag
+  // (accepted, not enforced); anything else is malformed.
+  if (type != "text" && type != "json_object" && type != "json_schema" && type != "structural_tag")
+    bad(param + ".type", "must be text, json_object or json_schema, got '" + type + "'");
   if (type == "text") return;
   // With tools on offer the reply may be a tool call, which no JSON mask
   // allows: the format is then not enforced (agent SDKs send both on every turn).
@@ -153,7 +180,7 @@ void set_response_format(ChatRequest& r, const J& format, const std::string& par
     r.json_schema = schema.dump();
     if (present(*holder, "strict")) r.fields.ignore(param + ".strict");  // always enforced
   } else {
-    r.fields.ignore(param + ".type=" + type);  // e.g. a grammar format we do not implement: unconstrained
+    r.fields.ignore(param + ".type=" + type);  // structural_tag: a grammar we do not implement, unconstrained
     return;
   }
   r.chat_template_kwargs["enable_thinking"] = false;
@@ -184,19 +211,27 @@ ChatRequest parse_chat_request_checked(const J& body) {
   if (present(body, "tools")) {
     if (!body["tools"].is_array()) bad("tools", "must be an array");
     J tools = J::array();
+    size_t skipped = 0;  // tools not rendered so far (for the index in a message)
     for (const auto& t : body["tools"]) {
       if (!t.is_object()) bad("tools", "each tool must be an object");
       const std::string type = t.contains("type") && t["type"].is_string() ? t["type"].get<std::string>() : "function";
       if (type != "function") {  // custom (free-form) tools have no JSON-schema rendering in chat templates
+        ++skipped;
         r.fields.ignore("tools[].type=" + type);
         if (t.contains(type) && t[type].is_object() && t[type].contains("name") && t[type]["name"].is_string()) r.dropped_tools.insert(t[type]["name"].get<std::string>());
         continue;
       }
       if (!t.contains("function") || !t["function"].is_object() || !t["function"].contains("name") || !t["function"]["name"].is_string())
         bad("tools", "each function tool must be {\"type\": \"function\", \"function\": {\"name\": ...}}");
+      const J& fn = t["function"];
+      if (present(fn, "parameters") && !fn["parameters"].is_object())
+        bad("tools[" + std::to_string(tools.size() + skipped) + "].function.parameters", "must be an object (a JSON Schema)");
+      note_nested_fields(t, {"tools[]", {"type", "function"}, {"cache_control"}}, r.fields);
+      note_nested_fields(fn, {"tools[].function", {"name", "description", "parameters"}, {"strict"}}, r.fields);
       tools.push_back(t);
     }
     if (!tools.empty()) r.tools = tools;
+    r.any_tools = !body["tools"].empty();
   }
   if (present(body, "tool_choice")) parse_tool_choice(body["tool_choice"], r);
   if (present(body, "n")) r.n = static_cast<int32_t>(integer(body, "n", 1, 128));

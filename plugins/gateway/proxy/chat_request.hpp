@@ -44,6 +44,7 @@ struct ChatRequest {
   std::string json_schema;        // its schema (JSON text) when there is one
   FieldNotes fields;                       // what was accepted without being acted on
   std::set<std::string> dropped_tools;     // names of tools not rendered (hosted, server, custom)
+  bool any_tools = false;                  // the request listed tools, rendered or not
 
   bool tools_enabled() const { return !tools.is_null() && tool_choice != "none"; }
   bool forces_tool_call() const { return !tools.is_null() && (tool_choice == "required" || tool_choice == "function"); }

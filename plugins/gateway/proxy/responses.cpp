@@ -38,20 +38,28 @@ J chat_tool_choice(const J& tc, const std::set<std::string>& rendered, FieldNote
 }
 
 // Text of a content value: text parts count; image, file and audio parts
-// are dropped (a text model cannot see them) and noted.
+// are dropped (a text model cannot see them) and noted; a part type the
+// schema does not have is a 400.
 std::string parts_text(const J& content, const std::string& where, FieldNotes& notes) {
   if (content.is_string()) return content;
   if (!content.is_array()) bad(where, "must be a string or an array of content parts");
   std::string out;
-  for (const auto& p : content) {
-    if (!p.is_object() || !p.contains("type") || !p["type"].is_string()) bad(where, "each content part must be an object with a type");
+  for (size_t k = 0; k < content.size(); ++k) {
+    const J& p = content[k];
+    const std::string pw = where + "[" + std::to_string(k) + "]";
+    if (!p.is_object() || !p.contains("type") || !p["type"].is_string()) bad(pw, "each content part must be an object with a type");
     const std::string type = p["type"];
     if (type == "input_text" || type == "output_text" || type == "text" || type == "reasoning_text" || type == "summary_text") {
+      // An echoed output_text carries its annotations and logprobs: nothing to render.
+      note_nested_fields(p, {"input[].content[]", {"type", "text"}, {"annotations", "logprobs", "cache_control"}}, notes);
       out += p.value("text", "");
     } else if (type == "refusal") {
+      note_nested_fields(p, {"input[].content[]", {"type", "refusal"}, {"cache_control"}}, notes);
       out += p.value("refusal", "");
-    } else {
+    } else if (type == "input_image" || type == "input_file" || type == "input_audio") {
       notes.ignore("input[].content[]." + type);
+    } else {
+      bad(pw + ".type", "unknown content part type '" + type + "' (input_text, output_text, refusal, input_image, input_file or input_audio)");
     }
   }
   return out;
@@ -142,10 +150,12 @@ ChatRequest responses_to_chat_request_checked(const J& body, const J& history) {
   for (const char* k : {"temperature", "top_p", "stream", "model"})
     if (present(body, k)) openai[k] = body[k];
   std::set<std::string> rendered;  // names of the function tools the template shows
+  const bool any_tools = present(body, "tools") && body["tools"].is_array() && !body["tools"].empty();
   if (present(body, "tools")) {
     if (!body["tools"].is_array()) bad("tools", "must be an array");
     J tools = J::array();
-    for (const auto& t : body["tools"]) {
+    for (size_t i = 0; i < body["tools"].size(); ++i) {
+      const J& t = body["tools"][i];
       if (!t.is_object()) bad("tools", "each tool must be an object");
       const std::string type = present(t, "type") ? t["type"].get<std::string>() : "function";
       if (type != "function") {  // hosted tools run at OpenAI; namespaces and custom tools have no template form
@@ -153,6 +163,8 @@ ChatRequest responses_to_chat_request_checked(const J& body, const J& history) {
         continue;
       }
       if (!t.contains("name") || !t["name"].is_string()) bad("tools", "each function tool needs a name");
+      if (present(t, "parameters") && !t["parameters"].is_object()) bad("tools[" + std::to_string(i) + "].parameters", "must be an object (a JSON Schema)");
+      note_nested_fields(t, {"tools[]", {"type", "name", "description", "parameters"}, {"strict", "cache_control"}}, notes);
       rendered.insert(t["name"].get<std::string>());
       tools.push_back({{"type", "function"},
                        {"function", {{"name", t["name"]}, {"description", opt_string(t, "description")},
@@ -160,7 +172,16 @@ ChatRequest responses_to_chat_request_checked(const J& body, const J& history) {
     }
     if (!tools.empty()) openai["tools"] = tools;
   }
-  if (present(body, "tool_choice")) openai["tool_choice"] = chat_tool_choice(body["tool_choice"], rendered, notes);
+  if (present(body, "tool_choice")) {
+    J tc = chat_tool_choice(body["tool_choice"], rendered, notes);
+    if (tc == "required" && rendered.empty()) {
+      // OpenAI refuses required without tools; with only hosted tools there is nothing we can force.
+      if (!any_tools) bad("tool_choice", "is 'required' but the request has no 'tools'");
+      notes.ignore("tool_choice=required (no function tools)");
+      tc = "auto";
+    }
+    openai["tool_choice"] = tc;
+  }
   if (present(body, "reasoning")) {
     if (!body["reasoning"].is_object()) bad("reasoning", "must be an object");
     if (present(body["reasoning"], "effort")) {
