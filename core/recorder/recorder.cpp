@@ -1,4 +1,5 @@
 #include "core/recorder/recorder.hpp"
+#include "core/text/json_depth.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -23,10 +24,8 @@ nlohmann::json comparable(const Json& m) {
     if (j.contains("tool_calls") && j["tool_calls"].is_array())
       for (auto& call : j["tool_calls"])
         if (call.contains("function") && call["function"].contains("arguments") && call["function"]["arguments"].is_string()) {
-          try {
-            call["function"]["arguments"] = nlohmann::json::parse(call["function"]["arguments"].get<std::string>());
-          } catch (const nlohmann::json::exception&) {
-          }
+          auto parsed = areal::text::parse_json_bounded_or_discarded(call["function"]["arguments"].get<std::string>());
+          if (!parsed.is_discarded()) call["function"]["arguments"] = std::move(parsed);
         }
   }
   return j;

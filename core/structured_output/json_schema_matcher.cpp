@@ -14,6 +14,11 @@ namespace {
 constexpr uint8_t kNull = 1, kBoolean = 2, kInteger = 4, kNumber = 8, kString = 16, kArray = 32, kObject = 64;
 constexpr uint8_t kAnyType = 127;
 constexpr uint32_t kUnbounded = UINT32_MAX;
+// A schema comes with a request: its compilation is bounded in depth (the
+// compiler recurses once per level, and each level costs memory) and in
+// nodes, so no client can make it take the stack or gigabytes.
+constexpr size_t kMaxSchemaDepth = 64;
+constexpr size_t kMaxSchemaNodes = 20000;
 constexpr uint32_t kMaxWhitespace = 32;
 constexpr size_t kMaxFrames = 64;  // about 32 nested containers
 constexpr uint32_t kMaxNumberChars = 32;
@@ -87,6 +92,13 @@ class Compiler {
   Compiler(const nlohmann::json& root, std::deque<SchemaNode>& nodes, const SchemaNode* any) : root_(root), nodes_(nodes), any_(any) {}
 
   const SchemaNode* compile(const nlohmann::json& s, const std::string& where) {
+    struct Level {
+      size_t& depth;
+      explicit Level(size_t& d) : depth(++d) {}
+      ~Level() { --depth; }
+    } level(depth_);
+    if (depth_ > kMaxSchemaDepth) fail(where, "nests deeper than " + std::to_string(kMaxSchemaDepth) + " schemas (the limit)");
+    if (nodes_.size() >= kMaxSchemaNodes) fail(where, "has more than " + std::to_string(kMaxSchemaNodes) + " schemas (the limit)");
     if (s.is_boolean()) {
       if (s.get<bool>()) return any_;
       nodes_.emplace_back();
@@ -111,11 +123,18 @@ class Compiler {
         if (!s[key].is_array() || s[key].empty()) fail(where + "." + key, "must be a non-empty array");
         for (size_t i = 0; i < s[key].size(); ++i) n.any_of.push_back(compile(s[key][i], where + "." + key + "[" + std::to_string(i) + "]"));
       }
-    nlohmann::json merged = s;
+    // allOf merges into a copy; without it the schema is read where it is.
+    nlohmann::json merged_copy;
+    const nlohmann::json* read = &s;
+    if (s.contains("allOf")) {
+      merged_copy = s;
+      read = &merged_copy;
+    }
+    nlohmann::json& merged = merged_copy;
     if (s.contains("allOf")) {  // object schemas merged: properties, required, additionalProperties
       if (!s["allOf"].is_array()) fail(where + ".allOf", "must be an array");
       for (const auto& part : s["allOf"]) {
-        const nlohmann::json p = resolve(part, where + ".allOf");
+        const nlohmann::json& p = resolve(part, where + ".allOf");
         if (!p.is_object()) continue;
         if (p.contains("properties") && p["properties"].is_object()) merged["properties"].update(p["properties"]);
         if (p.contains("required") && p["required"].is_array())
@@ -130,10 +149,10 @@ class Compiler {
         else for (const auto& v : merged["enum"]) n.literals.push_back(v.dump());
       }
     }
-    object_keywords(merged, n, where);
-    array_keywords(merged, n, where);
-    n.min_length = bound(merged, "minLength", 0, where);
-    n.max_length = bound(merged, "maxLength", kUnbounded, where);
+    object_keywords(*read, n, where);
+    array_keywords(*read, n, where);
+    n.min_length = bound(*read, "minLength", 0, where);
+    n.max_length = bound(*read, "maxLength", kUnbounded, where);
     return &n;
   }
 
@@ -222,7 +241,7 @@ class Compiler {
 
   // The schema a $ref names; "#", "#/$defs/X", "#/definitions/X", or any
   // JSON pointer into the document.
-  nlohmann::json resolve(const nlohmann::json& s, const std::string& where) {
+  const nlohmann::json& resolve(const nlohmann::json& s, const std::string& where) {
     if (!s.is_object() || !s.contains("$ref")) return s;
     const auto& ref = s["$ref"];
     if (!ref.is_string() || ref.get<std::string>().rfind('#', 0) != 0) fail(where + ".$ref", "only references inside the schema (#/...) are supported");
@@ -280,6 +299,7 @@ class Compiler {
   std::deque<SchemaNode>& nodes_;
   const SchemaNode* any_;
   std::map<std::string, const SchemaNode*> refs_;
+  size_t depth_ = 0;
 };
 
 }  // namespace

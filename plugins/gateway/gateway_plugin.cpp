@@ -13,16 +13,10 @@
 #include <memory>
 #include <mutex>
 
-#include <Poco/Net/HTTPRequestHandler.h>
-#include <Poco/Net/HTTPRequestHandlerFactory.h>
-#include <Poco/Net/HTTPServer.h>
-#include <Poco/Net/HTTPServerParams.h>
+#include <sys/resource.h>
+
 #include <Poco/Net/HTTPServerRequest.h>
 #include <Poco/Net/HTTPServerResponse.h>
-#include <Poco/Net/ServerSocket.h>
-#include <Poco/Net/SocketAddress.h>
-#include <Poco/Net/StreamSocket.h>
-#include <Poco/Net/TCPServer.h>
 #include <nlohmann/json.hpp>
 
 #include "areal/sdk.hpp"
@@ -37,13 +31,14 @@
 #include "session_control.hpp"
 #include "session_routes.hpp"
 #include "worker_router.hpp"
+#include "server/http_server.hpp"
 #include "core/recorder/state_db.hpp"
 
 namespace {
 
 using nlohmann::json;
 namespace sdk = areal::sdk;
-using Poco::Net::HTTPRequestHandler;
+namespace server = areal::gateway::server;
 using Poco::Net::HTTPServerRequest;
 using Poco::Net::HTTPServerResponse;
 
@@ -52,7 +47,6 @@ constexpr const char* kGatewayVersion = "0.1.0";
 struct GatewayState {
   std::unique_ptr<areal::recorder::StateDb> state_db;  // durable state (gateway.state_dir); outlives the sessions below
   size_t max_request_bytes = 32u << 20;
-  std::chrono::duration<double> client_timeout{60.0};  // gateway.client_timeout_s
   const areal_inference_ref* inference = nullptr;  // may be NULL
   std::string model_name = "default";
   std::atomic<uint64_t> requests{0};
@@ -71,23 +65,60 @@ bool is_loopback(const std::string& host) {
   return host == "127.0.0.1" || host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
 }
 
-class Handler : public HTTPRequestHandler {
+// The route a request is logged under: the path without its query, and a
+// session-scoped URL's first segment (a session id, or a key) as {session}.
+std::string logged_route(const std::string& target) {
+  std::string path = target.substr(0, target.find('?'));
+  std::string head, rest;
+  if (areal::gateway::split_session_path(path, head, rest)) path = "/{session}" + rest;
+  if (path.size() > 160) path = path.substr(0, 160) + "...";
+  return path;
+}
+
+// Anthropic's routes answer errors in Anthropic's body shape.
+bool anthropic_route(std::string route) {
+  if (route.rfind("/{session}", 0) == 0) route.erase(0, 10);
+  return route == "/v1/messages" || route == "/v1/messages/count_tokens" || route == "/messages" || route == "/messages/count_tokens";
+}
+
+std::string error_body_for(const std::string& route, int status, const std::string& message, const std::string& code = "") {
+  if (anthropic_route(route)) return areal::gateway::AnthropicRoutes::error_body(status, message);
+  return areal::gateway::openai_error_body(message, areal::gateway::error_type_for(status),
+                                           code.empty() ? areal::gateway::error_code_for(status) : code);
+}
+
+// One line per refused request: status, route and reason, never a credential
+// (keys travel in headers, and a key in a session URL is logged as {session}).
+void log_refused(int status, const std::string& method, const std::string& route, const std::string& client, std::string reason) {
+  for (char& ch : reason) if (static_cast<unsigned char>(ch) < 0x20) ch = ' ';
+  if (reason.size() > 300) reason = reason.substr(0, 300) + "...";
+  sdk::host().metric_add(sdk::str("areal_gateway_error_responses_total{status=\"" + std::to_string(status) + "\"}"), 1.0);
+  sdk::log(status >= 500 ? AREAL_LOG_ERROR : AREAL_LOG_WARN, "gateway",
+           std::to_string(status) + " " + method + " " + route + (client.empty() ? "" : " from " + client) + ": " + reason);
+}
+
+class Handler {
  public:
   explicit Handler(std::shared_ptr<GatewayState> state) : state_(std::move(state)) {}
 
-  void handleRequest(HTTPServerRequest& req, HTTPServerResponse& res) override {
+  void handleRequest(HTTPServerRequest& req, HTTPServerResponse& res) {
     state_->requests++;
     std::string path = req.getURI();
     if (auto q = path.find('?'); q != std::string::npos) path.resize(q);  // e.g. Claude Code's ?beta=true
     // Agents get the OpenAI base URL (".../v1"); their SDK resolves /rl/* under it.
     if (path.rfind("/v1/rl/", 0) == 0) path.erase(0, 3);
-    bool anthropic = path == "/v1/messages" || path == "/v1/messages/count_tokens";  // errors in Anthropic's body shape
+    const std::string route = logged_route(path);
     sdk::host().metric_add(sdk::str("areal_gateway_requests_total"), 1.0);
+    auto fail = [&](int status, const std::string& message, const std::string& code) {
+      if (status == 413) res.setKeepAlive(false);  // the body was not taken whole: do not reuse the connection
+      log_refused(status, req.getMethod(), route, req.clientAddress().host().toString(), message);
+      areal::gateway::send_json(res, status, error_body_for(route, status, message, code));
+    };
     try {
       // Every body is read before anything is answered, errors included: a
       // keep-alive connection must not carry unread bytes into the next request.
-      const std::string body = areal::gateway::read_body(req, state_->max_request_bytes, state_->client_timeout);
-      if (!state_->router && scoped_to_session(req, path)) anthropic = path == "/v1/messages" || path == "/v1/messages/count_tokens";
+      const std::string body = areal::gateway::read_body(req, state_->max_request_bytes);
+      if (!state_->router) scoped_to_session(req, path);
       if (path == "/health") return get_only(req, res, [&] { health(res); });
       if (path == "/metrics") return get_only(req, res, [&] { metrics(res); });
       if (state_->router) return state_->router->handle(path, req, body, res);
@@ -98,23 +129,15 @@ class Handler : public HTTPRequestHandler {
       if (state_->chat_routes->handle(path, req, body, res)) return;
       if (state_->anthropic_routes->handle(path, req, body, res)) return;
       if (state_->responses_routes->handle(path, req, body, res)) return;
-      areal::gateway::send_error(res, 404, "Unknown endpoint " + req.getMethod() + " " + path + " (see docs/http-api.md)",
-                                 "invalid_request_error", "not_found");
+      throw areal::gateway::HttpError(404, "Unknown endpoint " + req.getMethod() + " " + route + " (see docs/http-api.md)", "not_found");
     } catch (const areal::gateway::HttpError& e) {
-      if (e.status == 413 || e.status == 408) res.setKeepAlive(false);  // the body was not read whole: do not reuse the connection
-      if (anthropic) return areal::gateway::send_json(res, e.status, areal::gateway::AnthropicRoutes::error_body(e.status, e.what()));
-      areal::gateway::send_error(res, e.status, e.what(), areal::gateway::error_type_for(e.status),
-                                 e.code.empty() ? areal::gateway::error_code_for(e.status) : e.code);
+      fail(e.status, e.what(), e.code);
     } catch (const sdk::Error& e) {
       const int status = areal::gateway::http_status_of(e);
       if (status == 503) res.set("Retry-After", "1");  // the state dir refused a write; nothing changed
-      if (anthropic) return areal::gateway::send_json(res, status, areal::gateway::AnthropicRoutes::error_body(status, e.what()));
-      areal::gateway::send_error(res, status, e.what(), areal::gateway::error_type_for(status),
-                                 areal::gateway::error_code_for(status));
+      fail(status, e.what(), "");
     } catch (const std::exception& e) {
-      const std::string message = std::string("internal error: ") + e.what();
-      if (anthropic) return areal::gateway::send_json(res, 500, areal::gateway::AnthropicRoutes::error_body(500, message));
-      areal::gateway::send_error(res, 500, message, "server_error", "internal_error");
+      fail(500, std::string("internal error: ") + e.what(), "internal_error");
     }
   }
 
@@ -123,8 +146,7 @@ class Handler : public HTTPRequestHandler {
   void get_only(HTTPServerRequest& req, HTTPServerResponse& res, F&& f) {
     if (req.getMethod() != "GET" && req.getMethod() != "HEAD") {
       res.set("Allow", "GET");
-      return areal::gateway::send_error(res, 405, "Method " + req.getMethod() + " is not allowed on " + req.getURI(),
-                                        "invalid_request_error", "method_not_allowed");
+      throw areal::gateway::HttpError(405, "Method " + req.getMethod() + " is not allowed on " + logged_route(req.getURI()), "method_not_allowed");
     }
     f();
   }
@@ -158,26 +180,41 @@ class Handler : public HTTPRequestHandler {
   }
 
   // Session-scoped base URLs (the agent-workflow seed): /{session}/v1/...,
-  // /{session}/chat/completions, /{session}/rl/... where {session} is a
-  // session id or a session key, for agents that can set a base URL but no
-  // key. The path is rewritten and the session's key stands in for whatever
-  // credential the request carried. Returns whether the path was scoped.
-  bool scoped_to_session(HTTPServerRequest& req, std::string& path) {
+  // /{session}/chat/completions, /{session}/rl/... for agents that can set a
+  // base URL but no key. {session} is the session's api_key (the URL is the
+  // credential: 256 random bits), or its id together with that key (or the
+  // admin key) in the request: ids are predictable (<task_id>-<n>), so an id
+  // alone never acts for a session. The path is rewritten and the session's
+  // key stands in for the request's credential.
+  void scoped_to_session(HTTPServerRequest& req, std::string& path) {
     std::string head, rest;
-    if (!areal::gateway::split_session_path(path, head, rest)) return false;
+    if (!areal::gateway::split_session_path(path, head, rest)) return;
+    auto& sessions = *state_->sessions;
     std::shared_ptr<areal::proxy::Session> session;
     try {
-      session = state_->sessions->find(head);
-    } catch (const sdk::Error&) {
+      session = sessions.authorize(head);
+    } catch (const sdk::Error& e) {
+      if (e.code() == AREAL_CODE_FAILED_PRECONDITION) throw areal::gateway::HttpError(410, e.what());
     }
     if (!session) {
       try {
-        session = state_->sessions->authorize(head);
-      } catch (const sdk::Error& e) {
-        if (e.code() == AREAL_CODE_FAILED_PRECONDITION) throw areal::gateway::HttpError(410, e.what());
+        session = sessions.find(head);
+      } catch (const sdk::Error&) {
       }
+      if (!session) throw areal::gateway::HttpError(404, "Unknown session in the URL (neither a session's api_key nor its id): start one with /rl/start_session");
+      const std::string hint = "the URL names session " + session->id +
+                               " by its id, which is not a credential: send the session's api_key (Authorization: Bearer or x-api-key), "
+                               "or make the session's api_key the URL's first segment instead (/{api_key}/v1)";
+      std::string token;
+      try {
+        token = areal::gateway::bearer_token(req);
+      } catch (const areal::gateway::HttpError&) {
+        throw areal::gateway::HttpError(401, "No API key: " + hint);
+      }
+      // Its own key (even once ended: its owner then learns it ended) or the admin's.
+      if (!areal::proxy::keys_equal(session->api_key, token) && !sessions.is_admin(token))
+        throw areal::gateway::HttpError(401, "The API key sent is not this session's: " + hint);
     }
-    if (!session) throw areal::gateway::HttpError(404, "Unknown session '" + head + "' in the URL: start one with /rl/start_session");
     // An ended session's key may already belong to its successor (a refresh): the old id must not reach it.
     if (session->finished()) throw areal::gateway::HttpError(410, "Session " + session->id + " has ended (" + session->end_reason() + ")");
     path = rest;
@@ -186,7 +223,6 @@ class Handler : public HTTPRequestHandler {
     if (path == "/models") path = "/v1/models";
     req.set("Authorization", "Bearer " + session->api_key);
     req.erase("x-api-key");
-    return true;
   }
 
   void metrics(HTTPServerResponse& res) {
@@ -201,46 +237,6 @@ class Handler : public HTTPRequestHandler {
   std::shared_ptr<GatewayState> state_;
 };
 
-// Too many connections: once max_queued wait for a thread, a new one gets
-// 503 with an error body and is closed at once, where Poco would close it
-// without a word (and a client would see a reset, or wait on a backlog).
-class RefuseWhenFull : public Poco::Net::TCPServerConnectionFilter {
- public:
-  RefuseWhenFull(const Poco::Net::TCPServer& server, int max_queued) : server_(server), max_queued_(max_queued) {}
-  bool accept(const Poco::Net::StreamSocket& socket) override {
-    if (server_.queuedConnections() < max_queued_) return true;
-    sdk::host().metric_add(sdk::str("areal_gateway_connections_refused_total"), 1.0);
-    const std::string body = areal::gateway::openai_error_body(
-        "Too many connections: " + std::to_string(server_.currentConnections()) + " being served and " + std::to_string(max_queued_) +
-            " waiting (gateway.max_threads, gateway.max_queued); retry shortly",
-        "server_error", "unavailable");
-    const std::string response = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: " +
-                                 std::to_string(body.size()) + "\r\nRetry-After: 1\r\nConnection: close\r\n\r\n" + body;
-    try {
-      Poco::Net::StreamSocket s(socket);
-      s.setSendTimeout(Poco::Timespan(1, 0));  // never let a stuck client block the accept loop
-      s.sendBytes(response.data(), static_cast<int>(response.size()));
-      s.shutdownSend();
-    } catch (const Poco::Exception&) {
-      // The client is gone already: nothing to tell it.
-    }
-    return false;
-  }
-
- private:
-  const Poco::Net::TCPServer& server_;
-  const int max_queued_;
-};
-
-class Factory : public Poco::Net::HTTPRequestHandlerFactory {
- public:
-  explicit Factory(std::shared_ptr<GatewayState> state) : state_(std::move(state)) {}
-  HTTPRequestHandler* createRequestHandler(const HTTPServerRequest&) override { return new Handler(state_); }
-
- private:
-  std::shared_ptr<GatewayState> state_;
-};
-
 class Gateway {
  public:
   static constexpr const char* kName = "gateway";
@@ -249,9 +245,12 @@ class Gateway {
   static constexpr const char* kConfigSchema = R"({"type": "object", "keys": {
     "host": {"type": "string", "default": "127.0.0.1", "doc": "Address to bind; 0.0.0.0 for all interfaces."},
     "port": {"type": "integer", "default": 8080, "minimum": 0, "maximum": 65535, "doc": "TCP port; 0 picks a free one (the log line shows which)."},
-    "max_threads": {"type": "integer", "default": 256, "minimum": 1, "maximum": 65536, "doc": "Request threads; each streaming response holds one for its duration."},
-    "max_queued": {"type": "integer", "default": 1024, "minimum": 1, "doc": "Accepted connections waiting for a thread; beyond that a new connection is answered 503 (Retry-After: 1) and closed at once."},
-    "client_timeout_s": {"type": "number", "default": 60, "minimum": 0.1, "doc": "A client must send its request line and headers, each read, within this long, and its whole body within this long again; else 408 and the connection is closed. Also how long an idle keep-alive connection is kept."},
+    "max_threads": {"type": "integer", "default": 256, "minimum": 1, "maximum": 65536, "doc": "Requests served at once (a streaming response holds a thread for its duration). Connections that are idle or still sending their request hold no thread: one event loop reads them."},
+    "max_queued": {"type": "integer", "default": 1024, "minimum": 1, "doc": "Whole requests waiting for a thread; beyond that a request is answered 503 (Retry-After: 1) and its connection closed."},
+    "client_timeout_s": {"type": "number", "default": 60, "minimum": 0.1, "doc": "Total deadlines: a request's line and headers must arrive within this long of its first byte, and its body within this long of the headers' end, however the bytes trickle; else 408 and the connection is closed. Also the send timeout: a client that takes nothing of a response for this long is dropped."},
+    "idle_timeout_s": {"type": "number", "default": 60, "minimum": 0.1, "doc": "A connection with no byte of a (next) request for this long is closed: new connections that send nothing and idle keep-alive ones alike."},
+    "max_connections": {"type": "integer", "default": 10000, "minimum": 1, "doc": "Open connections at once, in every state; beyond that a new one is answered 503 (Retry-After: 1) and closed. Lowered to what the process's file-descriptor limit allows (raised to its hard limit at start)."},
+    "max_connections_per_client": {"type": "integer", "default": 1024, "minimum": 1, "doc": "Open connections at once from one client address; beyond that a new one is answered 503 (Retry-After: 1) and closed."},
     "admin_api_key": {"type": "string", "default": "areal-admin-key", "doc": "Key for admin endpoints (start_session, grant_capacity, export). The default is refused on a non-loopback host."},
     "capacity": {"type": "integer", "default": -1, "minimum": -1, "doc": "Sessions that may start before /grant_capacity adds more (HTTP 429 at 0); -1 = unlimited. The trainer sets this from its staleness budget."},
     "session_timeout_seconds": {"type": "number", "default": 3600, "minimum": 1, "doc": "Idle sessions are ended (and kept for export) after this long."},
@@ -276,9 +275,13 @@ class Gateway {
     const json c = sdk::parse_object(ctx.config_json(), "gateway: config");
     host_ = c.value("host", "127.0.0.1");
     port_ = c.value("port", 8080);
-    max_threads_ = c.value("max_threads", 256);
-    max_queued_ = c.value("max_queued", 1024);
-    state_->client_timeout = std::chrono::duration<double>(c.value("client_timeout_s", 60.0));
+    server_options_.max_threads = c.value("max_threads", 256);
+    server_options_.max_queued = c.value("max_queued", size_t{1024});
+    const std::chrono::duration<double> client_timeout(c.value("client_timeout_s", 60.0));
+    server_options_.head_timeout = server_options_.body_timeout = server_options_.send_timeout = client_timeout;
+    server_options_.idle_timeout = std::chrono::duration<double>(c.value("idle_timeout_s", 60.0));
+    server_options_.max_connections = c.value("max_connections", size_t{10000});
+    server_options_.max_connections_per_client = c.value("max_connections_per_client", size_t{1024});
     if (port_ < 0 || port_ > 65535) throw sdk::invalid_argument("gateway: port must be in [0, 65535]");
     const std::string admin_key = c.value("admin_api_key", std::string(kDefaultAdminKey));
     if (admin_key.empty()) throw sdk::invalid_argument("gateway: admin_api_key must not be empty");
@@ -294,6 +297,7 @@ class Gateway {
     settings.trajectories_jsonl = c.value("trajectories_jsonl", std::string());
     settings.max_request_bytes = c.value("max_request_bytes", size_t{32u << 20});
     state_->max_request_bytes = settings.max_request_bytes;
+    server_options_.limits.max_body_bytes = settings.max_request_bytes;
     state_->session_routes = std::make_unique<areal::gateway::SessionRoutes>(*state_->sessions, settings);
     if (c.contains("workers") && c["workers"].is_array() && !c["workers"].empty()) {
       if (!c.value("tokenizer", std::string()).empty())
@@ -372,26 +376,23 @@ class Gateway {
   std::string start() {
     std::lock_guard<std::mutex> lock(mutex_);
     if (server_) throw sdk::Error(AREAL_CODE_FAILED_PRECONDITION, "gateway is already running");
-    Poco::Net::ServerSocket socket;
+    server::ServerOptions options = server_options_;
+    options.host = host_;
+    options.port = port_;
+    options.max_connections = std::min(options.max_connections, descriptor_budget());
+    auto state = state_;
+    server_ = std::make_unique<server::HttpServer>(
+        options, [state](HTTPServerRequest& req, HTTPServerResponse& res) { Handler(state).handleRequest(req, res); },
+        [](const server::Refusal& r) { return error_body_for(logged_route(r.target), r.status, r.message); },
+        [](const server::Refusal& r) { log_refused(r.status, "-", r.target.empty() ? "-" : logged_route(r.target), r.client, r.message); });
+    uint16_t port = 0;
     try {
-      socket.bind(Poco::Net::SocketAddress(host_, static_cast<Poco::UInt16>(port_)), true);
-      socket.listen(max_queued_);
-    } catch (const Poco::Exception& e) {
-      throw sdk::unavailable("gateway: cannot listen on " + host_ + ":" + std::to_string(port_) + ": " + e.displayText());
+      port = server_->start();
+    } catch (const std::exception& e) {
+      server_.reset();
+      throw sdk::unavailable(std::string("gateway: ") + e.what());
     }
-    auto params = new Poco::Net::HTTPServerParams();  // owned by the server (Poco AutoPtr)
-    params->setMaxThreads(max_threads_);
-    params->setMaxQueued(max_queued_);
-    params->setKeepAlive(true);
-    const auto timeout = Poco::Timespan(static_cast<Poco::Timespan::TimeDiff>(state_->client_timeout.count() * 1e6));
-    params->setTimeout(timeout);
-    params->setKeepAliveTimeout(timeout);
-    pool_ = std::make_unique<Poco::ThreadPool>(2, max_threads_);
-    server_ = std::make_unique<Poco::Net::HTTPServer>(new Factory(state_), *pool_, socket, params);
-    server_->setConnectionFilter(new RefuseWhenFull(*server_, max_queued_));
-    server_->start();
-    const auto bound = socket.address();
-    url_ = "http://" + host_ + ":" + std::to_string(bound.port());
+    url_ = "http://" + host_ + ":" + std::to_string(port);
     return url_;
   }
 
@@ -423,13 +424,24 @@ class Gateway {
   void stop() {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!server_) return;
-    server_->stopAll(true);  // also aborts open keep-alive connections
+    server_->stop();  // also closes open keep-alive connections
     server_.reset();
-    pool_->joinAll();
-    pool_.reset();
   }
 
  private:
+  // Connections the process can hold: its descriptor limit, raised to the hard
+  // limit first, less a reserve for the state dir, plugins and logs.
+  static size_t descriptor_budget() {
+    rlimit limit{};
+    if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return 1024;
+    if (limit.rlim_cur < limit.rlim_max) {
+      limit.rlim_cur = limit.rlim_max;
+      setrlimit(RLIMIT_NOFILE, &limit);
+      getrlimit(RLIMIT_NOFILE, &limit);
+    }
+    return limit.rlim_cur > 512 ? static_cast<size_t>(limit.rlim_cur) - 256 : 256;
+  }
+
   // Opens gateway.state_dir (unless none) and takes back what the previous
   // process left there. "auto" is resolved by areal-host; a gateway created
   // elsewhere with it keeps memory only.
@@ -456,11 +468,9 @@ class Gateway {
   std::shared_ptr<GatewayState> state_;
   std::string host_;
   int port_ = 8080;
-  int max_threads_ = 256;
-  int max_queued_ = 1024;
+  server::ServerOptions server_options_;
   std::mutex mutex_;
-  std::unique_ptr<Poco::ThreadPool> pool_;
-  std::unique_ptr<Poco::Net::HTTPServer> server_;
+  std::unique_ptr<server::HttpServer> server_;
   std::string url_;
   std::mutex sweep_mutex_;
   std::condition_variable sweep_cv_;

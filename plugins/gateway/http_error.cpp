@@ -54,18 +54,23 @@ std::string error_code_for(int status) {
     case 409: return "conflict";
     case 410: return "session_ended";
     case 413: return "request_too_large";
+    case 414: return "uri_too_long";
+    case 417: return "expectation_failed";
+    case 431: return "headers_too_large";
     case 415: return "unsupported_media_type";
     case 422: return "unprocessable_entity";
     case 429: return "no_capacity";
+    case 501: return "not_implemented";
     case 502: return "backend_unavailable";
     case 503: return "unavailable";
     case 504: return "timeout";
+    case 505: return "http_version_not_supported";
     default: return "internal_error";
   }
 }
 
 void send_json(Poco::Net::HTTPServerResponse& response, int status, const std::string& body) {
-  response.setStatus(static_cast<Poco::Net::HTTPResponse::HTTPStatus>(status));
+  response.setStatusAndReason(static_cast<Poco::Net::HTTPResponse::HTTPStatus>(status));  // "401 Unauthorized", not Poco's default "401 OK"
   response.setContentType("application/json");
   response.setContentLength(static_cast<std::streamsize>(body.size()));
   response.send() << body;

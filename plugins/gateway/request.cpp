@@ -1,21 +1,16 @@
 #include "request.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <istream>
 
+#include "core/text/json_depth.hpp"
 #include "core/text/utf8.hpp"
 #include "http_error.hpp"
 
 namespace areal::gateway {
 
 
-std::string read_body(Poco::Net::HTTPServerRequest& request, size_t max_bytes, std::chrono::duration<double> deadline) {
-  const auto start = std::chrono::steady_clock::now();
-  if (request.getContentLength() != Poco::Net::HTTPMessage::UNKNOWN_CONTENT_LENGTH &&
-      request.getContentLength() > static_cast<std::streamsize>(max_bytes))
-    throw HttpError(413, "Request body of " + std::to_string(request.getContentLength()) + " bytes exceeds the limit of " +
-                             std::to_string(max_bytes) + " bytes (gateway.max_request_bytes)");
+std::string read_body(Poco::Net::HTTPServerRequest& request, size_t max_bytes) {
   std::string body;
   std::istream& in = request.stream();
   char buf[65536];
@@ -23,16 +18,7 @@ std::string read_body(Poco::Net::HTTPServerRequest& request, size_t max_bytes, s
     body.append(buf, static_cast<size_t>(in.gcount()));
     if (body.size() > max_bytes)
       throw HttpError(413, "Request body exceeds the limit of " + std::to_string(max_bytes) + " bytes (gateway.max_request_bytes)");
-    // A client trickling its body holds a request thread: it gets the whole timeout once, not per read.
-    if (std::chrono::steady_clock::now() - start > deadline)
-      throw HttpError(408, "Request body not received within " + std::to_string(static_cast<int64_t>(deadline.count())) +
-                               " s (gateway.client_timeout_s)");
   }
-  // A read that timed out ends the stream early (Poco reports it as end of input).
-  if (request.getContentLength() != Poco::Net::HTTPMessage::UNKNOWN_CONTENT_LENGTH &&
-      static_cast<std::streamsize>(body.size()) < request.getContentLength())
-    throw HttpError(408, "Request body incomplete: " + std::to_string(body.size()) + " of " + std::to_string(request.getContentLength()) +
-                             " bytes arrived within gateway.client_timeout_s");
   return body;
 }
 
@@ -45,7 +31,9 @@ nlohmann::ordered_json parse_json_object(const std::string& body, const std::str
     throw HttpError(400, "Request body is not valid UTF-8 (byte " + std::to_string(bad) + ")");
   nlohmann::ordered_json j;
   try {
-    j = nlohmann::ordered_json::parse(body);
+    j = text::parse_json_bounded<nlohmann::ordered_json>(body);
+  } catch (const text::JsonTooDeep& e) {
+    throw HttpError(400, std::string("Request body: ") + e.what());
   } catch (const nlohmann::json::exception& e) {
     throw HttpError(400, std::string("Request body is not valid JSON: ") + e.what());
   }

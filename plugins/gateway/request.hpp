@@ -9,15 +9,13 @@
 
 namespace areal::gateway {
 
-// Reads the whole body (HttpError 413 beyond max_bytes, before reading any
-// of it when Content-Length says so; 408 when it does not arrive whole
-// within `deadline`). The gateway reads every body before answering, so an
-// early error never leaves unread bytes in a keep-alive connection for the
-// next request to trip over.
-std::string read_body(Poco::Net::HTTPServerRequest& request, size_t max_bytes, std::chrono::duration<double> deadline);
+// The whole body (HttpError 413 beyond max_bytes). The server has read it
+// already, within its deadlines and size limit; this takes it as a string.
+std::string read_body(Poco::Net::HTTPServerRequest& request, size_t max_bytes);
 
-// Parses a body as a JSON object (400; 415 for a non-JSON content type). An
-// empty body is an empty object.
+// Parses a body as a JSON object (400, naming the limit, past
+// text::kMaxJsonDepth levels of nesting; 415 for a non-JSON content type).
+// An empty body is an empty object.
 nlohmann::ordered_json parse_json_object(const std::string& body, const std::string& content_type);
 
 // `Authorization: Bearer <token>` (case-insensitive scheme) or `x-api-key`;

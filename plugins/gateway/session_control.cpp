@@ -1,4 +1,5 @@
 #include "session_control.hpp"
+#include "core/text/json_depth.hpp"
 
 #include <chrono>
 #include <cmath>
@@ -48,7 +49,7 @@ std::string SessionControl::session_chat(std::string_view session_id, std::strin
   if (session->finished()) throw Error(AREAL_CODE_FAILED_PRECONDITION, "session " + session->id + " already ended");
   nlohmann::ordered_json request;
   try {
-    request = nlohmann::ordered_json::parse(request_json);
+    request = areal::text::parse_json_bounded<nlohmann::ordered_json>(request_json);
   } catch (const std::exception& e) {
     throw Error(AREAL_CODE_INVALID_ARGUMENT, std::string("chat: request is not JSON: ") + e.what());
   }

@@ -1,4 +1,5 @@
 #include "worker_router.hpp"
+#include "core/text/json_depth.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -141,14 +142,14 @@ bool WorkerRouter::forward(Worker& w, Poco::Net::HTTPServerRequest& req, const s
     if (cut() || (resp.hasContentLength() && static_cast<int64_t>(text.size()) != resp.getContentLength64())) throw HttpError(502, "worker gateway " + w.url + " went away mid-answer", "backend_unavailable");
     if (capture || !send_to_client) out.body = text;
     if (send_to_client) {
-      res.setStatus(resp.getStatus());
+      res.setStatusAndReason(resp.getStatus(), resp.getReason());
       res.setContentType(type);
       res.setContentLength(static_cast<std::streamsize>(text.size()));
       res.send() << text;
     }
   } else {
     // Server-sent events: pass each line on, flushing at every event's end.
-    res.setStatus(resp.getStatus());
+    res.setStatusAndReason(resp.getStatus(), resp.getReason());
     res.setContentType(type);
     res.set("Cache-Control", "no-cache");
     res.setChunkedTransferEncoding(true);
@@ -187,7 +188,7 @@ bool WorkerRouter::forward(Worker& w, Poco::Net::HTTPServerRequest& req, const s
 
 void WorkerRouter::start_session(Poco::Net::HTTPServerRequest& req, const std::string& body, Poco::Net::HTTPServerResponse& res) {
   std::string api_key;
-  const json b = json::parse(body.empty() ? "{}" : body, nullptr, false);
+  const json b = areal::text::parse_json_bounded_or_discarded(body.empty() ? "{}" : body);
   if (b.is_object() && b.contains("api_key") && b["api_key"].is_string()) api_key = b["api_key"];
   std::vector<size_t> order(workers_.size());
   std::iota(order.begin(), order.end(), 0);
@@ -215,7 +216,7 @@ void WorkerRouter::start_session(Poco::Net::HTTPServerRequest& req, const std::s
     last = f;
     if (f.status == 429 && i != order.back()) continue;  // that worker has no capacity: try the next
     if (f.status == 200) {
-      const json r = json::parse(f.body, nullptr, false);
+      const json r = areal::text::parse_json_bounded_or_discarded(f.body);
       if (r.is_object()) {
         std::lock_guard<std::mutex> lock(mutex_);
         remember(by_key_, key_order_, r.value("api_key", std::string()), i);
@@ -228,7 +229,7 @@ void WorkerRouter::start_session(Poco::Net::HTTPServerRequest& req, const std::s
     break;
   }
   if (!reached) throw HttpError(502, "no worker gateway is reachable", "backend_unavailable");
-  res.setStatus(static_cast<Poco::Net::HTTPResponse::HTTPStatus>(last.status));
+  res.setStatusAndReason(static_cast<Poco::Net::HTTPResponse::HTTPStatus>(last.status));
   res.setContentType("application/json");
   res.setContentLength(static_cast<std::streamsize>(last.body.size()));
   res.send() << last.body;
@@ -268,7 +269,7 @@ void WorkerRouter::handle(const std::string& path, Poco::Net::HTTPServerRequest&
     return;
   }
   if (path == "/export_trajectories") {
-    const json b = json::parse(body.empty() ? "{}" : body, nullptr, false);
+    const json b = areal::text::parse_json_bounded_or_discarded(body.empty() ? "{}" : body);
     if (!b.is_object() || !b.contains("session_id") || !b["session_id"].is_string())
       throw HttpError(400, "'session_id' is required: the router finds the session's worker by it");
     std::lock_guard<std::mutex> lock(mutex_);

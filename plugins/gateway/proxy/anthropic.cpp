@@ -1,4 +1,5 @@
 #include "plugins/gateway/proxy/anthropic.hpp"
+#include "core/text/json_depth.hpp"
 
 #include <optional>
 #include <set>
@@ -238,12 +239,8 @@ J anthropic_content(const ChatService::Completed& c) {
   if (c.parsed.has_reasoning) blocks.push_back({{"type", "thinking"}, {"thinking", c.parsed.reasoning}, {"signature", ""}});
   if (!c.parsed.content.empty() || c.parsed.tool_calls.empty()) blocks.push_back({{"type", "text"}, {"text", c.parsed.content}});
   for (const auto& t : c.parsed.tool_calls) {
-    J input;
-    try {
-      input = J::parse(t.arguments);
-    } catch (const nlohmann::json::exception&) {
-      input = J{{"_raw_arguments", t.arguments}};
-    }
+    J input = areal::text::parse_json_bounded_or_discarded<J>(t.arguments);
+    if (input.is_discarded()) input = J{{"_raw_arguments", t.arguments}};
     blocks.push_back({{"type", "tool_use"}, {"id", t.id}, {"name", t.name}, {"input", input}});
   }
   return blocks;

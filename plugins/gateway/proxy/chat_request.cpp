@@ -7,6 +7,8 @@
 #include <set>
 
 #include "core/plugin_host/error.hpp"
+#include "core/structured_output/json_schema_matcher.hpp"
+#include "core/text/json_depth.hpp"
 #include "areal/inference.h"
 
 namespace areal::proxy {
@@ -178,6 +180,14 @@ void set_response_format(ChatRequest& r, const J& format, const std::string& par
     if (!schema.is_object() && !schema.is_boolean()) bad(param + ".schema", "must be a JSON Schema object");
     r.structured_output = AREAL_STRUCTURED_JSON_SCHEMA;
     r.json_schema = schema.dump();
+    // Compiled here as well, whatever the backend: a schema no engine can use
+    // is the client's mistake (400), and its cost is bounded (depth, nodes)
+    // before any engine sees it.
+    try {
+      structured_output::Schema::compile(text::parse_json_bounded(r.json_schema));
+    } catch (const Error& e) {
+      bad(param + ".schema", e.what());
+    }
     if (present(*holder, "strict")) r.fields.ignore(param + ".strict");  // always enforced
   } else {
     r.fields.ignore(param + ".type=" + type);  // structural_tag: a grammar we do not implement, unconstrained

@@ -1,4 +1,5 @@
 #include "plugins/gateway/proxy/output_parser.hpp"
+#include "core/text/json_depth.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -77,7 +78,7 @@ size_t json_end(const std::string& s, size_t p) {
 }
 
 bool parse_json(const std::string& text, J& out) {
-  out = J::parse(text, nullptr, false);
+  out = areal::text::parse_json_bounded_or_discarded<J>(text);
   return !out.is_discarded();
 }
 

@@ -88,13 +88,14 @@ RecoverySummary SessionStore::recover(recorder::RecoveredState state) {
   return out;
 }
 
-bool SessionStore::is_admin(const std::string& token) const {
+bool keys_equal(const std::string& key, const std::string& token) {
   // Compare every byte whatever the content, so timing reveals nothing but length.
-  const std::string& a = config_.admin_key;
-  unsigned char diff = static_cast<unsigned char>(a.size() != token.size());
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ (i < token.size() ? token[i] : 0));
+  unsigned char diff = static_cast<unsigned char>(key.size() != token.size());
+  for (size_t i = 0; i < key.size(); ++i) diff |= static_cast<unsigned char>(key[i] ^ (i < token.size() ? token[i] : 0));
   return diff == 0;
 }
+
+bool SessionStore::is_admin(const std::string& token) const { return keys_equal(config_.admin_key, token); }
 
 StartedSession SessionStore::start(const std::string& task_id, const std::string& api_key, const std::string& group_id) {
   if (task_id.empty()) throw Error(AREAL_CODE_INVALID_ARGUMENT, "task_id is required");

@@ -155,6 +155,9 @@ class SessionStore {
   std::deque<std::string> finished_order_;  // ended sessions in the order they ended: take_finished is FIFO (oldest first, none starves)
 };
 
+// Whether `token` is `key`, in time that depends on the key's length only.
+bool keys_equal(const std::string& key, const std::string& token);
+
 // A fresh random session key: "sk-sess-" + 43 URL-safe characters (256 bits).
 std::string mint_session_key();
 
