@@ -121,18 +121,24 @@ async def main():
         ok("/health reports router mode and both workers")
 
         # Session-scoped URLs: the router sends /{session id or key}/... to the session's worker,
-        # whatever key the request carries; unknown sessions are 404, ended ones 410.
+        # which checks them: the key form needs nothing more, the id form the session's key
+        # (the id alone is no credential: 401); unknown sessions are 404, ended ones 410.
         scoped = await start(s, "scoped")
         bogus = {"Authorization": "Bearer anything"}
+        own = {"Authorization": f"Bearer {scoped['api_key']}"}
         body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
-        for url in (f"{ROUTER}/{scoped['session_id']}/v1/chat/completions", f"{ROUTER}/{scoped['api_key']}/chat/completions"):
-            r = await s.post(url, headers=bogus, json=body)
-            assert r.status == 200, (url, r.status, await r.text())
-        r = await s.post(f"{ROUTER}/{scoped['session_id']}/rl/set_reward", headers=bogus, json={"reward": 0.5})
-        assert r.status == 200, await r.text()
-        r = await s.post(f"{ROUTER}/{scoped['session_id']}/rl/end_session", headers=bogus, json={})
-        assert r.status == 200, await r.text()
         r = await s.post(f"{ROUTER}/{scoped['session_id']}/v1/chat/completions", headers=bogus, json=body)
+        assert r.status == 401, (r.status, await r.text())
+        for url, h in ((f"{ROUTER}/{scoped['session_id']}/v1/chat/completions", own), (f"{ROUTER}/{scoped['api_key']}/chat/completions", bogus)):
+            r = await s.post(url, headers=h, json=body)
+            assert r.status == 200, (url, r.status, await r.text())
+        r = await s.post(f"{ROUTER}/{scoped['session_id']}/rl/set_reward", headers=bogus, json={"reward": -1000})
+        assert r.status == 401, await r.text()
+        r = await s.post(f"{ROUTER}/{scoped['api_key']}/rl/set_reward", headers=bogus, json={"reward": 0.5})
+        assert r.status == 200, await r.text()
+        r = await s.post(f"{ROUTER}/{scoped['session_id']}/rl/end_session", headers=own, json={})
+        assert r.status == 200, await r.text()
+        r = await s.post(f"{ROUTER}/{scoped['session_id']}/v1/chat/completions", headers=own, json=body)
         assert r.status == 410, (r.status, await r.text())
         r = await s.post(f"{ROUTER}/export_trajectories", headers=admin, json={"session_id": scoped["session_id"]})
         assert r.status == 200, (r.status, await r.text())
@@ -140,7 +146,7 @@ async def main():
         assert len(rows) == 2 and any(row["reward"] == 0.5 for row in rows), rows
         r = await s.post(f"{ROUTER}/no-such-session-9/v1/chat/completions", headers=bogus, json=body)
         assert r.status == 404, (r.status, await r.text())
-        ok("session-scoped URLs through the router reach the session's worker (2 calls, reward, end; 410 after, 404 unknown)")
+        ok("session-scoped URLs through the router reach the session's worker (key form; id form with its key, 401 without; 410 after, 404 unknown)")
 
         # Ending sessions and reusing their keys keeps the router's counts sane.
         for _ in range(3):

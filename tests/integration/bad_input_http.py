@@ -126,23 +126,17 @@ def _():
     assert "client_timeout_s" in msg, msg
 
 
-@case("too many connections: 503 with an error body at once, not a hang")
+@case("idle connections hold no thread: with 2 threads and 5 silent connections, /health answers at once")
 def _():
-    # Two idle connections hold both threads (each waits for a request line), one waits in the queue.
-    c.close()  # httpx's idle keep-alive connection would hold a thread too
-    hold = []
-    for _ in range(3):
-        hold.append(socket.create_connection((HOST, PORT)))
-        time.sleep(0.1)  # each is dispatched before the next arrives
+    c.close()
+    hold = [socket.create_connection((HOST, PORT)) for _ in range(5)]
+    time.sleep(0.2)
     t0 = time.monotonic()
     answer = raw(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n", wait_s=5)
     took = time.monotonic() - t0
     for s in hold:
         s.close()
-    msg = error_of(answer, 503)
-    assert "Too many connections" in msg and answer[1].get("retry-after") == "1" and took < 1, (msg, took)
-    time.sleep(1.5)  # the held connections time out; the server serves again
-    assert httpx.get(URL + "/health").status_code == 200
+    assert answer is not None and answer[0] == 200 and took < 1, (answer, took)
 
 
 c = httpx.Client(base_url=URL, timeout=30)

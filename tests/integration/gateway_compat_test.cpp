@@ -214,20 +214,28 @@ TEST_F(Compat, PreviousResponseIdContinuesTheStoredResponsesExactTokens) {
   EXPECT_TRUE(std::equal(first.begin(), first.end(), second.begin())) << "turn 2 extends turn 1's prompt + sampled ids";
 }
 
-TEST_F(Compat, SessionScopedBaseUrlsNeedNoKey) {
+// Session-scoped base URLs (issue #27): the key in the URL is a credential;
+// the id is not (ids are <task>-<n>), so the id form needs the session's key
+// (or the admin's) in the request.
+TEST_F(Compat, SessionUrlsActWithTheKeyInTheUrlOrTheIdAndItsKey) {
   start("hf");
   const std::string key = start_session("scoped");
-  auto [s1, t1] = request("POST", "/scoped-0/v1/chat/completions", ordered_json{{"messages", {user("Hi")}}, {"max_tokens", 2}}.dump(), {});
+  const std::string other = start_session("scoped");
+  const std::string chat = ordered_json{{"messages", {user("Hi")}}, {"max_tokens", 2}}.dump();
+  EXPECT_EQ(request("POST", "/scoped-0/v1/chat/completions", chat, {}).first, 401);
+  EXPECT_EQ(request("POST", "/scoped-0/v1/chat/completions", chat, {{"Authorization", "Bearer " + other}}).first, 401);
+  EXPECT_EQ(request("POST", "/scoped-0/rl/set_reward", ordered_json{{"reward", -1000}}.dump(), {}).first, 401);
+  EXPECT_EQ(request("POST", "/scoped-0/rl/end_session", "{}", {{"x-api-key", other}}).first, 401);
+  auto [s1, t1] = request("POST", "/scoped-0/v1/chat/completions", chat, {{"Authorization", "Bearer " + key}});
   EXPECT_EQ(s1, 200) << t1;
-  auto [s2, t2] = request("POST", "/" + key + "/v1/messages", ordered_json{{"messages", {user("Hi")}}, {"max_tokens", 2}}.dump(),
-                          {{"x-api-key", "sk-whatever-the-sdk-insists-on"}});
+  auto [s2, t2] = request("POST", "/" + key + "/v1/messages", chat, {{"x-api-key", "sk-whatever-the-sdk-insists-on"}});
   EXPECT_EQ(s2, 200) << t2;
-  auto [s3, t3] = request("POST", "/scoped-0/chat/completions", ordered_json{{"messages", {user("Hi")}}, {"max_tokens", 2}}.dump(), {});
+  auto [s3, t3] = request("POST", "/" + key + "/chat/completions", chat, {});
   EXPECT_EQ(s3, 200) << t3;
-  auto [s4, t4] = request("POST", "/nobody-7/v1/chat/completions", ordered_json{{"messages", {user("Hi")}}}.dump(), {});
+  auto [s4, t4] = request("POST", "/nobody-7/v1/chat/completions", chat, {});
   EXPECT_EQ(s4, 404) << t4;
-  EXPECT_EQ(request("POST", "/scoped-0/rl/set_reward", ordered_json{{"reward", 0.5}}.dump(), {}).first, 200);
-  EXPECT_EQ(request("POST", "/scoped-0/rl/end_session", "{}", {}).first, 200);
+  EXPECT_EQ(request("POST", "/" + key + "/rl/set_reward", ordered_json{{"reward", 0.5}}.dump(), {}).first, 200);
+  EXPECT_EQ(request("POST", "/scoped-0/rl/end_session", "{}", {{"Authorization", "Bearer admin-k"}}).first, 200);
   auto [status, exported] = post("/export_trajectories", {{"session_id", "scoped-0"}}, "admin-k");
   ASSERT_EQ(status, 200);
   ASSERT_EQ(exported["rows"].size(), 3u);
@@ -300,8 +308,9 @@ TEST_F(Compat, AnEndedSessionsUrlIsGoneEvenAfterItsKeyWasReused) {
   ASSERT_EQ(s2, 200);
   ASSERT_NE(first["session_id"], second["session_id"]);
   const std::string body = ordered_json{{"messages", {user("Hi")}}, {"max_tokens", 2}}.dump();
-  EXPECT_EQ(request("POST", "/" + first["session_id"].get<std::string>() + "/v1/chat/completions", body, {}).first, 410);
-  EXPECT_EQ(request("POST", "/" + second["session_id"].get<std::string>() + "/v1/chat/completions", body, {}).first, 200);
+  const std::map<std::string, std::string> key = {{"Authorization", "Bearer sk-fixed-key-123"}};
+  EXPECT_EQ(request("POST", "/" + first["session_id"].get<std::string>() + "/v1/chat/completions", body, key).first, 410);
+  EXPECT_EQ(request("POST", "/" + second["session_id"].get<std::string>() + "/v1/chat/completions", body, key).first, 200);
 }
 
 }  // namespace
