@@ -5,12 +5,16 @@ max_request_bytes 64 KiB. Raw sockets where a client library would not send
 the bad bytes (or would not stall); httpx for the rest.
 """
 import json
+import os
 import socket
 import sys
 import time
 from urllib.parse import urlparse
 
 import httpx
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from raw_http import read_answer  # noqa: E402
 
 URL, ADMIN = sys.argv[1], sys.argv[2]
 HOST, PORT = urlparse(URL).hostname, urlparse(URL).port
@@ -32,28 +36,9 @@ def raw(data, wait_s=5.0, send_rest=None):
     s.sendall(data)
     if send_rest:
         send_rest(s)
-    buf = b""
-    try:
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            buf += chunk
-            head, sep, body = buf.partition(b"\r\n\r\n")
-            if sep:
-                headers = dict(l.split(": ", 1) for l in head.decode().split("\r\n")[1:] if ": " in l)
-                n = int(headers.get("Content-Length", "-1"))
-                if n >= 0 and len(body) >= n:
-                    break
-    except (ConnectionResetError, socket.timeout):
-        pass
+    answer = read_answer(s)
     s.close()
-    if not buf:
-        return None
-    head, _, body = buf.partition(b"\r\n\r\n")
-    lines = head.decode().split("\r\n")
-    headers = {k.lower(): v for k, v in (l.split(": ", 1) for l in lines[1:] if ": " in l)}
-    return int(lines[0].split()[1]), headers, body
+    return None if answer is None else (answer[0], answer[2], answer[3])
 
 
 def post_raw(path, body, key, extra=b""):

@@ -20,6 +20,9 @@ from urllib.parse import urlparse
 
 import httpx
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from raw_http import read_answer  # noqa: E402
+
 URL, ADMIN, GATEWAY_PID, GATEWAY_LOG = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 HOST, PORT = urlparse(URL).hostname, urlparse(URL).port
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -55,32 +58,6 @@ def connect(source="127.0.0.1", timeout=10.0):
     s.bind((source, 0))
     s.connect((HOST, PORT))
     return s
-
-
-def read_answer(s):
-    """(status, reason, headers, body) of one answer, or None if the connection closed without one."""
-    buf = b""
-    try:
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            buf += chunk
-            head, sep, body = buf.partition(b"\r\n\r\n")
-            if sep:
-                headers = {k.lower(): v for k, v in (l.split(": ", 1) for l in head.decode().split("\r\n")[1:] if ": " in l)}
-                n = int(headers.get("content-length", "-1"))
-                if n >= 0 and len(body) >= n:
-                    break
-    except (ConnectionResetError, socket.timeout):
-        pass
-    if not buf:
-        return None
-    head, _, body = buf.partition(b"\r\n\r\n")
-    lines = head.decode().split("\r\n")
-    headers = {k.lower(): v for k, v in (l.split(": ", 1) for l in lines[1:] if ": " in l)}
-    _, status, reason = lines[0].split(" ", 2)
-    return int(status), reason, headers, body
 
 
 def raw(data, source="127.0.0.1", wait_s=10.0):
