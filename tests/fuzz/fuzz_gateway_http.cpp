@@ -22,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/plugin_host/error.hpp"
 #include "core/plugin_host/plugin_catalog.hpp"
 #include "core/plugin_host/plugin_instance.hpp"
 #include "core/plugin_host/string_writer.hpp"
@@ -32,7 +33,7 @@ namespace {
 struct Gateway {
   std::shared_ptr<areal::LoadedPlugin> inference_plugin, gateway_plugin;
   std::string inf_name = "fuzz-inference", gw_name = "fuzz-gateway";
-  areal_host_services inf_services{}, gw_services{};
+  areal_services inf_services{}, gw_services{};
   std::unique_ptr<areal::PluginInstance> inference, gateway;
   areal_inference_ref ref{};
   uint16_t port = 0;
@@ -40,7 +41,7 @@ struct Gateway {
 };
 
 // One exchange on a fresh connection: the answer's status, 0 for none.
-int exchange(uint16_t port, const std::string& bytes, std::string* body = nullptr) {
+int round_trip(uint16_t port, const std::string& bytes, std::string* body = nullptr) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -96,7 +97,7 @@ Gateway& gateway() {
     areal::throw_if_status(g->gateway_plugin->gateway()->start(g->gateway->self(), url.writer()), "start");
     g->port = static_cast<uint16_t>(std::stoi(url.text.substr(url.text.rfind(':') + 1)));
     std::string body;
-    if (exchange(g->port, post("/rl/start_session", "fuzz-admin", R"({"task_id": "fuzz"})"), &body) != 200) std::abort();
+    if (round_trip(g->port, post("/rl/start_session", "fuzz-admin", R"({"task_id": "fuzz"})"), &body) != 200) std::abort();
     const auto started = nlohmann::json::parse(body);
     g->key = started["api_key"];
     g->session_id = started["session_id"];
@@ -120,7 +121,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const std::string auth[] = {g.key, "fuzz-admin", ""};
     bytes = post(routes[data[1] % 8], auth[(data[0] % 4) - 1], rest);
   }
-  const int status = exchange(g.port, bytes);
+  const int status = round_trip(g.port, bytes);
   if (status >= 500 && status != 503) {
     std::fprintf(stderr, "a client's bytes got HTTP %d\n", status);
     std::abort();

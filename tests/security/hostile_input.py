@@ -306,7 +306,8 @@ def _():
         (b"GET /" + b"a" * 100000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", 414, "longer than"),
         (b"GET /health HTTP/1.1\r\n" + b"X-Big: " + b"v" * 70000 + b"\r\n\r\n", 431, "headers larger"),
         (b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n", 400, "Both"),
-        (b"GET /health HTTP/3\r\n\r\n", 505, "HTTP/1.1"),
+        (b"GET /health HTTP/3\r\n\r\n", 400, "HTTP/1.1"),
+        (b"POST /v1/chat/completions HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", 400, "chunked is"),
         (b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03 tls hello\r\n\r\n", 400, "request"),
     ]
     for data, status, word in cases:

@@ -84,10 +84,11 @@ TEST(RequestReader, ClientMistakesGetTheirOwnStatus) {
   EXPECT_EQ(error_status("POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n"), 400);
   EXPECT_EQ(error_status("POST / HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n"), 400);
   EXPECT_EQ(error_status("POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n"), 400);  // smuggling
-  EXPECT_EQ(error_status("POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n"), 501);
+  EXPECT_EQ(error_status("POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n"), 400);
   EXPECT_EQ(error_status("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"), 400);
   EXPECT_EQ(error_status("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcX"), 400);
-  EXPECT_EQ(error_status("GET / HTTP/2.0\r\n\r\n"), 505);
+  EXPECT_EQ(error_status("GET / HTTP/2.0\r\n\r\n"), 400);
+  EXPECT_EQ(error_status("GET / HTTP/!.1\r\n\r\n"), 400);
   EXPECT_EQ(error_status("GET /\r\n\r\n"), 400);
   EXPECT_EQ(error_status("G(T / HTTP/1.1\r\n\r\n"), 400);
   EXPECT_EQ(error_status("GET / HTTP/1.1\r\nA: b\r\n folded\r\n\r\n"), 400);

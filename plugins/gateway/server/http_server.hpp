@@ -35,7 +35,7 @@ struct ServerOptions {
 
 // Why a connection is answered by the server itself (never reaching a handler).
 struct Refusal {
-  int status;           // 400, 408, 413, 414, 417, 431, 501, 503, 505
+  int status;           // 400, 408, 413, 414, 417, 431, 503
   std::string message;
   std::string target;   // the request target when known (the route's error shape), else ""
   std::string client;   // the client's address

@@ -103,7 +103,8 @@ RequestReader::State RequestReader::parse_head() {
   if (target.empty() || target.find_first_of(" \t") != std::string_view::npos ||
       std::any_of(target.begin(), target.end(), [](unsigned char c) { return c < 0x21 || c == 0x7f; }))
     return fail(400, "Malformed request target");
-  if (version != "HTTP/1.1" && version != "HTTP/1.0") return fail(505, "HTTP version " + quoted(version) + " is not supported (HTTP/1.1 is)");
+  // A client's mistake, not the server's: 400 rather than 505 (no 5xx answers client input).
+  if (version != "HTTP/1.1" && version != "HTTP/1.0") return fail(400, "HTTP version " + quoted(version) + " is not supported (HTTP/1.1 is)");
   request_ = ParsedRequest{};
   request_.method = std::string(method);
   request_.target = std::string(target);
@@ -151,7 +152,7 @@ RequestReader::State RequestReader::parse_head() {
   if (!transfer_encoding.empty()) {
     // Both framings at once is how requests are smuggled past proxies: refuse (RFC 9112 6.1).
     if (has_length) return fail(400, "Both Content-Length and Transfer-Encoding were sent");
-    if (trim(transfer_encoding) != "chunked") return fail(501, "Transfer-Encoding " + quoted(transfer_encoding) + " is not supported (chunked is)");
+    if (trim(transfer_encoding) != "chunked") return fail(400, "Transfer-Encoding " + quoted(transfer_encoding) + " is not supported (chunked is)");
     request_.chunked = true;
     chunk_left_ = 0;
     in_chunk_data_ = in_trailers_ = false;
