@@ -155,6 +155,25 @@ def _():
     assert grew < 100, f"the gateway grew by {grew:.0f} MB"
 
 
+@case("size: a body past max_request_bytes is refused from its Content-Length at once, or when a chunked one passes it")
+def _():
+    t0 = time.monotonic()
+    head = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {1 << 40}\r\n\r\n").encode()
+    msg = openai_error(raw(head), 413)
+    assert "4194304" in msg and time.monotonic() - t0 < 2, msg
+    s = connect()
+    s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+    try:
+        for _ in range(80):  # 80 x 64 KiB = 5 MiB, past the 4 MiB limit
+            s.sendall(b"10000\r\n" + b"[" * 65536 + b"\r\n")
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # refused and closed mid-way: the answer is already waiting
+    msg = openai_error(read_answer(s), 413)
+    s.close()
+    assert "max_request_bytes" in msg, msg
+
+
 # --- 2. Session URLs are not credentials -------------------------------------------------------
 
 @case("session-id URLs need the session's key: chat, set_reward and end_session refused without it")
