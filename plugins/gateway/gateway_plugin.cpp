@@ -384,7 +384,9 @@ class Gateway {
     server_ = std::make_unique<server::HttpServer>(
         options, [state](HTTPServerRequest& req, HTTPServerResponse& res) { Handler(state).handleRequest(req, res); },
         [](const server::Refusal& r) { return error_body_for(logged_route(r.target), r.status, r.message); },
-        [](const server::Refusal& r) { log_refused(r.status, "-", r.target.empty() ? "-" : logged_route(r.target), r.client, r.message); });
+        [](const server::Refusal& r) {
+          log_refused(r.status, r.method.empty() ? "-" : r.method, r.target.empty() ? "-" : logged_route(r.target), r.client, r.message);
+        });
     uint16_t port = 0;
     try {
       port = server_->start();

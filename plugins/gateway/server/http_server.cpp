@@ -107,7 +107,8 @@ struct HttpServer::Impl {
   void on_readable(const std::shared_ptr<Connection>& c, Clock::time_point now);
   void after_read(const std::shared_ptr<Connection>& c, RequestReader::State before, Clock::time_point now);
   void dispatch(const std::shared_ptr<Connection>& c);
-  void refuse(const std::shared_ptr<Connection>& c, int status, const std::string& message, const std::string& target);
+  void refuse(const std::shared_ptr<Connection>& c, int status, const std::string& message, const std::string& method = "",
+              const std::string& target = "");
   void close_connection(int fd);
   void take_returned(Clock::time_point now);
   void sweep(Clock::time_point now);
@@ -223,7 +224,7 @@ void HttpServer::Impl::accept_all(Clock::time_point now) {
         // Out of descriptors: stop watching the listener for a moment rather than spin on it.
         epoll_ctl(epoll_fd, EPOLL_CTL_DEL, listen_fd, nullptr);
         listen_paused_until = now + std::chrono::milliseconds(200);
-        if (on_refusal) on_refusal({503, "out of file descriptors: not accepting for 200 ms", "", ""});
+        if (on_refusal) on_refusal({503, "out of file descriptors: not accepting for 200 ms", "", "", ""});
       }
       return;
     }
@@ -238,12 +239,12 @@ void HttpServer::Impl::accept_all(Clock::time_point now) {
     ++open;
     const size_t from_client = ++per_client[c->client];
     if (connections.size() > options.max_connections) {
-      refuse(c, 503, "Too many connections: " + std::to_string(options.max_connections) + " are open (gateway.max_connections); retry shortly", "");
+      refuse(c, 503, "Too many connections: " + std::to_string(options.max_connections) + " are open (gateway.max_connections); retry shortly");
       continue;
     }
     if (from_client > options.max_connections_per_client) {
       refuse(c, 503, "Too many connections from " + c->client + ": " + std::to_string(options.max_connections_per_client) +
-                         " are open (gateway.max_connections_per_client); retry shortly", "");
+                         " are open (gateway.max_connections_per_client); retry shortly");
       continue;
     }
     epoll_event ev{};
@@ -289,7 +290,7 @@ void HttpServer::Impl::after_read(const std::shared_ptr<Connection>& c, RequestR
     [[maybe_unused]] const ssize_t sent = ::send(c->fd, kContinue, sizeof kContinue - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
     c->reader.continue_sent();
   }
-  if (state == State::kError) return refuse(c, c->reader.error().status, c->reader.error().message, c->reader.target());
+  if (state == State::kError) return refuse(c, c->reader.error().status, c->reader.error().message, c->reader.method(), c->reader.target());
   if (state == State::kReady) dispatch(c);
 }
 
@@ -300,10 +301,10 @@ void HttpServer::Impl::dispatch(const std::shared_ptr<Connection>& c) {
     std::unique_lock<std::mutex> lock(mutex);
     if (jobs.size() >= options.max_queued) {
       lock.unlock();
-      const std::string target = job.request.target;
+      const std::string method = job.request.method, target = job.request.target;
       return refuse(c, 503, "Too many requests waiting: " + std::to_string(options.max_threads) + " being served and " +
                                 std::to_string(options.max_queued) + " waiting (gateway.max_threads, gateway.max_queued); retry shortly",
-                    target);
+                    method, target);
     }
     c->phase = Connection::Phase::kServing;
     jobs.push_back(std::move(job));
@@ -312,8 +313,9 @@ void HttpServer::Impl::dispatch(const std::shared_ptr<Connection>& c) {
   work_ready.notify_one();
 }
 
-void HttpServer::Impl::refuse(const std::shared_ptr<Connection>& c, int status, const std::string& message, const std::string& target) {
-  const Refusal refusal{status, message, target, c->client};
+void HttpServer::Impl::refuse(const std::shared_ptr<Connection>& c, int status, const std::string& message, const std::string& method,
+                              const std::string& target) {
+  const Refusal refusal{status, message, method, target, c->client};
   if (on_refusal) on_refusal(refusal);
   const std::string response = respond_with(status, error_body ? error_body(refusal) : std::string("{}"));
   [[maybe_unused]] const ssize_t sent = ::send(c->fd, response.data(), response.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -380,10 +382,10 @@ void HttpServer::Impl::sweep(Clock::time_point now) {
       close_connection(c->fd);  // drained, or idle between requests: nothing to answer
     } else if (c->reader.state() == State::kHead) {
       refuse(c, 408, "Request line and headers not received within " + seconds_text(options.head_timeout) + " s (gateway.client_timeout_s)",
-             c->reader.target());
+             c->reader.method(), c->reader.target());
     } else {
       refuse(c, 408, "Request body not received within " + seconds_text(options.body_timeout) + " s of its headers (gateway.client_timeout_s)",
-             c->reader.target());
+             c->reader.method(), c->reader.target());
     }
   }
 }
@@ -420,7 +422,7 @@ void HttpServer::Impl::serve(Job& job) {
       // The handler answers every error it knows; this is the last line.
     }
     if (!response.sent()) {
-      const std::string body = error_body ? error_body({500, "the request handler sent no response", request.getURI(), job.connection->client}) : "{}";
+      const std::string body = error_body ? error_body({500, "the request handler sent no response", request.getMethod(), request.getURI(), job.connection->client}) : "{}";
       response.setStatusAndReason(Poco::Net::HTTPResponse::HTTP_INTERNAL_SERVER_ERROR);
       response.setContentType("application/json");
       response.setKeepAlive(false);

@@ -37,6 +37,7 @@ struct ServerOptions {
 struct Refusal {
   int status;           // 400, 408, 413, 414, 417, 431, 503
   std::string message;
+  std::string method;   // the request's method when known, else ""
   std::string target;   // the request target when known (the route's error shape), else ""
   std::string client;   // the client's address
 };

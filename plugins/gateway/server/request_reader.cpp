@@ -98,16 +98,16 @@ RequestReader::State RequestReader::parse_head() {
   if (sp1 == std::string_view::npos || sp2 == sp1) return fail(400, "Malformed request line " + quoted(line));
   const std::string_view method = line.substr(0, sp1), target = line.substr(sp1 + 1, sp2 - sp1 - 1), version = line.substr(sp2 + 1);
   if (!is_token(method)) return fail(400, "Malformed request method " + quoted(method));
+  request_ = ParsedRequest{};
+  request_.method = std::string(method);
   if (target.size() > limits_.max_target_bytes)
     return fail(414, "Request target of " + std::to_string(target.size()) + " bytes is longer than " + std::to_string(limits_.max_target_bytes));
   if (target.empty() || target.find_first_of(" \t") != std::string_view::npos ||
       std::any_of(target.begin(), target.end(), [](unsigned char c) { return c < 0x21 || c == 0x7f; }))
     return fail(400, "Malformed request target");
+  request_.target = std::string(target);
   // A client's mistake, not the server's: 400 rather than 505 (no 5xx answers client input).
   if (version != "HTTP/1.1" && version != "HTTP/1.0") return fail(400, "HTTP version " + quoted(version) + " is not supported (HTTP/1.1 is)");
-  request_ = ParsedRequest{};
-  request_.method = std::string(method);
-  request_.target = std::string(target);
   request_.version = std::string(version);
 
   std::string content_length, transfer_encoding, connection;

@@ -57,7 +57,8 @@ class RequestReader {
   // The ready request; the reader moves on to the next one, keeping any bytes after it.
   ParsedRequest take();
   const ReadError& error() const { return error_; }
-  // The request target once the request line is read (for the error body's shape and logs); else "".
+  // The method and target once the request line is read (for the error body's shape and logs); else "".
+  const std::string& method() const { return request_.method; }
   const std::string& target() const { return request_.target; }
   // The headers asked for `Expect: 100-continue` and the body has not started:
   // the loop sends the interim 100 once (continue_sent()).
