@@ -119,6 +119,9 @@ class Handler {
       // keep-alive connection must not carry unread bytes into the next request.
       const std::string body = areal::gateway::read_body(req, state_->max_request_bytes);
       if (!state_->router) scoped_to_session(req, path);
+      // Anthropic clients given the base URL with /v1 (opencode's provider) post to /messages,
+      // as OpenAI clients post to /chat/completions and /responses: all three work without /v1.
+      if (path == "/messages" || path == "/messages/count_tokens") path = "/v1" + path;
       if (path == "/health") return get_only(req, res, [&] { health(res); });
       if (path == "/metrics") return get_only(req, res, [&] { metrics(res); });
       if (state_->router) return state_->router->handle(path, req, body, res);
@@ -219,7 +222,6 @@ class Handler {
     if (session->finished()) throw areal::gateway::HttpError(410, "Session " + session->id + " has ended (" + session->end_reason() + ")");
     path = rest;
     if (path.rfind("/v1/rl/", 0) == 0) path.erase(0, 3);
-    if (path == "/messages") path = "/v1/messages";
     if (path == "/models") path = "/v1/models";
     req.set("Authorization", "Bearer " + session->api_key);
     req.erase("x-api-key");

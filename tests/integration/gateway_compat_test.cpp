@@ -454,3 +454,29 @@ TEST_F(Compat, NestedFieldsAreCountedByPath) {
   for (const auto& e : expected) EXPECT_EQ(metric(e.metric), e.before + 1) << e.metric << ": once per request";
   EXPECT_EQ(metric(unknown("chat", "tools[].function.parameters.x_deep")), schema_before) << "a tool's schema is the client's own";
 }
+
+// What real agent programs send (issue #28, point 7): pi-coding-agent's Chat
+// calls carry `store: false` (OpenAI's "do not keep it at OpenAI") and must
+// still be recorded; opencode's Anthropic provider posts to /messages
+// without /v1, as OpenAI clients post to /chat/completions.
+TEST_F(Compat, StoreFalseIsRecordedAndMessagesWorkWithoutV1) {
+  start("hf");
+  const std::string key = start_session("agents");
+  auto [s1, chat] = post("/v1/chat/completions", {{"messages", {user("Hi")}}, {"max_tokens", 2}, {"store", false}}, key);
+  ASSERT_EQ(s1, 200) << chat.dump();
+  auto [s2, message] = post("/messages", {{"messages", {user("Hi")}}, {"max_tokens", 2}}, key);
+  ASSERT_EQ(s2, 200) << message.dump();
+  EXPECT_EQ(message["type"], "message");
+  auto [s3, counted] = post("/messages/count_tokens", {{"messages", {user("Hi")}}}, key);
+  ASSERT_EQ(s3, 200) << counted.dump();
+  EXPECT_GT(counted["input_tokens"].get<int>(), 0);
+  auto [s4, bad] = post("/messages", {{"messages", {user("Hi")}}, {"max_tokens", "x"}}, key);
+  EXPECT_EQ(s4, 400);
+  EXPECT_EQ(bad["type"], "error") << bad.dump();  // Anthropic's error shape on this route too
+  auto [s5, wrong] = post("/v1/chat/completions", {{"messages", {user("Hi")}}, {"store", "no"}}, key);
+  EXPECT_EQ(s5, 400) << wrong.dump();
+  const auto exported = end_and_export(key, "agents-0");
+  ASSERT_EQ(exported["rows"].size(), 2u) << exported.dump();
+  EXPECT_EQ(exported["rows"][0]["interaction_id"], chat["id"]);
+  EXPECT_EQ(exported["rows"][1]["interaction_id"], message["id"]);
+}

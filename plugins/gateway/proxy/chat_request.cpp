@@ -276,10 +276,10 @@ ChatRequest parse_chat_request_checked(const J& body) {
     r.logprobs = body["logprobs"];
   }
   if (present(body, "top_logprobs")) integer(body, "top_logprobs", 0, 20);  // validated; alternatives are not produced
-  if (present(body, "store")) {
-    if (!body["store"].is_boolean()) bad("store", "must be a boolean");
-    r.store = body["store"];
-  }
+  // OpenAI's meaning ("keep the output at OpenAI"; off by default there): nothing the gateway
+  // keeps. Clients send `store: false` routinely (pi-coding-agent), and a session's calls are
+  // its training data: they are recorded either way (AReaL's proxy would drop them silently).
+  if (present(body, "store") && !body["store"].is_boolean()) bad("store", "must be a boolean");
   if (present(body, "stream")) {
     if (!body["stream"].is_boolean()) bad("stream", "must be a boolean");
     r.stream = body["stream"];

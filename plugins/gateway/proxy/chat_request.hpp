@@ -31,7 +31,6 @@ struct ChatRequest {
   std::vector<std::string> stop;
   std::optional<uint64_t> seed;
   bool logprobs = false;
-  bool store = true;                       // false: served but not recorded for training
   bool stream = false;
   bool stream_usage = false;               // stream_options.include_usage
   nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();

@@ -270,7 +270,7 @@ ChatService::Completed ChatService::run(const ChatRequest& req, const std::share
     prompt.insert(prompt.end(), ids.begin(), ids.end());
   }
   // Recorded at arrival (AReaL's order); completed below even if the client left.
-  const bool record = session && req.store;
+  const bool record = session != nullptr;  // the admin key is served, not recorded
   size_t index = 0;
   if (record) index = session->record.insert(c.id, req.messages);
   if (on_start) {
