@@ -9,6 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${SANITIZE_BUILD_DIR:-build-sanitize}
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-true}  # clones share hits (setup.sh)
 for tool in clang clang++; do
   command -v $tool > /dev/null || { echo "sanitize: $tool is missing: run scripts/setup.sh" >&2; exit 1; }
 done

@@ -90,6 +90,9 @@ fi
 build_dir=${BUILD_DIR:-build}
 jobs=${JOBS:-$(nproc)}
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
+# Paths relative to the checkout in ccache's hashes, so another clone of the
+# repository (CI's fresh one) reuses what this one compiled.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-true}
 # Another libtorch than the build folder was configured with: its cached
 # library paths would be stale, so configure afresh (ccache keeps it cheap).
 want_torch_dir=${torch_args[0]#-DTorch_DIR=}
