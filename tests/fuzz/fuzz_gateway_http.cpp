@@ -7,6 +7,7 @@
 // session's key, the admin key, the session in the URL, or no key. Any
 // answer is fine except a 5xx other than 503 (a client's bytes must never
 // be a server error) - and, under the sanitizers, any crash or leak.
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -47,7 +48,10 @@ int round_trip(uint16_t port, const std::string& bytes, std::string* body = null
   addr.sin_family = AF_INET;
   addr.sin_port = htons(port);
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+  // libFuzzer's timer signals interrupt system calls: an interrupted connect goes on in the background.
+  while (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    if (errno == EISCONN) break;
+    if (errno == EINTR || errno == EALREADY) continue;
     std::perror("connect");
     std::abort();
   }
@@ -56,6 +60,7 @@ int round_trip(uint16_t port, const std::string& bytes, std::string* body = null
   size_t sent = 0;
   while (sent < bytes.size()) {
     const ssize_t n = send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;  // the server answered and closed early (a 4xx on the head)
     sent += static_cast<size_t>(n);
   }
@@ -63,7 +68,8 @@ int round_trip(uint16_t port, const std::string& bytes, std::string* body = null
   std::string answer;
   char buf[65536];
   ssize_t n;
-  while ((n = recv(fd, buf, sizeof buf, 0)) > 0) answer.append(buf, static_cast<size_t>(n));
+  while ((n = recv(fd, buf, sizeof buf, 0)) > 0 || (n < 0 && errno == EINTR))
+    if (n > 0) answer.append(buf, static_cast<size_t>(n));
   close(fd);
   if (body) *body = answer.substr(answer.find("\r\n\r\n") == std::string::npos ? answer.size() : answer.find("\r\n\r\n") + 4);
   if (answer.rfind("HTTP/1.1 ", 0) != 0 || answer.size() < 12) return 0;
