@@ -91,6 +91,7 @@ TEST(RequestReader, ClientMistakesGetTheirOwnStatus) {
   EXPECT_EQ(error_status("GET / HTTP/!.1\r\n\r\n"), 400);
   EXPECT_EQ(error_status("GET /\r\n\r\n"), 400);
   EXPECT_EQ(error_status("G(T / HTTP/1.1\r\n\r\n"), 400);
+  EXPECT_EQ(error_status("GET /models/\xff\xfe HTTP/1.1\r\n\r\n"), 400);  // once a 500: the id went into a JSON reply
   EXPECT_EQ(error_status("GET / HTTP/1.1\r\nA: b\r\n folded\r\n\r\n"), 400);
   EXPECT_EQ(error_status("GET / HTTP/1.1\r\nno colon\r\n\r\n"), 400);
   EXPECT_EQ(error_status("GET / HTTP/1.1\r\nExpect: something\r\n\r\n"), 417);

@@ -102,9 +102,9 @@ RequestReader::State RequestReader::parse_head() {
   request_.method = std::string(method);
   if (target.size() > limits_.max_target_bytes)
     return fail(414, "Request target of " + std::to_string(target.size()) + " bytes is longer than " + std::to_string(limits_.max_target_bytes));
-  if (target.empty() || target.find_first_of(" \t") != std::string_view::npos ||
-      std::any_of(target.begin(), target.end(), [](unsigned char c) { return c < 0x21 || c == 0x7f; }))
-    return fail(400, "Malformed request target");
+  // Visible ASCII only (RFC 9112 3.2): other bytes travel percent-encoded.
+  if (target.empty() || std::any_of(target.begin(), target.end(), [](unsigned char c) { return c < 0x21 || c >= 0x7f; }))
+    return fail(400, "Malformed request target: only visible ASCII is allowed (percent-encode other bytes)");
   request_.target = std::string(target);
   // A client's mistake, not the server's: 400 rather than 505 (no 5xx answers client input).
   if (version != "HTTP/1.1" && version != "HTTP/1.0") return fail(400, "HTTP version " + quoted(version) + " is not supported (HTTP/1.1 is)");
