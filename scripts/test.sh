@@ -9,7 +9,7 @@
 # the multi-rank tests) with no GPU visible; GPUs have scripts/gpu_check.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-AREAL_TORCH=${AREAL_TORCH:-debian} scripts/setup.sh
+AREAL_TORCH=${AREAL_TORCH:-debian} AREAL_TEST_PYTHON=1 scripts/setup.sh
 status=0
 (cd build && CUDA_VISIBLE_DEVICES= ctest --output-on-failure -j "${JOBS:-$(nproc)}" "$@") || status=1
 scripts/sanitize.sh || status=1

@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
     const ordered_json r = ordered_json::parse(line);
     const std::string name = r["name"];
     if (r.value("reference", "") == "jinja2") reference = "Python Jinja2";
+    if (r.value("reference", "") == "transformers") reference = "HF transformers' apply_chat_template (ids: Python tokenizers)";
     if (r["kind"] == "snippet") {
       ++snippets;
       const bool python = r.contains("python_expected");
