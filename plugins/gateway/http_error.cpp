@@ -60,11 +60,9 @@ std::string error_code_for(int status) {
     case 415: return "unsupported_media_type";
     case 422: return "unprocessable_entity";
     case 429: return "no_capacity";
-    case 501: return "not_implemented";
     case 502: return "backend_unavailable";
     case 503: return "unavailable";
     case 504: return "timeout";
-    case 505: return "http_version_not_supported";
     default: return "internal_error";
   }
 }
