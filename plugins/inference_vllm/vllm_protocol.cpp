@@ -78,7 +78,35 @@ void VLLMProtocol::resume(const Url& server, double timeout_s) const {
 
 void VLLMProtocol::update_weights_from_disk(const Url& server, const std::string& path, int64_t /*version*/, double timeout_s) const {
   // vLLM has no weight version of its own; the plugin stamps versions.
-  post_control(server, routes_.update_weights, {{"model_path", path}, {"load_format", "auto"}}, timeout_s, "POST " + routes_.update_weights);
+  if (routes_.launcher == VLLMLauncher::kAReaL) {
+    post_control(server, routes_.update_weights, {{"model_path", path}, {"load_format", "auto"}}, timeout_s, "POST " + routes_.update_weights);
+    return;
+  }
+  // Stock vLLM: every worker re-reads the folder's safetensors into the
+  // loaded model, then cached prefixes (KV of the old weights) are dropped.
+  post_control(server, routes_.update_weights, {{"method", "reload_weights"}, {"kwargs", {{"weights_path", path}}}}, timeout_s,
+               "POST " + routes_.update_weights + " (reload_weights)");
+  post_control(server, "/reset_prefix_cache", json::object(), timeout_s, "POST /reset_prefix_cache");
+}
+
+VLLMRoutes VLLMRoutes::from_config(const json& c) {
+  VLLMRoutes r;
+  const std::string launcher = c.value("launcher", std::string("areal"));
+  if (launcher == "stock") {
+    r.launcher = VLLMLauncher::kStock;
+    r.pause = "/pause?mode=abort", r.resume = "/resume", r.update_weights = "/collective_rpc";
+  } else if (launcher != "areal") {
+    throw std::invalid_argument("vllm: launcher must be \"areal\" (AReaL's vLLM server) or \"stock\" (vLLM's api_server with VLLM_SERVER_DEV_MODE=1), got \"" + launcher + "\"");
+  }
+  // Schema defaults arrive as empty strings: keep the launcher's route.
+  auto route = [&](const char* key, std::string& path) {
+    const std::string v = c.value(key, std::string());
+    if (!v.empty()) path = v;
+  };
+  route("pause_path", r.pause);
+  route("resume_path", r.resume);
+  route("update_weights_path", r.update_weights);
+  return r;
 }
 
 }  // namespace areal::remote

@@ -3,18 +3,25 @@
 // return_tokens_as_token_ids so each token comes back as "token_id:N" beside
 // its log-prob. Stock vLLM aborts a request when its client disconnects.
 // Pause, resume and weight reload are routes of the launcher the servers
-// run (AReaL's vLLM server by default; stock vLLM's dev-mode /pause and
-// /resume by configuration).
+// run: AReaL's vLLM server (/areal_*), or stock vLLM's api_server with
+// VLLM_SERVER_DEV_MODE=1 (/pause?mode=abort, /resume, and a reload through
+// /collective_rpc's reload_weights followed by /reset_prefix_cache).
 #pragma once
 
 #include "backend_protocol.hpp"
 
 namespace areal::remote {
 
+// Which server program answers the control calls.
+enum class VLLMLauncher { kAReaL, kStock };
+
 struct VLLMRoutes {
+  VLLMLauncher launcher = VLLMLauncher::kAReaL;
   std::string pause = "/areal_pause_generation";
   std::string resume = "/areal_continue_generation";
   std::string update_weights = "/areal_update_weights";
+  // Parses the plugin config's launcher and *_path keys (paths default by launcher).
+  static VLLMRoutes from_config(const nlohmann::json& config);
 };
 
 class VLLMProtocol : public BackendProtocol {
