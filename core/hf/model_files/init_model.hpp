@@ -12,7 +12,7 @@ namespace areal::model {
 
 struct InitModelOptions {
   std::string family;         // qwen3 | qwen2 | llama3
-  std::string preset;         // tiny | small | agent (tiny's size, a context for 30k-token agent prompts)
+  std::string preset;         // tiny | tiny-hd32 (tiny for vLLM CPU) | small | agent (tiny, 64k context) | 0.6b
   std::string tokenizer_dir;  // HF folder with tokenizer.json (+ tokenizer_config.json)
   std::string out_dir;
   uint64_t seed = 0;

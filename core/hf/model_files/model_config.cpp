@@ -154,6 +154,10 @@ ModelConfig preset(const std::string& family, const std::string& size, int64_t v
     c.hidden_size = 64, c.intermediate_size = 128, c.num_hidden_layers = 2, c.num_attention_heads = 4, c.num_key_value_heads = 2, c.head_dim = 16;
     // agent: room for what agent programs send (Claude Code's system prompt and tools are ~20-30k Qwen3 tokens) plus a reply.
     if (size == "agent") c.max_position_embeddings = 65536;
+  } else if (size == "tiny-hd32") {
+    // tiny's parameter count in the shape vLLM's CPU attention takes (head
+    // sizes of 32 and up; docs/backends.md), untied below.
+    c.hidden_size = 64, c.intermediate_size = 128, c.num_hidden_layers = 2, c.num_attention_heads = 2, c.num_key_value_heads = 1, c.head_dim = 32;
   } else if (size == "small") {
     c.hidden_size = 256, c.intermediate_size = 768, c.num_hidden_layers = 4, c.num_attention_heads = 8, c.num_key_value_heads = 4, c.head_dim = 32;
   } else if (size == "0.6b") {
@@ -161,13 +165,14 @@ ModelConfig preset(const std::string& family, const std::string& size, int64_t v
     c.hidden_size = 1024, c.intermediate_size = 3072, c.num_hidden_layers = 28, c.num_attention_heads = 16, c.num_key_value_heads = 8, c.head_dim = 128;
     c.max_position_embeddings = 40960;
   } else {
-    throw Error(AREAL_CODE_INVALID_ARGUMENT, "--preset must be tiny, small, agent or 0.6b, got '" + size + "'");
+    throw Error(AREAL_CODE_INVALID_ARGUMENT, "--preset must be tiny, tiny-hd32, small, agent or 0.6b, got '" + size + "'");
   }
   c.rms_norm_eps = 1e-6;
   c.rope_theta = family == "llama3" ? 500000.0 : 1000000.0;
   if (family == "llama3")
     c.rope_scaling = {{"factor", 8.0}, {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 1024}, {"rope_type", "llama3"}};
-  c.tie_word_embeddings = family != "llama3";
+  // tiny-hd32 is untied: vLLM's reload_weights leaves a tied lm_head stale.
+  c.tie_word_embeddings = family != "llama3" && size != "tiny-hd32";
   return c;
 }
 
