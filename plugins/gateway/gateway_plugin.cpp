@@ -258,6 +258,7 @@ class Gateway {
     "session_timeout_seconds": {"type": "number", "default": 3600, "minimum": 1, "doc": "Idle sessions are ended (and kept for export) after this long."},
     "turn_discount": {"type": "number", "default": 1.0, "minimum": 0, "maximum": 1, "doc": "Default reward discount along a conversation for /export_trajectories."},
     "export_style": {"type": "string", "enum": ["individual", "concat"], "default": "individual", "doc": "Default export style: a row per call, or a row per conversation."},
+    "export_format": {"type": "string", "enum": ["rows", "areal", "both"], "default": "both", "doc": "What /export_trajectories answers by default: rows (our token arrays), areal (AReaL's base64 tensor dicts under interactions, which AReaL's OpenAIProxyClient.export_interactions reads) or both. A request's own format field overrides it."},
     "trajectories_jsonl": {"type": "string", "default": "", "doc": "Append every exported session to this JSONL file (empty: off)."},
     "max_request_bytes": {"type": "integer", "default": 33554432, "minimum": 1024, "doc": "Larger request bodies are refused with 413."},
     "tokenizer": {"type": "string", "format": "path", "default": "", "doc": "Hugging Face tokenizer folder (tokenizer.json + tokenizer_config.json with its chat_template); required for chat completions."},
@@ -296,6 +297,7 @@ class Gateway {
     areal::gateway::SessionSettings settings;
     settings.turn_discount = c.value("turn_discount", 1.0);
     settings.export_style = c.value("export_style", std::string("individual"));
+    settings.export_format = c.value("export_format", std::string("both"));
     settings.trajectories_jsonl = c.value("trajectories_jsonl", std::string());
     settings.max_request_bytes = c.value("max_request_bytes", size_t{32u << 20});
     state_->max_request_bytes = settings.max_request_bytes;

@@ -1,5 +1,7 @@
 #include "session_routes.hpp"
 
+#include "core/recorder/areal_interactions.hpp"
+
 #include <cmath>
 #include <fstream>
 
@@ -101,10 +103,16 @@ bool SessionRoutes::handle(const std::string& path, Poco::Net::HTTPServerRequest
       if (body.contains("style") && !body["style"].is_null() && !body["style"].is_string()) throw HttpError(400, "'style' must be a string");
       const std::string style = body.contains("style") && !body["style"].is_null() ? body["style"].get<std::string>() : settings_.export_style;
       const recorder::ExportStyle export_style = recorder::export_style_from(style);  // 400 before any state change
+      if (body.contains("format") && !body["format"].is_null() && !body["format"].is_string()) throw HttpError(400, "'format' must be a string");
+      const std::string format = body.contains("format") && !body["format"].is_null() ? body["format"].get<std::string>() : settings_.export_format;
+      if (format != "rows" && format != "areal" && format != "both")
+        throw HttpError(400, "'format' must be \"rows\", \"areal\" or \"both\", got \"" + format + "\"");
       store_.expire_idle();
       const auto exported = store_.export_session(body["session_id"].get<std::string>(), discount, export_style);
-      const J out = exported.to_json();
-      append_jsonl(out);
+      J out = exported.to_json();
+      append_jsonl(out);  // the JSONL file holds our rows only
+      if (format == "areal") out = J{{"session_id", exported.session_id}};
+      if (format != "rows") out["interactions"] = recorder::areal_interactions(exported);
       send_json(res, 200, out.dump());
       return true;
     }

@@ -16,6 +16,9 @@ namespace areal::gateway {
 struct SessionSettings {
   double turn_discount = 1.0;        // default discount for export
   std::string export_style = "individual";
+  // What /export_trajectories answers: "rows" (ours), "areal" (AReaL's
+  // interactions, for its OpenAIProxyClient) or "both".
+  std::string export_format = "both";
   std::string trajectories_jsonl;    // exported sessions are also appended here (empty: off)
   size_t max_request_bytes = 32u << 20;
 };
