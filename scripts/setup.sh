@@ -75,6 +75,17 @@ if [ "${AREAL_TEST_PYTHON:-0}" = 1 ] && ! cmp -s tests/python/requirements.lock 
   .venv-tests/bin/pip install --quiet --disable-pip-version-check --no-deps -r tests/python/requirements.lock
   cp tests/python/requirements.lock .venv-tests/.areal-lock-copy
 fi
+# The second one: real vLLM on CPU and AReaL's own code (torch 2.x, 184
+# packages, about 3 GB downloaded), in .venv-vllm, installed by uv (pinned
+# in the lock) because pip takes minutes to fetch it one file at a time.
+if [ "${AREAL_TEST_PYTHON:-0}" = 1 ] && ! cmp -s tests/python/vllm/requirements.lock .venv-vllm/.areal-lock-copy; then
+  echo "setup: installing tests/python/vllm/requirements.lock into .venv-vllm"
+  rm -rf .venv-vllm
+  /usr/bin/python3 -m venv .venv-vllm
+  .venv-vllm/bin/pip install --quiet --disable-pip-version-check uv==0.13.8
+  .venv-vllm/bin/uv pip install --quiet --no-deps --python .venv-vllm/bin/python -r tests/python/vllm/requirements.lock
+  cp tests/python/vllm/requirements.lock .venv-vllm/.areal-lock-copy
+fi
 
 # libtorch: the one inside an installed PyTorch with CUDA when there is one
 # (GPU training and serving), else Debian's CPU build. AREAL_TORCH=pytorch or
