@@ -30,7 +30,13 @@ log=$(mktemp)
 pids=()
 trap 'kill ${pids[@]:-} ${BACKEND_PID:-} 2>/dev/null; wait 2>/dev/null; rm -f "$log" "$log.backend" "$log.w1" "$log.w2"' EXIT
 kind=${AREAL_BACKEND:-}
-if [ -n "$kind" ]; then
+if [ -n "$kind" ] && [ -n "${AREAL_BACKEND_URL:-}" ]; then
+  # A server already running there (real vLLM: tests/e2e/real_vllm.sh),
+  # serving MODEL_DIR; AREAL_BACKEND_ARGS: extra inference overrides.
+  [ -n "$model" ] || { echo "run_client.sh: AREAL_BACKEND_URL needs the MODEL_DIR its server serves"; exit 1; }
+  backend=(--tokenizer "$model" inference.plugin=$kind "inference.servers=[\"$AREAL_BACKEND_URL\"]" ${AREAL_BACKEND_ARGS:-})
+  echo "$kind server at $AREAL_BACKEND_URL"
+elif [ -n "$kind" ]; then
   source "$src/tests/support/test_backend.sh"
   if [ -n "$model" ]; then
     engine=(--plugin local --engine-config "{\"model_path\": \"$model\"}")
