@@ -22,6 +22,7 @@
 #include "core/plugin_host/plugin_catalog.hpp"
 #include "core/plugin_host/plugin_instance.hpp"
 #include "decoder_model.hpp"
+#include "sampled_request.hpp"
 
 namespace {
 
@@ -46,21 +47,7 @@ std::vector<double> our_logprobs(const DecoderModel& m, const std::vector<int32_
 
 void submit(const areal_inference_vtable& vt, void* self, areal::CollectingSink& sink, uint64_t id, const std::vector<int32_t>& prompt,
             int32_t max_new) {
-  areal_sampling_params s{};
-  s.struct_size = AREAL_OFFSET_OF_END(areal_sampling_params, stop_strings_count);
-  s.temperature = 1.0f;
-  s.top_p = 1.0f;
-  s.max_new_tokens = max_new;
-  s.ignore_eos = 1;
-  s.has_seed = 1;
-  s.seed = 5;
-  areal_gen_request r{};
-  r.struct_size = AREAL_OFFSET_OF_END(areal_gen_request, sampling);
-  r.request_id = id;
-  r.input_ids = prompt.data();
-  r.input_ids_count = prompt.size();
-  r.sampling = &s;
-  areal::throw_if_status(vt.submit(self, &r, sink.sink()), "submit");
+  areal::testing::submit_sampled(vt, self, sink.sink(), id, prompt, max_new);
 }
 
 void wait_for_tokens(const areal::CollectingSink& sink, size_t n) {

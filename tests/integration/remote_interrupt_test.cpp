@@ -24,6 +24,7 @@
 #include "core/plugin_host/generation.hpp"
 #include "core/plugin_host/plugin_catalog.hpp"
 #include "core/plugin_host/plugin_instance.hpp"
+#include "sampled_request.hpp"
 
 namespace {
 
@@ -92,23 +93,7 @@ class RemoteInterrupt : public ::testing::TestWithParam<std::string> {
     server_.reset();
   }
   void submit(areal::CollectingSink& sink, uint64_t id, int32_t max_new, const areal_str* stop = nullptr) {
-    areal_sampling_params s{};
-    s.struct_size = AREAL_OFFSET_OF_END(areal_sampling_params, stop_strings_count);
-    s.temperature = 1.0f;
-    s.top_p = 1.0f;
-    s.max_new_tokens = max_new;
-    s.ignore_eos = 1;
-    s.has_seed = 1;
-    s.seed = 5;
-    s.stop_strings = stop;
-    s.stop_strings_count = stop ? 1 : 0;
-    areal_gen_request r{};
-    r.struct_size = AREAL_OFFSET_OF_END(areal_gen_request, sampling);
-    r.request_id = id;
-    r.input_ids = prompt_.data();
-    r.input_ids_count = prompt_.size();
-    r.sampling = &s;
-    areal::throw_if_status(plugin_->inference()->submit(inst_->self(), &r, sink.sink()), "submit");
+    areal::testing::submit_sampled(*plugin_->inference(), inst_->self(), sink.sink(), id, prompt_, max_new, stop);
   }
   static void wait_for_tokens(const areal::CollectingSink& sink, size_t n) {
     for (int i = 0; i < 1000 && sink.result().output_ids.size() < n; ++i) std::this_thread::sleep_for(5ms);
