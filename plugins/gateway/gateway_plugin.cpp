@@ -93,7 +93,10 @@ void log_refused(int status, const std::string& method, const std::string& route
   for (char& ch : reason) if (static_cast<unsigned char>(ch) < 0x20) ch = ' ';
   if (reason.size() > 300) reason = reason.substr(0, 300) + "...";
   sdk::host().metric_add(sdk::str("areal_gateway_error_responses_total{status=\"" + std::to_string(status) + "\"}"), 1.0);
-  sdk::log(status >= 500 ? AREAL_LOG_ERROR : AREAL_LOG_WARN, "gateway",
+  // 429 is capacity backpressure: online-mode agents poll /rl/start_session
+  // through it by design (thousands per run), so it stays out of the console.
+  const areal_log_level level = status >= 500 ? AREAL_LOG_ERROR : status == 429 ? AREAL_LOG_DEBUG : AREAL_LOG_WARN;
+  sdk::log(level, "gateway",
            std::to_string(status) + " " + method + " " + route + (client.empty() ? "" : " from " + client) + ": " + reason);
 }
 
