@@ -100,18 +100,18 @@ bool SessionRoutes::handle(const std::string& path, Poco::Net::HTTPServerRequest
         if (!body["discount"].is_number()) throw HttpError(400, "'discount' must be a number in [0, 1]");
         discount = body["discount"].get<double>();
       }
-      if (body.contains("style") && !body["style"].is_null() && !body["style"].is_string()) throw HttpError(400, "'style' must be a string");
-      const std::string style = body.contains("style") && !body["style"].is_null() ? body["style"].get<std::string>() : settings_.export_style;
+      const std::string style = body.contains("style") && !body["style"].is_null() ? optional_string(body, "style") : settings_.export_style;
       const recorder::ExportStyle export_style = recorder::export_style_from(style);  // 400 before any state change
-      if (body.contains("format") && !body["format"].is_null() && !body["format"].is_string()) throw HttpError(400, "'format' must be a string");
-      const std::string format = body.contains("format") && !body["format"].is_null() ? body["format"].get<std::string>() : settings_.export_format;
+      std::string format = optional_string(body, "format");
+      if (format.empty()) format = settings_.export_format;
       if (format != "rows" && format != "areal" && format != "both")
         throw HttpError(400, "'format' must be \"rows\", \"areal\" or \"both\", got \"" + format + "\"");
       store_.expire_idle();
       const auto exported = store_.export_session(body["session_id"].get<std::string>(), discount, export_style);
-      J out = exported.to_json();
-      append_jsonl(out);  // the JSONL file holds our rows only
-      if (format == "areal") out = J{{"session_id", exported.session_id}};
+      J out = format == "areal" ? J{{"session_id", exported.session_id}} : exported.to_json();
+      // The JSONL file always holds the rows form: the answer's when it has it.
+      if (format != "areal") append_jsonl(out);
+      else if (!settings_.trajectories_jsonl.empty()) append_jsonl(exported.to_json());
       if (format != "rows") out["interactions"] = recorder::areal_interactions(exported);
       send_json(res, 200, out.dump());
       return true;
