@@ -79,7 +79,7 @@ start_gateway "$build/bin/areal-host" bench-admin "$work/gw-concat.log" "${gatew
 gw_concat=$url
 areal_proxy() {  # areal_proxy hf|concat: starts AReaL's proxy server, sets proxy_url
   local port
-  port=$("$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  port=$(free_port)
   "$py" "$here/areal_proxy.py" --vllm-url "$VLLM_URL" --model-dir "$work/model" --port "$port" --admin-key bench-admin \
     --chat-template-type "$1" > "$work/areal-proxy-$1.log" 2>&1 &
   pids+=($!)

@@ -9,12 +9,14 @@
 # eager mode (no torch.compile: a 45 s start instead of 140 s on 2 cores;
 # AREAL_VLLM_EAGER=0 compiles, as the benchmark does),
 # hermes tool parsing for the SDK tests' tool calls.
+source "$(dirname "${BASH_SOURCE[0]}")/free_port.sh"
+
 start_real_vllm() {
   local src=$1 model=$2 log=$3 py=$1/.venv-vllm/bin/python
   [ -x "$py" ] || { echo "FAIL: $py is missing: run scripts/setup.sh with AREAL_TEST_PYTHON=1 (scripts/test.sh does)"; return 1; }
   local port eager=(--enforce-eager)
   [ "${AREAL_VLLM_EAGER:-1}" = 0 ] && eager=()
-  port=$("$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  port=$(free_port)
   VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE:-1} VLLM_SERVER_DEV_MODE=1 VLLM_NO_USAGE_STATS=1 VLLM_DO_NOT_TRACK=1 HF_HUB_OFFLINE=1 \
     "$py" -m vllm.entrypoints.openai.api_server --model "$model" --host 127.0.0.1 --port "$port" --dtype float32 "${eager[@]}" \
     --max-model-len 4096 --logprobs-mode processed_logprobs --enable-auto-tool-choice --tool-call-parser hermes > "$log" 2>&1 &

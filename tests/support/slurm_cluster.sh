@@ -7,6 +7,8 @@
 #   slurm_cluster_stop        cancels every job, stops the daemons it
 #                             started, and fails if any Slurm process is left
 # Runs as root (slurmd must); the caller traps slurm_cluster_stop on EXIT.
+source "$(dirname "${BASH_SOURCE[0]}")/free_port.sh"
+
 slurm_cluster_start() {
   SLURM_TEST_DIR=$1
   local d=$SLURM_TEST_DIR
@@ -37,8 +39,8 @@ ReturnToService=2
 KillWait=5
 MinJobAge=600
 SlurmdParameters=config_overrides
-SlurmctldPort=$(slurm_free_port)
-SlurmdPort=$(slurm_free_port)
+SlurmctldPort=$(free_port)
+SlurmdPort=$(free_port)
 StateSaveLocation=$d/state
 SlurmdSpoolDir=$d/spool
 SlurmctldPidFile=$d/slurmctld.pid
@@ -67,10 +69,6 @@ CONF
   done
   echo "FAIL: the Slurm node did not become idle (state '$state')"; tail -20 "$d/log/slurmctld.log" "$d/log/slurmd.log"
   return 1
-}
-
-slurm_free_port() {
-  /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
 slurm_cluster_stop() {
