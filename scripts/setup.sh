@@ -62,29 +62,31 @@ if ! tests/e2e/agents/node_modules/.bin/claude --version >/dev/null 2>&1; then
 fi
 tests/e2e/agents/node_modules/.bin/claude --version >/dev/null && tests/e2e/agents/node_modules/.bin/codex --version >/dev/null
 
-# The test suite's pinned Python environment (issue #28): agent frameworks and
-# Hugging Face's transformers/tokenizers, every package at the version
-# tests/python/requirements.lock names, installed into .venv-tests and never
-# at run time. Only when the tests ask (scripts/test.sh sets
-# AREAL_TEST_PYTHON=1): the quickstart needs none of it. Re-made when the
-# lock changes.
-if [ "${AREAL_TEST_PYTHON:-0}" = 1 ] && ! cmp -s tests/python/requirements.lock .venv-tests/.areal-lock-copy; then
-  echo "setup: installing tests/python/requirements.lock into .venv-tests"
-  rm -rf .venv-tests
-  /usr/bin/python3 -m venv .venv-tests
-  .venv-tests/bin/pip install --quiet --disable-pip-version-check --no-deps -r tests/python/requirements.lock
-  cp tests/python/requirements.lock .venv-tests/.areal-lock-copy
-fi
-# The second one: real vLLM on CPU and AReaL's own code (torch 2.x, 184
-# packages, about 3 GB downloaded), in .venv-vllm, installed by uv (pinned
-# in the lock) because pip takes minutes to fetch it one file at a time.
-if [ "${AREAL_TEST_PYTHON:-0}" = 1 ] && ! cmp -s tests/python/vllm/requirements.lock .venv-vllm/.areal-lock-copy; then
-  echo "setup: installing tests/python/vllm/requirements.lock into .venv-vllm"
-  rm -rf .venv-vllm
-  /usr/bin/python3 -m venv .venv-vllm
-  .venv-vllm/bin/pip install --quiet --disable-pip-version-check uv==0.13.8
-  .venv-vllm/bin/uv pip install --quiet --no-deps --python .venv-vllm/bin/python -r tests/python/vllm/requirements.lock
-  cp tests/python/vllm/requirements.lock .venv-vllm/.areal-lock-copy
+# The test suite's pinned Python environments (issue #28), every package at
+# the version its lock file names, installed without resolving (--no-deps)
+# and never at run time; re-made when the lock changes. Only when the tests
+# ask (scripts/test.sh sets AREAL_TEST_PYTHON=1): the quickstart needs none.
+#   .venv-tests  agent frameworks, Hugging Face transformers/tokenizers (pip)
+#   .venv-vllm   real vLLM on CPU and AReaL's own code: torch 2.x, 188
+#                packages, about 3 GB, so by uv (pinned), which fetches in
+#                parallel where pip takes minutes
+install_locked_venv() {  # install_locked_venv VENV LOCK pip|uv
+  local venv=$1 lock=$2
+  cmp -s "$lock" "$venv/.areal-lock-copy" && return 0
+  echo "setup: installing $lock into $venv"
+  rm -rf "$venv"
+  /usr/bin/python3 -m venv "$venv"
+  if [ "$3" = uv ]; then
+    "$venv/bin/pip" install --quiet --disable-pip-version-check uv==0.13.8
+    "$venv/bin/uv" pip install --quiet --no-deps --python "$venv/bin/python" -r "$lock"
+  else
+    "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps -r "$lock"
+  fi
+  cp "$lock" "$venv/.areal-lock-copy"
+}
+if [ "${AREAL_TEST_PYTHON:-0}" = 1 ]; then
+  install_locked_venv .venv-tests tests/python/requirements.lock pip
+  install_locked_venv .venv-vllm tests/python/vllm/requirements.lock uv
 fi
 
 # libtorch: the one inside an installed PyTorch with CUDA when there is one
