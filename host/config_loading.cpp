@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <iostream>
+#include <exception>
 
 #include "core/config/config_loader.hpp"
 #include "core/plugin_host/error.hpp"

@@ -7,6 +7,7 @@
 #include <map>
 #include <sstream>
 #include <thread>
+#include <exception>
 
 #include "core/telemetry/logging.hpp"
 #include "core/telemetry/metrics.hpp"

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <cstdint>
+#include <exception>
 
 #include "core/plugin_host/error.hpp"
 #include "core/telemetry/logging.hpp"

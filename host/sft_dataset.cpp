@@ -1,6 +1,8 @@
 #include "sft_dataset.hpp"
 
 #include <fstream>
+#include <cstdint>
+#include <exception>
 
 #include "core/plugin_host/error.hpp"
 

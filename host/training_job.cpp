@@ -4,6 +4,10 @@
 #include <iostream>
 #include <filesystem>
 #include <memory>
+#include <cstdint>
+#include <string>
+#include <map>
+#include <exception>
 
 #include "agent_process.hpp"
 #include "launcher/run_launcher.hpp"

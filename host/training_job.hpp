@@ -3,6 +3,8 @@
 // online agent command when configured, and the trainer loop.
 #pragma once
 
+#include <string>
+
 #include "core/plugin_host/gateway_sessions.hpp"
 #include "core/config/run_config.hpp"
 #include "areal/plugin_api.h"

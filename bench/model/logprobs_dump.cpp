@@ -9,6 +9,10 @@
 
 #include <fstream>
 #include <iostream>
+#include <cstdint>
+#include <string>
+#include <vector>
+#include <exception>
 
 #include <nlohmann/json.hpp>
 

@@ -34,6 +34,7 @@
 #include <string>
 #include <thread>
 #include <vector>
+#include <exception>
 
 #include <Poco/Net/HTTPClientSession.h>
 #include <Poco/Net/HTTPRequest.h>

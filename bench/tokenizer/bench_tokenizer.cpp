@@ -6,6 +6,9 @@
 #include <chrono>
 #include <fstream>
 #include <iostream>
+#include <cstdint>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 

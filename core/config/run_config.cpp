@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <exception>
 
 #include "core/config/config_schema.hpp"
 #include "core/plugin_host/error.hpp"

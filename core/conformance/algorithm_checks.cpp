@@ -2,6 +2,11 @@
 // advantages, nothing outside the loss mask, and a gradient that agrees
 // with finite differences of the loss (so loss and grad cannot drift apart).
 #include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+#include <memory>
+#include <algorithm>
 
 #include "core/plugin_host/host_tensor.hpp"
 #include "core/plugin_host/plugin_instance.hpp"

@@ -3,6 +3,9 @@
 
 #include <functional>
 #include <string>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
 
 #include <nlohmann/json.hpp>
 

@@ -1,5 +1,8 @@
 // Checks common to every kind, and dispatch to the per-kind files.
 #include <regex>
+#include <cstdint>
+#include <functional>
+#include <exception>
 
 #include "core/config/config_schema.hpp"
 #include "core/plugin_host/elf_exports.hpp"

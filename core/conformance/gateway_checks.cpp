@@ -3,6 +3,10 @@
 #include <chrono>
 #include <regex>
 #include <sstream>
+#include <cstdint>
+#include <string>
+#include <memory>
+#include <exception>
 
 #include <Poco/Net/HTTPClientSession.h>
 #include <Poco/Net/HTTPRequest.h>

@@ -5,6 +5,10 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <cstdint>
+#include <string>
+#include <vector>
+#include <memory>
 
 #include "core/plugin_host/host_tensor.hpp"
 #include "core/plugin_host/plugin_instance.hpp"

@@ -1,5 +1,7 @@
 #include "core/plugin_host/error.hpp"
 
+#include <cstdint>
+
 #include "core/telemetry/logging.hpp"
 
 // The concrete status object behind the opaque C type. Only the host

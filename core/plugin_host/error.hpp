@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <cstdint>
 
 #include "areal/abi.h"
 #include "areal/sdk.hpp"

@@ -1,5 +1,7 @@
 #include "core/plugin_host/gateway_sessions.hpp"
 
+#include <exception>
+
 #include "core/plugin_host/error.hpp"
 #include "core/recorder/trajectory_view.hpp"
 #include "core/plugin_host/string_writer.hpp"

@@ -4,6 +4,9 @@
 #include <mutex>
 #include <new>
 #include <string>
+#include <cstdint>
+#include <string_view>
+#include <exception>
 
 #include "core/config/config_loader.hpp"
 #include "core/plugin_host/error.hpp"

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <set>
 #include <sstream>
+#include <cstdint>
+#include <exception>
 
 #include "core/config/config_schema.hpp"
 #include "core/plugin_host/error.hpp"

@@ -7,6 +7,8 @@
 #include <map>
 #include <mutex>
 #include <regex>
+#include <cstdint>
+#include <exception>
 
 #define BOOST_DLL_USE_STD_FS
 #include <boost/dll/shared_library.hpp>

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string>
 #include <vector>
+#include <cstdint>
 
 #include "core/text/base64.hpp"
 

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <cstdint>
+#include <chrono>
+#include <exception>
 
 #include "core/plugin_host/error.hpp"
 #include "core/plugin_host/generation.hpp"

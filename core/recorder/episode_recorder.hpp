@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <vector>
+#include <cstdint>
 
 #include <nlohmann/json.hpp>
 

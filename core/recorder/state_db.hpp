@@ -13,6 +13,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+#include <cstdint>
+#include <optional>
 
 #include "core/recorder/journal.hpp"
 

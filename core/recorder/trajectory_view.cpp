@@ -1,5 +1,7 @@
 #include "core/recorder/trajectory_view.hpp"
 
+#include <string>
+
 #include "core/plugin_host/error.hpp"
 
 namespace areal::recorder {

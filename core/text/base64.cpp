@@ -1,5 +1,7 @@
 #include "core/text/base64.hpp"
 
+#include <cstdint>
+
 namespace areal::text {
 
 std::string base64_encode(std::string_view bytes) {

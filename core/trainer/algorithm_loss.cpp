@@ -1,5 +1,7 @@
 #include "core/trainer/algorithm_loss.hpp"
 
+#include <exception>
+
 #include "core/plugin_host/string_writer.hpp"
 
 namespace areal::trainer {

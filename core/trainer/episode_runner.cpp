@@ -1,5 +1,8 @@
 #include "core/trainer/episode_runner.hpp"
 
+#include <cstdint>
+#include <exception>
+
 #include "core/plugin_host/error.hpp"
 #include "core/recorder/episode_recorder.hpp"
 #include "core/plugin_host/string_writer.hpp"

@@ -3,6 +3,7 @@
 #include <memory>
 #include <string>
 #include <vector>
+#include <cstdint>
 
 #include "core/plugin_host/error.hpp"
 #include "core/trainer/algorithm_loss.hpp"

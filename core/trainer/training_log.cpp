@@ -4,6 +4,8 @@
 #include <cmath>
 #include <filesystem>
 #include <sstream>
+#include <cstdint>
+#include <exception>
 
 #include "core/plugin_host/error.hpp"
 #include "core/telemetry/logging.hpp"

@@ -7,6 +7,10 @@
 // at the token level; this plugin never stores or reports tokens itself.
 //
 // Data item: {"input_ids": [int...], "lucky": int}
+#include <cstdint>
+#include <string>
+#include <vector>
+
 #include <nlohmann/json.hpp>
 
 #include "areal/sdk.hpp"

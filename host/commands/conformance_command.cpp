@@ -2,6 +2,8 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <string>
+#include <exception>
 
 #include "core/conformance/conformance.hpp"
 #include "core/plugin_host/plugin_catalog.hpp"

@@ -9,6 +9,9 @@
 #include <filesystem>
 #include <iostream>
 #include <set>
+#include <string>
+#include <stdexcept>
+#include <exception>
 
 #include "../dashboard/dashboard_server.hpp"
 #include "commands.hpp"

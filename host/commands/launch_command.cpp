@@ -18,6 +18,8 @@
 #include <iterator>
 #include <set>
 #include <thread>
+#include <string>
+#include <exception>
 
 #include "../config_loading.hpp"
 #include "../launcher/shell.hpp"

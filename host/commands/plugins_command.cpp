@@ -1,5 +1,7 @@
 #include <iomanip>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 

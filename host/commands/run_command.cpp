@@ -4,6 +4,11 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <cstdint>
+#include <string>
+#include <memory>
+#include <algorithm>
+#include <exception>
 
 #include "../config_loading.hpp"
 #include "../launcher/run_launcher.hpp"

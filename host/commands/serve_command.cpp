@@ -5,6 +5,10 @@
 #include <signal.h>
 
 #include <iostream>
+#include <string>
+#include <vector>
+#include <memory>
+#include <exception>
 
 #include "../config_loading.hpp"
 #include "core/plugin_host/error.hpp"

@@ -5,6 +5,9 @@
 // model_path. trainer.total_steps steps of trainer.batch_size examples.
 #include <algorithm>
 #include <iostream>
+#include <string>
+#include <vector>
+#include <exception>
 
 #include "../config_loading.hpp"
 #include "../sft_dataset.hpp"

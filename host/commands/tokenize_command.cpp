@@ -5,6 +5,11 @@
 #include <iostream>
 #include <iterator>
 #include <set>
+#include <cstdint>
+#include <string>
+#include <vector>
+#include <memory>
+#include <exception>
 
 #include <nlohmann/json.hpp>
 

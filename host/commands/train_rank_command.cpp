@@ -12,6 +12,10 @@
 #include <cstdlib>
 #include <iostream>
 #include <memory>
+#include <cstdint>
+#include <string>
+#include <vector>
+#include <exception>
 
 #include "../train_ranks/rank_messages.hpp"
 #include "commands.hpp"

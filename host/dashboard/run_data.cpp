@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <vector>
+#include <exception>
 
 namespace areal::host::dashboard {
 

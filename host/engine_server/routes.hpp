@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <cstdint>
 
 #include "engine_bridge.hpp"
 #include "http_util.hpp"

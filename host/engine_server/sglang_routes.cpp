@@ -7,6 +7,12 @@
 #include <atomic>
 #include <chrono>
 #include <random>
+#include <cstdint>
+#include <string>
+#include <vector>
+#include <memory>
+#include <mutex>
+#include <exception>
 
 #include "core/plugin_host/error.hpp"
 #include "routes.hpp"

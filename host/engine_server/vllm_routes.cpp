@@ -7,6 +7,10 @@
 // Errors are {"error": {"message", "type", "param", "code"}}.
 #include <atomic>
 #include <ctime>
+#include <cstdint>
+#include <string>
+#include <vector>
+#include <memory>
 
 #include "core/plugin_host/error.hpp"
 #include "routes.hpp"

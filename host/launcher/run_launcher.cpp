@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <thread>
+#include <algorithm>
 
 #include "core/plugin_host/error.hpp"
 #include "core/telemetry/logging.hpp"

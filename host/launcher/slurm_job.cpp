@@ -1,6 +1,7 @@
 #include "slurm_job.hpp"
 
 #include <filesystem>
+#include <algorithm>
 
 #include "core/plugin_host/error.hpp"
 #include "shell.hpp"

@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <string>
+#include <string_view>
 
 #include "core/plugin_host/error.hpp"
 

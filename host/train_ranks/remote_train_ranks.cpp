@@ -9,6 +9,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <exception>
 
 #include "batch_split.hpp"
 #include "core/plugin_host/error.hpp"

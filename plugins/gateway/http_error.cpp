@@ -1,5 +1,7 @@
 #include "http_error.hpp"
 
+#include <cstdint>
+
 #include <nlohmann/json.hpp>
 
 #include "areal/abi.h"

@@ -4,6 +4,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <cstdint>
 
 #include <Poco/Net/HTTPServerResponse.h>
 

@@ -3,6 +3,9 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdint>
+#include <algorithm>
+#include <exception>
 
 #include "core/plugin_host/error.hpp"
 #include "core/recorder/trajectory_view.hpp"

@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <cstdint>
 
 #include "plugins/gateway/proxy/chat_service.hpp"
 #include "plugins/gateway/proxy/session_store.hpp"

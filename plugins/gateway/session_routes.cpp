@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <memory>
 
 #include "core/plugin_host/error.hpp"
 #include "http_error.hpp"

@@ -5,6 +5,7 @@
 
 #include <mutex>
 #include <string>
+#include <memory>
 
 #include <Poco/Net/HTTPServerRequest.h>
 #include <Poco/Net/HTTPServerResponse.h>

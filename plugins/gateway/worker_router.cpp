@@ -5,6 +5,7 @@
 #include <chrono>
 #include <numeric>
 #include <sstream>
+#include <cstdint>
 
 #include <Poco/Exception.h>
 #include <Poco/Net/NetException.h>

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdint>
 #include <vector>
+#include <algorithm>
 
 #include "core/sampling/sampling.hpp"
 

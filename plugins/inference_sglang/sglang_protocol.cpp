@@ -1,6 +1,8 @@
 #include "sglang_protocol.hpp"
 
 #include <stdexcept>
+#include <cstdint>
+#include <string>
 
 namespace areal::remote {
 

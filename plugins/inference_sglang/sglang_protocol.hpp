@@ -4,6 +4,9 @@
 // /abort_request, /update_weights_from_disk.
 #pragma once
 
+#include <cstdint>
+#include <string>
+
 #include "backend_protocol.hpp"
 
 namespace areal::remote {

@@ -1,6 +1,8 @@
 #include "vllm_protocol.hpp"
 
 #include <stdexcept>
+#include <cstdint>
+#include <string>
 
 namespace areal::remote {
 

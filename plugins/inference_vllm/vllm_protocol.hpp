@@ -8,6 +8,9 @@
 // /collective_rpc's reload_weights followed by /reset_prefix_cache).
 #pragma once
 
+#include <cstdint>
+#include <string>
+
 #include "backend_protocol.hpp"
 
 namespace areal::remote {

@@ -2,6 +2,8 @@
 
 #include <sstream>
 #include <stdexcept>
+#include <cstdint>
+#include <cstdlib>
 
 #include <Poco/Net/HTTPRequest.h>
 #include <Poco/Net/HTTPResponse.h>

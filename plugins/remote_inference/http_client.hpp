@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <cstdint>
 
 #include <Poco/Net/HTTPClientSession.h>
 

@@ -1,6 +1,9 @@
 // Hugging Face folders <-> DecoderModel parameters.
 #include <filesystem>
 #include <fstream>
+#include <cstdint>
+#include <string>
+#include <vector>
 
 #include "core/plugin_host/error.hpp"
 #include "core/hf/model_files/safetensors.hpp"

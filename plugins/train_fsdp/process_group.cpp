@@ -1,6 +1,8 @@
 #include "process_group.hpp"
 
 #include <chrono>
+#include <vector>
+#include <exception>
 
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>

@@ -21,6 +21,13 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+#include <memory>
+#include <algorithm>
+#include <exception>
 
 #include <nlohmann/json.hpp>
 

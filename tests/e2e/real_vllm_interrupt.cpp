@@ -14,6 +14,11 @@
 #include <cmath>
 #include <iostream>
 #include <thread>
+#include <cstdint>
+#include <string>
+#include <vector>
+#include <algorithm>
+#include <exception>
 
 #include <nlohmann/json.hpp>
 

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <exception>
 
 #include "core/hf/tokenizer/tokenizer.hpp"
 #include "core/plugin_host/error.hpp"

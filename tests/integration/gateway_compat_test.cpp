@@ -4,6 +4,13 @@
 // keep the forcing tokens out of what was sampled, and the endpoints agents
 // call besides generation answer. Real HTTP on loopback, the real Qwen3
 // tokenizer and template, the mock backend (scripted where a reply matters).
+#include <cstdint>
+#include <string>
+#include <vector>
+#include <map>
+#include <algorithm>
+#include <tuple>
+
 #include "gateway_fixture.hpp"
 
 using nlohmann::ordered_json;

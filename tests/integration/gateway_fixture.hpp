@@ -15,6 +15,7 @@
 #include <string>
 #include <utility>
 #include <vector>
+#include <memory>
 
 #include "core/plugin_host/error.hpp"
 #include "core/telemetry/metrics.hpp"

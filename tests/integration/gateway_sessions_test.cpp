@@ -5,6 +5,9 @@
 
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
+#include <memory>
 
 #include <Poco/Net/HTTPClientSession.h>
 #include <Poco/Net/HTTPRequest.h>

@@ -16,6 +16,10 @@
 #include <cstdio>
 #include <string>
 #include <thread>
+#include <cstdint>
+#include <vector>
+#include <memory>
+#include <stdexcept>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

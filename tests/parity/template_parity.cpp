@@ -13,6 +13,11 @@
 #include <iostream>
 #include <map>
 #include <set>
+#include <cstdint>
+#include <string>
+#include <vector>
+#include <memory>
+#include <exception>
 
 #include <nlohmann/json.hpp>
 

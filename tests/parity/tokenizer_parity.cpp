@@ -6,6 +6,10 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <cstdint>
+#include <string>
+#include <vector>
+#include <memory>
 
 #include <nlohmann/json.hpp>
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <cstdint>
 
 #include "core/plugin_host/error.hpp"
 

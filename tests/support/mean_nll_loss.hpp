@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <string>
+#include <cstdint>
 
 #include "areal/plugin_api.h"
 

@@ -8,6 +8,11 @@
 #include <cmath>
 #include <fstream>
 #include <iostream>
+#include <cstdint>
+#include <string>
+#include <vector>
+#include <algorithm>
+#include <exception>
 
 #include <nlohmann/json.hpp>
 

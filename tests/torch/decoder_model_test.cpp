@@ -6,6 +6,13 @@
 #include <filesystem>
 #include <iostream>
 #include <fstream>
+#include <cstdint>
+#include <string>
+#include <vector>
+#include <memory>
+#include <chrono>
+#include <algorithm>
+#include <cmath>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

@@ -6,6 +6,11 @@
 
 #include <cmath>
 #include <filesystem>
+#include <cstdint>
+#include <string>
+#include <vector>
+#include <chrono>
+#include <algorithm>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

@@ -11,6 +11,8 @@
 #include <fstream>
 #include <string>
 #include <vector>
+#include <cstdint>
+#include <algorithm>
 
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>

@@ -8,6 +8,11 @@
 // OUT: {"logprobs": [[log p(ids[t] | ids[<t]) for t >= 1], ...]}
 #include <fstream>
 #include <iostream>
+#include <cstdint>
+#include <string>
+#include <vector>
+#include <stdexcept>
+#include <exception>
 
 #include <nlohmann/json.hpp>
 

@@ -4,6 +4,9 @@
 
 #include <cstring>
 #include <sstream>
+#include <cstdint>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 

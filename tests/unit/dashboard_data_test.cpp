@@ -3,6 +3,9 @@
 // sessions as text.
 #include <filesystem>
 #include <fstream>
+#include <cstdint>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 

@@ -1,3 +1,8 @@
+#include <cstdint>
+#include <string>
+#include <vector>
+#include <memory>
+
 #include <gtest/gtest.h>
 
 #include "core/recorder/episode_recorder.hpp"

@@ -1,5 +1,7 @@
 // The evaluation command's result line (host/evaluation): what becomes an
 // {"eval": true} row of metrics.jsonl and what is refused, and why.
+#include <string>
+
 #include <gtest/gtest.h>
 
 #include "evaluation.hpp"

@@ -3,6 +3,7 @@
 // compilation (core/structured_output). The same cases over a live socket
 // are in tests/security/hostile_input.py.
 #include <string>
+#include <string_view>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

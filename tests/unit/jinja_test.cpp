@@ -1,6 +1,8 @@
 // Jinja engine behaviour beyond the parity corpus: errors name line and
 // column, Python semantics where @huggingface/jinja differs, and the
 // transformers context (special tokens, named templates).
+#include <string>
+
 #include <gtest/gtest.h>
 
 #include "core/plugin_host/error.hpp"

@@ -1,6 +1,9 @@
 // The loader against real shared libraries: the in-tree plugins load, each
 // negative fixture is refused with its specific reason, never a crash.
 #include <cstdlib>
+#include <string>
+#include <vector>
+#include <cstdio>
 
 #include <gtest/gtest.h>
 

@@ -2,6 +2,11 @@
 // re-implementation of its distribution (docs/plugin-guide.md):
 //   logit(j | p) = ((p*31 + j*17 + weights_seed*7) mod 97) / 10, softmax over j.
 #include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+#include <memory>
+#include <chrono>
 
 #include <gtest/gtest.h>
 

@@ -5,6 +5,9 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <cstdint>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 

@@ -6,6 +6,9 @@
 
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
+#include <stdexcept>
 
 #include "core/plugin_host/error.hpp"
 #include "plugins/gateway/proxy/output_parser.hpp"

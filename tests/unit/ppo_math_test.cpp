@@ -3,6 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+#include <algorithm>
 
 #include "areal/sdk.hpp"
 #include "ppo_math.hpp"

@@ -4,6 +4,9 @@
 
 #include <cmath>
 #include <limits>
+#include <cstdint>
+#include <string>
+#include <vector>
 
 #include "core/plugin_host/error.hpp"
 #include "core/recorder/recorder.hpp"

@@ -1,5 +1,9 @@
 // The tokenizer regex engine: Oniguruma semantics on the constructs HF
 // tokenizer.json files use, and clear errors for what it does not support.
+#include <cstdint>
+#include <string>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 #include "core/plugin_host/error.hpp"

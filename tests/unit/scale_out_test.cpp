@@ -7,6 +7,10 @@
 
 #include <numeric>
 #include <thread>
+#include <cstdint>
+#include <string>
+#include <vector>
+#include <stdexcept>
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,8 @@
 // The C++ SDK's boundary behaviour, exercised in-process through the host
 // table: exceptions become statuses with the right code, writers collect.
+#include <cstdint>
+#include <stdexcept>
+
 #include <gtest/gtest.h>
 
 #include "core/plugin_host/error.hpp"

@@ -1,5 +1,8 @@
 // The remote plugins' server choice (plugins/remote_inference/server_pool):
 // affinity, least load, and the three ways out of rotation.
+#include <string>
+#include <stdexcept>
+
 #include <gtest/gtest.h>
 
 #include "server_pool.hpp"

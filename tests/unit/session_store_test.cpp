@@ -2,6 +2,9 @@
 #include <gtest/gtest.h>
 
 #include <thread>
+#include <string>
+#include <vector>
+#include <chrono>
 
 #include "core/plugin_host/error.hpp"
 #include "tests/support/error_code.hpp"

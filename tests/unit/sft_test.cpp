@@ -3,6 +3,10 @@
 // unigram fixture) and the real sft algorithm plugin.
 #include <filesystem>
 #include <fstream>
+#include <cstdint>
+#include <string>
+#include <vector>
+#include <memory>
 
 #include <gtest/gtest.h>
 

@@ -9,6 +9,10 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <cstdint>
+#include <string>
+#include <vector>
+#include <memory>
 
 #include "core/plugin_host/error.hpp"
 #include "tests/support/error_code.hpp"

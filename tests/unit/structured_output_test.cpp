@@ -7,6 +7,11 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <cstdint>
+#include <string>
+#include <vector>
+#include <memory>
+#include <cstdlib>
 
 #include <gtest/gtest.h>
 

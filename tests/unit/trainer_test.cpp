@@ -3,6 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <thread>
+#include <cstdint>
+#include <string>
+#include <vector>
+#include <chrono>
+#include <algorithm>
 
 #include "core/plugin_host/error.hpp"
 #include "core/trainer/staleness_manager.hpp"

@@ -1,4 +1,7 @@
 // The vllm plugin's launcher key: which control routes and reload call it uses.
+#include <string>
+#include <stdexcept>
+
 #include <gtest/gtest.h>
 
 #include "vllm_protocol.hpp"

@@ -4,6 +4,8 @@
 #include <memory>
 #include <string>
 #include <vector>
+#include <cstdint>
+#include <string_view>
 
 #include "core/hf/chat_template/value.hpp"
 

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <cmath>
 #include <ctime>
+#include <vector>
+#include <exception>
 
 #include "core/plugin_host/error.hpp"
 #include "core/hf/tokenizer/unicode.hpp"

@@ -1,4 +1,9 @@
 #include <map>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+#include <memory>
 
 #include "core/plugin_host/error.hpp"
 #include "core/hf/chat_template/jinja.hpp"

@@ -1,4 +1,8 @@
 #include <cctype>
+#include <string>
+#include <string_view>
+#include <vector>
+#include <exception>
 
 #include "ast.hpp"
 #include "core/plugin_host/error.hpp"

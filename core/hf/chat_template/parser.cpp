@@ -1,6 +1,11 @@
 // Recursive-descent parser for the Jinja subset chat templates use, with
 // Jinja2's operator precedence. Anything else is an error naming line and
 // column, so an unsupported template is refused instead of rendered wrong.
+#include <string>
+#include <vector>
+#include <memory>
+#include <algorithm>
+
 #include "core/plugin_host/error.hpp"
 #include "ast.hpp"
 #include "builtins.hpp"

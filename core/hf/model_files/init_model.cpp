@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <vector>
 
 #include "core/plugin_host/error.hpp"
 #include "core/hf/model_files/byte_tokenizer.hpp"

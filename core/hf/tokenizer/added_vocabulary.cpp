@@ -1,5 +1,7 @@
 #include "core/hf/tokenizer/added_vocabulary.hpp"
 
+#include <algorithm>
+
 #include "core/plugin_host/error.hpp"
 #include "core/hf/tokenizer/unicode.hpp"
 #include "core/hf/tokenizer/token_id.hpp"

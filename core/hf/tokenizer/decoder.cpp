@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <unordered_map>
+#include <cstdint>
 
 #include "core/plugin_host/error.hpp"
 #include "core/hf/tokenizer/bpe_model.hpp"

@@ -1,5 +1,8 @@
 #include "core/hf/tokenizer/normalizer.hpp"
 
+#include <cstdint>
+#include <string_view>
+
 #include "core/plugin_host/error.hpp"
 #include "core/hf/tokenizer/regex.hpp"
 #include "core/hf/tokenizer/unicode.hpp"

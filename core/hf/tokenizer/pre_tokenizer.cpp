@@ -1,5 +1,7 @@
 #include "core/hf/tokenizer/pre_tokenizer.hpp"
 
+#include <cstdint>
+
 #include "core/plugin_host/error.hpp"
 #include "core/hf/tokenizer/regex.hpp"
 #include "core/hf/tokenizer/unicode.hpp"

@@ -8,6 +8,8 @@
 #ifndef AREAL_GATEWAY_H_
 #define AREAL_GATEWAY_H_
 
+#include <stdint.h>
+
 #include "areal/abi.h"
 #include "areal/services.h"
 

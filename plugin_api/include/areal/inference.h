@@ -8,6 +8,8 @@
 #ifndef AREAL_INFERENCE_H_
 #define AREAL_INFERENCE_H_
 
+#include <stdint.h>
+
 #include "areal/abi.h"
 #include "areal/services.h"
 #include "areal/tensors.h"

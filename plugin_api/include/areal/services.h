@@ -8,6 +8,8 @@
 #ifndef AREAL_SERVICES_H_
 #define AREAL_SERVICES_H_
 
+#include <stdint.h>
+
 #include "areal/abi.h"
 
 #ifdef __cplusplus

@@ -8,6 +8,8 @@
 #ifndef AREAL_TENSORS_H_
 #define AREAL_TENSORS_H_
 
+#include <stdint.h>
+
 #include <dlpack/dlpack.h>
 
 #include "areal/abi.h"

@@ -11,6 +11,8 @@
 #ifndef AREAL_TRAIN_H_
 #define AREAL_TRAIN_H_
 
+#include <stdint.h>
+
 #include "areal/abi.h"
 #include "areal/services.h"
 #include "areal/tensors.h"

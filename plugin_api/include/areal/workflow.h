@@ -9,6 +9,8 @@
 #ifndef AREAL_WORKFLOW_H_
 #define AREAL_WORKFLOW_H_
 
+#include <stdint.h>
+
 #include "areal/abi.h"
 #include "areal/inference.h"
 #include "areal/services.h"

@@ -1,5 +1,7 @@
 #include "tensor_view.hpp"
 
+#include <cstdint>
+
 #include "areal/sdk.hpp"
 
 namespace areal::algo {

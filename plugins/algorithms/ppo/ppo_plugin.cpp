@@ -6,6 +6,11 @@
 //   ppo      decoupled PPO (AReaL): no reward normalisation, decoupled loss on
 // Every key can be set in YAML whichever variant is loaded; names and
 // meanings follow AReaL's actor config (docs/algorithms.md).
+#include <cstdint>
+#include <string>
+#include <vector>
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "areal/sdk.hpp"

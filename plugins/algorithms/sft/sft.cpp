@@ -5,6 +5,8 @@
 // SFT uses no advantages; compute_advantages writes zeros so a trainer can
 // run it through the same pipeline as RL algorithms.
 #include <cmath>
+#include <cstdint>
+#include <string>
 
 #include <nlohmann/json.hpp>
 

@@ -3,6 +3,8 @@
 
 #include <optional>
 #include <set>
+#include <cstdint>
+#include <string>
 
 #include "core/plugin_host/error.hpp"
 

@@ -9,6 +9,8 @@
 // ids "toolu_..."), stop_reason, stop_sequence, usage.
 #pragma once
 
+#include <string>
+
 #include <nlohmann/json.hpp>
 
 #include "plugins/gateway/proxy/chat_service.hpp"

@@ -8,6 +8,9 @@
 // items; usage with reasoning_tokens.
 #pragma once
 
+#include <cstdint>
+#include <string>
+
 #include <nlohmann/json.hpp>
 
 #include "plugins/gateway/proxy/chat_service.hpp"

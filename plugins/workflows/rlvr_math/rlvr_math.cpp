@@ -11,6 +11,8 @@
 //
 // Data item: {"question": str, "answer": str or number}
 // Result:    {"reward": r, "turns": n, "answer": extracted final answer or null}
+#include <string>
+
 #include <nlohmann/json.hpp>
 
 #include "areal/sdk.hpp"

@@ -22,6 +22,9 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <string>
+#include <vector>
+#include <algorithm>
 
 #include <nlohmann/json.hpp>
 

@@ -5,6 +5,10 @@
 //
 // Data item: {"input_ids": [int...], "target_ids": [int...]}
 // Result:    {"reward": matched / len(target_ids), "matched": int}
+#include <cstdint>
+#include <string>
+#include <vector>
+
 #include <nlohmann/json.hpp>
 
 #include "areal/sdk.hpp"
