@@ -107,4 +107,14 @@ Plugins are found by name in $AREAL_PLUGIN_PATH, plugins.search_paths and
 )";
 }
 
+std::string command_usage(const std::string& command) {
+  const std::string text = usage(), head = "  areal-host " + command + " ";
+  const size_t begin = text.find(head);
+  if (command.empty() || begin == std::string::npos) return text;
+  // The command's block runs to the next command's line (or the end of the list).
+  size_t end = text.find("\n  areal-host ", begin + head.size());
+  end = end == std::string::npos ? text.find("\n\n", begin) : end;
+  return "Usage:\n" + text.substr(begin, end - begin + 1);
+}
+
 }  // namespace areal::host

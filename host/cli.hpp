@@ -22,5 +22,7 @@ bool is_switch(const std::string& flag);
 CommandLine parse_command_line(int argc, char** argv);
 
 std::string usage();
+// The lines of usage() that describe one command (`areal-host init-model --help`); all of usage() for an unknown one.
+std::string command_usage(const std::string& command);
 
 }  // namespace areal::host

@@ -1,6 +1,8 @@
 // areal-host: loads plugins through the C ABI and runs what the YAML says.
 #include <cstdlib>
 #include <iostream>
+#include <string>
+#include <exception>
 
 #include "core/plugin_host/error.hpp"
 #include "core/telemetry/logging.hpp"
@@ -17,7 +19,7 @@ int main(int argc, char** argv) {
     CommandLine cl = parse_command_line(argc, argv);
     if (const char* level = std::getenv("AREAL_LOG_LEVEL")) areal::logging::set_level(level);
     if (cl.flags.count("help")) {
-      std::cout << usage();
+      std::cout << command_usage(cl.command);
       return 0;
     }
     if (cl.flags.count("version")) {

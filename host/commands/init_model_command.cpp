@@ -1,10 +1,18 @@
 // `areal-host init-model --family qwen3|qwen2|llama3 --preset tiny|tiny-hd32|small|agent|0.6b
 //  --tokenizer DIR|bytes --out DIR [--seed N] [--dtype float32|bfloat16|float16] [--shard-mb N]
 //  [--max-position-embeddings N] [--end-turn-logit L]`
+#include <fstream>
 #include <iostream>
+
+#include <nlohmann/json.hpp>
 #include <set>
+#include <cstdint>
+#include <string>
+#include <stdexcept>
+#include <exception>
 
 #include "core/hf/model_files/init_model.hpp"
+#include "core/hf/tokenizer/tokenizer.hpp"
 #include "commands.hpp"
 
 namespace areal::host {
@@ -37,6 +45,14 @@ int init_model(const CommandLine& cl) {
     const int64_t params = model::init_model(o);
     std::cerr << "init-model: wrote a " << o.preset << " " << o.family << " model (" << params << " parameters, " << o.dtype
               << ") to " << o.out_dir << "\n";
+    // Embedding rows are padded past the tokenizer (as real checkpoints are:
+    // Qwen3 has 151,936 rows for 151,669 ids). The model can sample those ids;
+    // they decode to no text and are recorded like any other token.
+    const auto tok = tokenizer::Tokenizer::from_dir(o.out_dir);
+    const int64_t rows = nlohmann::json::parse(std::ifstream(o.out_dir + "/config.json")).at("vocab_size").get<int64_t>(), ids = static_cast<int64_t>(tok->vocab_size());
+    std::cerr << "init-model: vocabulary: " << rows << " embedding rows for the tokenizer's " << ids << " ids";
+    if (rows > ids) std::cerr << " (padded to a multiple of 64; ids " << ids << ".." << rows - 1 << " have no token and decode to no text)";
+    std::cerr << "\n";
     return 0;
   } catch (const std::invalid_argument&) {
     std::cerr << "areal-host init-model: --seed, --shard-mb and --max-position-embeddings take integers, --end-turn-logit a number\n";

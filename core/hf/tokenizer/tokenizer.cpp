@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <algorithm>
 
 #include "core/plugin_host/error.hpp"
 #include "core/hf/tokenizer/unicode.hpp"
@@ -125,16 +126,14 @@ bool Tokenizer::is_special(int32_t id) const {
   return a != nullptr && a->special;
 }
 
-void Tokenizer::check_id(int32_t id) const {
-  if (id < 0 || static_cast<size_t>(id) >= vocab_size_ || (added_->by_id(id) == nullptr && model_->token(id).empty()))
-    throw Error(AREAL_CODE_INVALID_ARGUMENT, "token id " + std::to_string(id) + " is not in the vocabulary (size " +
-                                                 std::to_string(vocab_size_) + ")");
+bool Tokenizer::has_token(int32_t id) const {
+  return id >= 0 && static_cast<size_t>(id) < vocab_size_ && (added_->by_id(id) != nullptr || !model_->token(id).empty());
 }
 
 const std::string& Tokenizer::token_bytes(int32_t id) const {
-  check_id(id);
+  static const std::string kNoBytes;
   if (!pure_byte_level_) throw Error(AREAL_CODE_UNSUPPORTED, "token_bytes needs a byte-level decoder");
-  return id_bytes_[id];
+  return has_token(id) ? id_bytes_[id] : kNoBytes;
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_tokens, bool parse_special) const {
@@ -184,8 +183,7 @@ std::string Tokenizer::decode_bytes(const std::vector<int32_t>& ids, bool skip_s
   if (!pure_byte_level_) throw Error(AREAL_CODE_UNSUPPORTED, "decode_bytes needs a byte-level decoder");
   std::string out;
   for (int32_t id : ids) {
-    check_id(id);
-    if (skip_special && is_special(id)) continue;
+    if (!has_token(id) || (skip_special && is_special(id))) continue;
     out += id_bytes_[id];
   }
   return out;
@@ -195,8 +193,7 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool skip_special
   if (pure_byte_level_) return unicode::utf8_lossy(decode_bytes(ids, skip_special));
   std::vector<std::string> tokens;
   for (int32_t id : ids) {
-    check_id(id);
-    if (skip_special && is_special(id)) continue;
+    if (!has_token(id) || (skip_special && is_special(id))) continue;
     tokens.push_back(id_to_token(id));
   }
   if (!decoder_) {

@@ -39,7 +39,10 @@ class Tokenizer {
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens = true, bool parse_special = true) const;
 
   // Decodes like HF's decode(ids, skip_special_tokens): invalid UTF-8 in the
-  // result becomes U+FFFD. Throws INVALID_ARGUMENT for an unknown id.
+  // result becomes U+FFFD. An id the tokenizer has no token for (a model's
+  // padded vocabulary rows: Qwen3 has 151,936 rows for 151,669 ids) decodes
+  // to no text, as HF tokenizers and so vLLM and SGLang decode it: a model
+  // can sample such an id, and it is still a token of the output.
   std::string decode(const std::vector<int32_t>& ids, bool skip_special_tokens = false) const;
   // The exact bytes (byte-level decoders only); no replacement characters.
   std::string decode_bytes(const std::vector<int32_t>& ids, bool skip_special_tokens = false) const;
@@ -49,8 +52,10 @@ class Tokenizer {
   bool is_special(int32_t id) const;
   size_t vocab_size() const { return vocab_size_; }     // max id + 1, added tokens included
   bool byte_level_decoding() const { return pure_byte_level_; }
-  // The bytes id contributes when decoding (byte-level decoders only).
+  // The bytes id contributes when decoding (byte-level decoders only);
+  // empty for an id with no token.
   const std::string& token_bytes(int32_t id) const;
+  bool has_token(int32_t id) const;  // whether decoding id gives it any token
 
   // tokenizer_config.json as loaded (null if absent).
   const nlohmann::json& config() const { return config_; }
@@ -58,7 +63,6 @@ class Tokenizer {
  private:
   Tokenizer() = default;
   void post_process(std::vector<int32_t>& ids) const;
-  void check_id(int32_t id) const;
 
   std::unique_ptr<Normalizer> normalizer_;
   std::unique_ptr<PreTokenizer> pre_tokenizer_;
