@@ -4,10 +4,17 @@
 #include <cmath>
 #include <atomic>
 #include <thread>
+#include <cstdint>
+#include <string>
+#include <vector>
+#include <memory>
+#include <mutex>
+#include <exception>
 
 #include "core/plugin_host/generation.hpp"
 #include "core/plugin_host/plugin_instance.hpp"
 #include "checker.hpp"
+#include "core/telemetry/guarded_thread.hpp"
 
 namespace areal::conformance {
 namespace {
@@ -185,7 +192,7 @@ void check_inference(const std::shared_ptr<LoadedPlugin>& p, const ConformanceOp
     std::string error;
     std::mutex error_mutex;
     for (int t = 0; t < 4; ++t)
-      threads.emplace_back([&] {
+      threads.push_back(guarded_thread("conformance", [&] {
         for (int i = 0; i < 4; ++i) {
           try {
             Request r(4);
@@ -195,7 +202,7 @@ void check_inference(const std::shared_ptr<LoadedPlugin>& p, const ConformanceOp
             error = e.what();
           }
         }
-      });
+      }));
     for (auto& t : threads) t.join();
     expect(ok == 16, std::to_string(ok.load()) + "/16 completed" + (error.empty() ? "" : ": " + error));
   });

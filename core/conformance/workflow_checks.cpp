@@ -2,11 +2,17 @@
 // inference backend (the mock by default).
 #include <atomic>
 #include <thread>
+#include <cstdint>
+#include <string>
+#include <vector>
+#include <memory>
+#include <exception>
 
 #include "core/recorder/episode_recorder.hpp"
 #include "core/plugin_host/gateway_sessions.hpp"
 #include "core/plugin_host/plugin_instance.hpp"
 #include "checker.hpp"
+#include "core/telemetry/guarded_thread.hpp"
 
 namespace areal::conformance {
 
@@ -117,14 +123,14 @@ void check_workflow(const std::shared_ptr<LoadedPlugin>& p, const ConformanceOpt
     std::atomic<int> ok{0};
     std::vector<std::thread> threads;
     for (int i = 0; i < 8; ++i)
-      threads.emplace_back([&, i] {
+      threads.push_back(guarded_thread("conformance", [&, i] {  // a throw is a failed episode, counted by ok
         const std::string id = "episode-" + std::to_string(i);
         EpisodeRecorder rec(id, ref.vtable, ref.self, static_cast<uint64_t>(i));
         StringCollector out;
         areal_status* st = run_episode(id, sample, rec, out);
         if (st == nullptr) ok++;
         free_status(st);
-      });
+      }));
     for (auto& t : threads) t.join();
     expect(ok == 8, std::to_string(ok.load()) + "/8 episodes succeeded");
   });

@@ -8,8 +8,13 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <cstdint>
+#include <optional>
+#include <exception>
 
 #include <sqlite3.h>
+
+#include "core/telemetry/guarded_thread.hpp"
 
 namespace areal::recorder {
 namespace {
@@ -88,7 +93,7 @@ StateDb::StateDb(StateDbOptions options) : options_(std::move(options)) {
     ::close(lock_fd_);
     throw Error(AREAL_CODE_FAILED_PRECONDITION, where + " (" + path_ + "): " + e.what());
   }
-  writer_ = std::thread([this] { writer(); });
+  writer_ = guarded_thread("state_db", [this] { writer(); });
 }
 
 StateDb::~StateDb() {

@@ -5,8 +5,10 @@
 #include <numeric>
 #include <optional>
 #include <random>
+#include <exception>
 
 #include "core/plugin_host/error.hpp"
+#include "core/telemetry/guarded_thread.hpp"
 #include "core/telemetry/logging.hpp"
 #include "core/telemetry/metrics.hpp"
 
@@ -42,7 +44,7 @@ RolloutController::~RolloutController() { stop(); }
 
 void RolloutController::start() {
   const size_t workers = opt_.max_concurrent ? opt_.max_concurrent : opt_.batch_size;
-  for (size_t i = 0; i < workers; ++i) threads_.emplace_back([this] { worker(); });
+  for (size_t i = 0; i < workers; ++i) threads_.push_back(guarded_thread("rollout", [this] { worker(); }));
 }
 
 // Dataset order: a fresh seeded shuffle per pass over the data.
@@ -127,7 +129,7 @@ int64_t group_number(const std::string& id) {
 
 void RolloutController::record(nlohmann::json record) {
   std::lock_guard<std::mutex> lock(mutex_);
-  records_ << record.dump() << "\n";
+  records_ << record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   records_.flush();
 }
 
@@ -173,21 +175,38 @@ RolloutGroup RolloutController::run_group(int64_t task) {
   g.data_index = data_index_of(task);
   const std::string data = opt_.dataset[g.data_index].dump();
   std::vector<EpisodeOutcome> outcomes(opt_.n_samples);
-  std::vector<std::thread> episodes;
-  for (size_t k = 0; k < opt_.n_samples; ++k)
-    episodes.emplace_back([&, k] {
-      const std::string id = "t" + std::to_string(task) + "-e" + std::to_string(k);
-      outcomes[k] = run_episode(target_, id, data, opt_.seed * 1000003ULL + static_cast<uint64_t>(task) * opt_.n_samples + k,
-                                "t" + std::to_string(task));
-    });
-  for (auto& t : episodes) t.join();
+  {
+    // Joined however this scope ends (a thread that cannot start throws, and
+    // the ones running read this frame).
+    std::vector<std::thread> episodes;
+    struct Joiner {
+      std::vector<std::thread>& threads;
+      ~Joiner() {
+        for (auto& t : threads)
+          if (t.joinable()) t.join();
+      }
+    } joiner{episodes};
+    for (size_t k = 0; k < opt_.n_samples; ++k)
+      episodes.push_back(guarded_thread("rollout", [&, k] {
+        const std::string id = "t" + std::to_string(task) + "-e" + std::to_string(k);
+        // An episode that throws outside the workflow (its record, its export) is a failed episode, not a lost group.
+        if (contain("rollout", [&] {
+              outcomes[k] = run_episode(target_, id, data, opt_.seed * 1000003ULL + static_cast<uint64_t>(task) * opt_.n_samples + k,
+                                        "t" + std::to_string(task));
+            })) {
+          outcomes[k] = EpisodeOutcome{};
+          outcomes[k].error = "the episode failed outside its workflow (see the log)";
+          outcomes[k].record = {{"episode_id", id}, {"status", "error"}, {"error", outcomes[k].error}};
+        }
+      }));
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto& o : outcomes) {
     for (double r : o.rewards) stats_.reward_sum += r, ++stats_.rewards;
     for (const auto& r : o.rows) stats_.sampled_tokens += static_cast<int64_t>(r.sampled_tokens());
     o.record["task"] = task;
     o.record["data_index"] = g.data_index;
-    records_ << o.record.dump() << "\n";
+    records_ << o.record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     Metrics::global().add("areal_rollout_episodes_total{status=\"" + std::string(o.ok ? "ok" : "error") + "\"}", 1);
     if (!o.ok) {
       ++g.failed_episodes, ++stats_.episodes_failed;

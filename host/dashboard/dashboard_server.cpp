@@ -2,6 +2,9 @@
 
 #include <atomic>
 #include <filesystem>
+#include <cstdint>
+#include <algorithm>
+#include <exception>
 
 #include <Poco/Net/HTTPRequestHandler.h>
 #include <Poco/Net/HTTPRequestHandlerFactory.h>
@@ -83,11 +86,11 @@ class Handler : public Poco::Net::HTTPRequestHandler {
         return send(res, S::HTTP_OK, js,
                     latest_sessions(o.run_dir, limit, o.tokenizer.get()).dump(-1, ' ', false, json::error_handler_t::replace));
       }
-      send(res, S::HTTP_NOT_FOUND, js, json{{"error", "no such page: " + path}}.dump());
+      send(res, S::HTTP_NOT_FOUND, js, json{{"error", "no such page: " + path}}.dump(-1, ' ', false, json::error_handler_t::replace));
     } catch (const Error& e) {
-      send(res, S::HTTP_BAD_REQUEST, js, json{{"error", e.what()}}.dump());
+      send(res, S::HTTP_BAD_REQUEST, js, json{{"error", e.what()}}.dump(-1, ' ', false, json::error_handler_t::replace));
     } catch (const std::exception& e) {
-      send(res, S::HTTP_INTERNAL_SERVER_ERROR, js, json{{"error", e.what()}}.dump());
+      send(res, S::HTTP_INTERNAL_SERVER_ERROR, js, json{{"error", e.what()}}.dump(-1, ' ', false, json::error_handler_t::replace));
     }
   }
 

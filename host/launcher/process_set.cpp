@@ -13,8 +13,10 @@
 #include <cstring>
 #include <fstream>
 #include <set>
+#include <exception>
 
 #include "core/plugin_host/error.hpp"
+#include "core/telemetry/guarded_thread.hpp"
 #include "shell.hpp"
 
 extern char** environ;
@@ -124,7 +126,7 @@ pid_t ProcessSet::start(const ProcessSpec& spec) {
     children_.push_back(std::move(child));
   }
   try {
-    c->watcher = std::thread([this, c] { watch(c); });
+    c->watcher = guarded_thread("launcher", [this, c] { watch(c); });
   } catch (const std::exception& e) {  // no watcher: end it now rather than leave it unwatched
     kill(-pid, SIGKILL);
     waitpid(pid, nullptr, 0);

@@ -11,6 +11,11 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+#include <cstring>
 
 #include <nlohmann/json.hpp>
 
@@ -66,7 +71,7 @@ class MockInference {
       for (int32_t id : reply)
         if (id < 0 || id >= vocab_) throw sdk::invalid_argument("mock_inference: script id " + std::to_string(id) + " is outside the vocabulary");
     const int workers = c.value("workers", 2);
-    for (int i = 0; i < workers; ++i) threads_.emplace_back([this] { worker(); });
+    for (int i = 0; i < workers; ++i) threads_.push_back(sdk::guarded_thread("mock_inference", [this] { worker(); }));
   }
 
   ~MockInference() {
@@ -79,7 +84,7 @@ class MockInference {
     cv_.notify_all();
     for (auto& t : threads_) t.join();
     // Requests never started still get their on_done, as the ABI promises.
-    for (auto& r : queue_) r->sink.on_done(r->sink.ctx, AREAL_FINISH_ABORT, nullptr);
+    for (auto& r : queue_) sdk::contain("mock_inference", [&] { r->sink.on_done(r->sink.ctx, AREAL_FINISH_ABORT, nullptr); });
   }
 
   void submit(const areal_gen_request& req, const areal_gen_sink& sink) {
@@ -180,13 +185,25 @@ class MockInference {
         r = queue_.front();
         queue_.pop_front();
       }
-      run(*r);
+      // A request that fails (a sink that throws, a bug) ends with an error; the worker goes on.
+      bool done = false;
+      if (sdk::contain("mock_inference", [&] { run(*r, done); }) && !done) {
+        {
+          std::lock_guard<std::mutex> lock(mutex_);
+          live_.erase(r->id);
+        }
+        sdk::contain("mock_inference", [&] {
+          areal_status* st = sdk::host().status_new(AREAL_CODE_INTERNAL, sdk::str("mock inference failed on this request"));
+          r->sink.on_done(r->sink.ctx, AREAL_FINISH_ERROR, st);
+          sdk::host().status_free(st);
+        });
+      }
     }
   }
 
   // Decodes one request token by token, honouring pause and abort between
   // tokens, as a real engine does between decode steps.
-  void run(Request& r) {
+  void run(Request& r, bool& done) {
     const auto& s = r.sampling;
     areal::mock::SplitMix64 rng{s.has_seed ? s.seed : r.id * 0x9e3779b97f4a7c15ULL};
     int32_t prev = r.input.back();
@@ -231,6 +248,7 @@ class MockInference {
       std::lock_guard<std::mutex> lock(mutex_);  // before on_done: the id is unknown from then on
       live_.erase(r.id);
     }
+    done = true;  // on_done is called once, whatever it does
     r.sink.on_done(r.sink.ctx, reason, nullptr);
   }
 

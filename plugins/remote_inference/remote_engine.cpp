@@ -5,6 +5,11 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <cstdint>
+#include <string_view>
+#include <stdexcept>
+#include <exception>
+#include <cstring>
 
 #include <Poco/Exception.h>
 
@@ -112,7 +117,7 @@ RemoteEngine::RemoteEngine(std::unique_ptr<BackendProtocol> protocol, EngineOpti
   wait_for_servers();
   if (opt_.verify_logprobs) verify_logprob_convention();
   if (opt_.max_context == 0) opt_.max_context = fetch_max_context();
-  health_ = std::thread([this] { health_loop(); });
+  health_ = sdk::guarded_thread(protocol_->name() + ".health", [this] { health_loop(); });
 }
 
 RemoteEngine::~RemoteEngine() {
@@ -133,7 +138,7 @@ RemoteEngine::~RemoteEngine() {
   health_cv_.notify_all();
   for (auto& t : workers_) t.join();
   if (health_.joinable()) health_.join();
-  for (auto& j : queued) j->sink.on_done(j->sink.ctx, AREAL_FINISH_ABORT, nullptr);
+  for (auto& j : queued) sdk::contain(protocol_->name(), [&] { j->sink.on_done(j->sink.ctx, AREAL_FINISH_ABORT, nullptr); });
 }
 
 void RemoteEngine::count(const char* what) const {
@@ -263,7 +268,14 @@ void RemoteEngine::submit(const areal_gen_request& req, const areal_gen_sink& si
   out.seed = s.seed;
   out.ignore_eos = s.ignore_eos != 0;
   if (s.stop_token_ids) out.stop_ids.assign(s.stop_token_ids, s.stop_token_ids + s.stop_token_ids_count);
-  for (size_t i = 0; s.stop_strings && i < s.stop_strings_count; ++i) out.stop_strings.emplace_back(sdk::view(s.stop_strings[i]));
+  for (size_t i = 0; s.stop_strings && i < s.stop_strings_count; ++i) {
+    out.stop_strings.emplace_back(sdk::view(s.stop_strings[i]));
+    try {  // servers take JSON: a stop string that is not UTF-8 is the caller's mistake, not a server failure
+      (void)json(out.stop_strings.back()).dump();
+    } catch (const json::exception&) {
+      throw sdk::invalid_argument("stop string " + std::to_string(i) + " is not valid UTF-8");
+    }
+  }
   out.frequency_penalty = s.frequency_penalty;
   out.presence_penalty = s.presence_penalty;
   for (size_t i = 0; s.logit_bias && i < s.logit_bias_count; ++i) out.logit_bias.emplace_back(s.logit_bias[i].token_id, s.logit_bias[i].bias);
@@ -281,7 +293,7 @@ void RemoteEngine::submit(const areal_gen_request& req, const areal_gen_sink& si
     // count only until they wake, so compare with the queue, not with zero.
     if (queue_.size() + 1 > idle_workers_ && workers_.size() < static_cast<size_t>(opt_.max_concurrency)) {
       try {
-        workers_.emplace_back([this] { worker(); });
+        workers_.push_back(sdk::guarded_thread(protocol_->name(), [this] { worker(); }));
       } catch (const std::system_error& e) {  // out of threads: refuse now, never call the sink later
         if (workers_.empty()) throw sdk::unavailable(protocol_->name() + ": cannot start a worker thread: " + e.what());
       }
@@ -304,11 +316,23 @@ void RemoteEngine::worker() {
       job = queue_.front();
       queue_.pop_front();
     }
-    run(*job);
+    // A request that throws (a bug, memory) ends with an error; the worker goes on.
+    bool done = false;
+    if (sdk::contain(protocol_->name(), [&] { run(*job, done); }) && !done) {
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        live_.erase(job->id);
+      }
+      sdk::contain(protocol_->name(), [&] {
+        areal_status* st = sdk::host().status_new(AREAL_CODE_INTERNAL, sdk::str(protocol_->name() + ": the request failed inside the engine (see the log)"));
+        job->sink.on_done(job->sink.ctx, AREAL_FINISH_ERROR, st);
+        sdk::host().status_free(st);
+      });
+    }
   }
 }
 
-void RemoteEngine::run(Job& job) {
+void RemoteEngine::run(Job& job, bool& done) {
   int32_t finish = 0;
   std::string error;
   int32_t error_code = AREAL_CODE_UNAVAILABLE;
@@ -377,6 +401,7 @@ void RemoteEngine::run(Job& job) {
     std::lock_guard<std::mutex> lock(mutex_);
     live_.erase(job.id);
   }
+  done = true;  // on_done is called once, whatever it does
   if (finish == AREAL_FINISH_ERROR) {
     count("request_errors");
     log(AREAL_LOG_ERROR, "request " + std::to_string(job.id) + " failed: " + error);
@@ -443,7 +468,11 @@ RemoteEngine::SegmentResult RemoteEngine::run_segment(Job& job, int64_t version,
           areal_gen_chunk chunk{AREAL_OFFSET_OF_END(areal_gen_chunk, count), u.ids.data(), u.logprobs.data(), versions.data(), u.ids.size()};
           job.tokens.insert(job.tokens.end(), u.ids.begin(), u.ids.end());
           result.tokens += u.ids.size();
-          if (areal_status* st = job.sink.on_tokens(job.sink.ctx, &chunk)) {
+          // A sink that throws ends this request (as if it asked for an abort), never the server.
+          areal_status* sink_status = nullptr;
+          if (sdk::contain(protocol_->name(), [&] { sink_status = job.sink.on_tokens(job.sink.ctx, &chunk); }))
+            sink_status = sdk::host().status_new(AREAL_CODE_INTERNAL, sdk::str("the token sink failed"));
+          if (areal_status* st = sink_status) {
             sdk::host().status_free(st);
             job.aborted = true;
             call.cancel();

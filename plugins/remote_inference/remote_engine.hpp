@@ -24,6 +24,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+#include <cstdint>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -98,7 +100,7 @@ class RemoteEngine {
   void verify_logprob_convention();
   int64_t fetch_max_context();
   void worker();
-  void run(Job& job);
+  void run(Job& job, bool& done);  // done: on_done was called
   SegmentResult run_segment(Job& job, int64_t version, uint64_t epoch, size_t segment_index);
   void health_loop();
   void log(int level, const std::string& message) const;

@@ -23,10 +23,12 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <functional>
 #include <type_traits>
 #include <utility>
 #include <vector>
+#include <cstdint>
 
 #include "areal/plugin_api.h"
 
@@ -105,6 +107,39 @@ template <class F>
 inline void log(areal_log_level level, std::string_view component, std::string_view message) {
   if (level < host().log_level()) return;
   host().log(level, str(component), str(message));
+}
+
+// Runs f; an exception it throws is logged (ERROR, under `component`) and
+// counted (areal_thread_exceptions_total{thread="component"}) instead of
+// escaping: for callbacks and thread bodies, where an escaping exception
+// ends the whole process (std::terminate). True when f threw.
+template <class F>
+bool contain(std::string_view component, F&& f) noexcept {
+  std::string what;
+  try {
+    f();
+    return false;
+  } catch (const std::exception& e) {
+    what = e.what();
+  } catch (...) {
+    what = "unknown exception";
+  }
+  try {
+    log(AREAL_LOG_ERROR, component, "exception contained (the process goes on): " + what);
+    host().metric_add(str("areal_thread_exceptions_total{thread=\"" + std::string(component) + "\"}"), 1.0);
+  } catch (...) {
+    // Nothing more can be done without risking the process.
+  }
+  return true;
+}
+
+// A thread whose body runs under contain(): the only way plugins start
+// threads (scripts/check_threads.py enforces it). Loops that serve requests
+// also guard each iteration and end the request it was serving; this outer
+// guard is the last line.
+template <class F>
+std::thread guarded_thread(std::string component, F&& body) {
+  return std::thread([component = std::move(component), body = std::forward<F>(body)]() mutable { contain(component, body); });
 }
 
 // Writes text to a host writer; throws on writer failure.

@@ -8,6 +8,7 @@
 #include <deque>
 #include <mutex>
 #include <stdexcept>
+#include <system_error>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -20,6 +21,7 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <string_view>
 
 #include <Poco/AutoPtr.h>
 #include <Poco/Exception.h>
@@ -28,6 +30,7 @@
 #include <Poco/Net/ServerSocket.h>
 #include <Poco/Net/SocketAddress.h>
 
+#include "core/telemetry/guarded_thread.hpp"
 #include "exchange.hpp"
 
 namespace areal::gateway::server {
@@ -156,7 +159,7 @@ uint16_t HttpServer::start() {
     ev.data.fd = fd;
     epoll_ctl(s.epoll_fd, EPOLL_CTL_ADD, fd, &ev);
   }
-  s.loop_thread = std::thread([&s] { s.loop(); });
+  s.loop_thread = areal::guarded_thread("gateway.server", [&s] { s.loop(); });
   return s.local.port();
 }
 
@@ -187,24 +190,28 @@ void HttpServer::Impl::loop() {
   const int listen_fd = static_cast<int>(listener.impl()->sockfd());
   auto last_sweep = Clock::now();
   while (!stopping) {
-    const int n = epoll_wait(epoll_fd, events.data(), static_cast<int>(events.size()), 100);
-    const auto now = Clock::now();
-    for (int i = 0; i < n; ++i) {
-      const int fd = events[static_cast<size_t>(i)].data.fd;
-      if (fd == listen_fd) {
-        accept_all(now);
-      } else if (fd == wake_fd) {
-        uint64_t count;
-        [[maybe_unused]] const ssize_t r = ::read(wake_fd, &count, sizeof count);
-      } else if (auto it = connections.find(fd); it != connections.end()) {
-        on_readable(it->second, now);
+    // One failed round (memory, a bug) is logged and counted; the loop, and
+    // every other connection, goes on.
+    areal::contain("gateway.server", [&] {
+      const int n = epoll_wait(epoll_fd, events.data(), static_cast<int>(events.size()), 100);
+      const auto now = Clock::now();
+      for (int i = 0; i < n; ++i) {
+        const int fd = events[static_cast<size_t>(i)].data.fd;
+        if (fd == listen_fd) {
+          accept_all(now);
+        } else if (fd == wake_fd) {
+          uint64_t count;
+          [[maybe_unused]] const ssize_t r = ::read(wake_fd, &count, sizeof count);
+        } else if (auto it = connections.find(fd); it != connections.end()) {
+          on_readable(it->second, now);
+        }
       }
-    }
-    take_returned(now);
-    if (now - last_sweep >= std::chrono::milliseconds(100)) {
-      sweep(now);
-      last_sweep = now;
-    }
+      take_returned(now);
+      if (now - last_sweep >= std::chrono::milliseconds(100)) {
+        sweep(now);
+        last_sweep = now;
+      }
+    });
   }
   // Handlers still running get their sockets shut, so a stream to a client ends now.
   for (auto& [fd, c] : connections) {
@@ -308,7 +315,21 @@ void HttpServer::Impl::dispatch(const std::shared_ptr<Connection>& c) {
     }
     c->phase = Connection::Phase::kServing;
     jobs.push_back(std::move(job));
-    if (idle_workers == 0 && workers.size() < static_cast<size_t>(options.max_threads)) workers.emplace_back([this] { worker(); });
+    if (idle_workers == 0 && workers.size() < static_cast<size_t>(options.max_threads)) {
+      try {
+        workers.push_back(areal::guarded_thread("gateway.server", [this] { worker(); }));
+      } catch (const std::system_error& e) {
+        // No thread to be had (the process's limit): a worker that exists takes
+        // the job when it is free; with none, the client is told to retry.
+        if (workers.empty()) {
+          const Job refused = std::move(jobs.back());
+          jobs.pop_back();
+          lock.unlock();
+          return refuse(c, 503, std::string("cannot start a request thread (") + e.what() + "); retry shortly", refused.request.method,
+                        refused.request.target);
+        }
+      }
+    }
   }
   work_ready.notify_one();
 }

@@ -28,6 +28,12 @@
 #include <mutex>
 #include <regex>
 #include <thread>
+#include <cstdint>
+#include <string>
+#include <vector>
+#include <algorithm>
+#include <exception>
+#include <cstdlib>
 
 #include <nlohmann/json.hpp>
 
@@ -83,7 +89,7 @@ class Worker {
       pid_ = -1;
       throw sdk::Error(AREAL_CODE_UNAVAILABLE, "agent_pool: cannot start '" + argv[0] + "': " + std::strerror(rc));
     }
-    logger_ = std::thread([this, o = out[0], e = err[0]] { forward_logs(o, e); });
+    logger_ = sdk::guarded_thread("agent_pool", [this, o = out[0], e = err[0]] { forward_logs(o, e); });
   }
 
   ~Worker() {

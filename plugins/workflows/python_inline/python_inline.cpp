@@ -21,6 +21,9 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <cstdint>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -191,7 +194,7 @@ class Interpreter {
 
   void start_loop() {
     auto ready = expect(0);
-    loop_ = std::thread([this] {
+    loop_ = sdk::guarded_thread("python_inline", [this] {
       PyGILState_STATE g = PyGILState_Ensure();
       PyObject* r = PyObject_CallMethod(runtime_, "serve", nullptr);
       if (!r) sdk::log(AREAL_LOG_ERROR, "python_inline", "the event loop stopped with an error: " + python_error());
