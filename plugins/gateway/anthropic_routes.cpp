@@ -1,5 +1,9 @@
 #include "anthropic_routes.hpp"
 
+#include <stdexcept>
+#include <exception>
+#include <ostream>
+
 #include "core/plugin_host/error.hpp"
 #include "plugins/gateway/proxy/anthropic.hpp"
 #include "api_call.hpp"
@@ -68,8 +72,9 @@ bool AnthropicRoutes::handle(const std::string& path, Poco::Net::HTTPServerReque
 }
 
 void AnthropicRoutes::stream(const proxy::ChatRequest& r, const std::shared_ptr<proxy::Session>& session, Poco::Net::HTTPServerResponse& res) {
-  std::ostream& os = start_event_stream(res);
+  EventStream stream(res);
   auto send = [&](const std::string& event, const J& data) {
+    std::ostream& os = stream.out();
     os << "event: " << event << "\ndata: " << data.dump() << "\n\n";
     os.flush();
     if (!os) throw std::runtime_error("client disconnected");
@@ -101,10 +106,12 @@ void AnthropicRoutes::stream(const proxy::ChatRequest& r, const std::shared_ptr<
     }
   };
   try {
-    auto start = [&] {
+    // Sent once the prompt is built, so its usage counts the real input tokens (as Anthropic's does).
+    auto start = [&](size_t prompt_tokens) {
       send("message_start", {{"type", "message_start"},
                              {"message", {{"id", id}, {"type", "message"}, {"role", "assistant"}, {"model", model}, {"content", J::array()},
-                                          {"stop_reason", nullptr}, {"stop_sequence", nullptr}, {"usage", {{"input_tokens", 0}, {"output_tokens", 0}}}}}});
+                                          {"stop_reason", nullptr}, {"stop_sequence", nullptr},
+                                          {"usage", {{"input_tokens", prompt_tokens}, {"output_tokens", 0}}}}}});
     };
     auto done = chat_->run(r, session, id, [&](const std::string& delta) { emit(delta, false); }, -1, start);
     emit("", true);
@@ -124,9 +131,11 @@ void AnthropicRoutes::stream(const proxy::ChatRequest& r, const std::shared_ptr<
                            {"usage", {{"input_tokens", done.gen.prompt_ids.size()}, {"output_tokens", done.gen.output_ids.size()}}}});
     send("message_stop", {{"type", "message_stop"}});
   } catch (const Error& e) {
+    if (!stream.started()) throw;  // nothing sent yet: the status line carries the error
     const int status = http_status_of(e);
-    os << "event: error\ndata: " << error_body(status, e.what()) << "\n\n";
-    os.flush();
+    stream.out() << "event: error\ndata: " << error_body(status, e.what()) << "\n\n";
+    stream.out().flush();
+    throw StreamedError(status, e.what());
   } catch (const std::exception&) {
     // The client went away; the call is still recorded.
   }

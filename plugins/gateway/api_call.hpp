@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <ostream>
+#include <stdexcept>
 #include <string>
 
 #include <Poco/Net/HTTPServerRequest.h>
@@ -29,6 +30,30 @@ void require_chat(const std::shared_ptr<proxy::ChatService>& chat, const std::st
 
 // Starts a 200 text/event-stream response and returns its body stream.
 std::ostream& start_event_stream(Poco::Net::HTTPServerResponse& res);
+
+// A stream's response, started at its first event: what fails before the
+// first event (a template that refuses the messages, a prompt over the
+// context) is still answered with its own 4xx status and body, as unstreamed.
+class EventStream {
+ public:
+  explicit EventStream(Poco::Net::HTTPServerResponse& res) : res_(res) {}
+  std::ostream& out() {
+    if (os_ == nullptr) os_ = &start_event_stream(res_);
+    return *os_;
+  }
+  bool started() const { return os_ != nullptr; }
+
+ private:
+  Poco::Net::HTTPServerResponse& res_;
+  std::ostream* os_ = nullptr;
+};
+
+// An error reported inside a started stream (status 200 already sent): the
+// handler logs and counts it under `status` and sends nothing more.
+struct StreamedError : std::runtime_error {
+  StreamedError(int status, const std::string& message) : std::runtime_error(message), status(status) {}
+  int status;
+};
 
 // Unix seconds, for the `created` / `created_at` fields of API objects.
 int64_t unix_seconds();

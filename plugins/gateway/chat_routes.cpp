@@ -1,5 +1,10 @@
 #include "chat_routes.hpp"
 
+#include <cstdint>
+#include <stdexcept>
+#include <exception>
+#include <ostream>
+
 #include "core/plugin_host/error.hpp"
 #include "api_call.hpp"
 #include "http_error.hpp"
@@ -34,12 +39,13 @@ bool ChatRoutes::handle(const std::string& path, Poco::Net::HTTPServerRequest& r
 }
 
 void ChatRoutes::stream(const proxy::ChatRequest& r, const std::shared_ptr<proxy::Session>& session, Poco::Net::HTTPServerResponse& res) {
-  std::ostream& os = start_event_stream(res);
+  EventStream stream(res);
   // One id for the stream; choice i is recorded as choice_call_id(id, i), as in complete().
   const std::string id = proxy::new_call_id("chatcmpl-");
   const std::string model = r.model.empty() ? chat_->config().model_name : r.model;
   const int64_t created = unix_seconds();
   auto send = [&](const J& chunk) {
+    std::ostream& os = stream.out();
     os << "data: " << chunk.dump() << "\n\n";
     os.flush();
     if (!os) throw std::runtime_error("client disconnected");
@@ -62,7 +68,7 @@ void ChatRoutes::stream(const proxy::ChatRequest& r, const std::shared_ptr<proxy
       };
       auto done = chat_->run(proxy::choice_request(r, choice), session, proxy::choice_call_id(id, choice),
                              [&](const std::string& delta) { emit(delta, false); }, -1,
-                             [&] { send(chunk({{"role", "assistant"}, {"content", ""}}, nullptr)); });
+                             [&](size_t) { send(chunk({{"role", "assistant"}, {"content", ""}}, nullptr)); });
       emit("", true);
       if (done.message.contains("tool_calls")) {
         J calls = J::array();
@@ -86,14 +92,16 @@ void ChatRoutes::stream(const proxy::ChatRequest& r, const std::shared_ptr<proxy
       usage["usage"] = {{"prompt_tokens", prompt_tokens}, {"completion_tokens", completion_tokens}, {"total_tokens", prompt_tokens + completion_tokens}};
       send(usage);
     }
-    os << "data: [DONE]\n\n";
-    os.flush();
+    stream.out() << "data: [DONE]\n\n";
+    stream.out().flush();
   } catch (const Error& e) {
-    // The status line is already sent: report in-band, as OpenAI does.
+    if (!stream.started()) throw;  // nothing sent yet: the status line carries the error
+    // The status line is already sent: report in-band, as OpenAI does, then the handler logs and counts it.
     const int status = http_status_of(e);
-    os << "data: " << J{{"error", {{"message", e.what()}, {"type", error_type_for(status)}, {"param", nullptr}, {"code", error_code_for(status)}}}}.dump()
-       << "\n\n";
-    os.flush();
+    stream.out() << "data: " << J{{"error", {{"message", e.what()}, {"type", error_type_for(status)}, {"param", nullptr}, {"code", error_code_for(status)}}}}.dump(-1, ' ', false, J::error_handler_t::replace)
+                 << "\n\n";
+    stream.out().flush();
+    throw StreamedError(status, e.what());
   } catch (const std::exception&) {
     // The client went away; the interaction was still recorded by run().
   }

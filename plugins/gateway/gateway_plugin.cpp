@@ -12,6 +12,11 @@
 #include <thread>
 #include <memory>
 #include <mutex>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+#include <exception>
 
 #include <sys/resource.h>
 
@@ -70,7 +75,15 @@ bool is_loopback(const std::string& host) {
 std::string logged_route(const std::string& target) {
   std::string path = target.substr(0, target.find('?'));
   std::string head, rest;
-  if (areal::gateway::split_session_path(path, head, rest)) path = "/{session}" + rest;
+  if (areal::gateway::split_session_path(path, head, rest)) {
+    path = "/{session}" + rest;
+  } else if (path.size() > 1 && !areal::gateway::known_top_segment(path)) {
+    // An unknown first segment may be a session key in a key-form URL to an
+    // unknown route (/KEY/typo): never log it.
+    const size_t slash = path.find('/', 1);
+    if (slash != std::string::npos) path = "/{segment}" + path.substr(slash);
+    else if (path.size() > 17) path = "/{segment}";
+  }
   if (path.size() > 160) path = path.substr(0, 160) + "...";
   return path;
 }
@@ -115,7 +128,8 @@ class Handler {
     auto fail = [&](int status, const std::string& message, const std::string& code) {
       if (status == 413) res.setKeepAlive(false);  // the body was not taken whole: do not reuse the connection
       log_refused(status, req.getMethod(), route, req.clientAddress().host().toString(), message);
-      areal::gateway::send_json(res, status, error_body_for(route, status, message, code));
+      // A stream that already sent its status line carries the error in-band.
+      if (!res.sent()) areal::gateway::send_json(res, status, error_body_for(route, status, message, code));
     };
     try {
       // Every body is read before anything is answered, errors included: a
@@ -138,6 +152,8 @@ class Handler {
       throw areal::gateway::HttpError(404, "Unknown endpoint " + req.getMethod() + " " + route + " (see docs/http-api.md)", "not_found");
     } catch (const areal::gateway::HttpError& e) {
       fail(e.status, e.what(), e.code);
+    } catch (const areal::gateway::StreamedError& e) {
+      fail(e.status, e.what(), "");
     } catch (const sdk::Error& e) {
       const int status = areal::gateway::http_status_of(e);
       if (status == 503) res.set("Retry-After", "1");  // the state dir refused a write; nothing changed
@@ -350,12 +366,14 @@ class Gateway {
     // Idle sessions end on a timer too, not only when someone starts or exports one.
     const double timeout = c.value("session_timeout_seconds", 3600.0);
     const auto period = std::chrono::milliseconds(static_cast<int64_t>(std::clamp(timeout * 1000.0 / 4.0, 50.0, 30000.0)));
-    sweeper_ = std::thread([this, period, timeout] {
+    sweeper_ = sdk::guarded_thread("gateway.sweeper", [this, period, timeout] {
       std::unique_lock<std::mutex> lock(sweep_mutex_);
       while (!sweep_cv_.wait_for(lock, period, [&] { return !sweeping_; })) {
-        for (const auto& id : state_->sessions->expire_idle())
-          sdk::log(AREAL_LOG_INFO, "gateway", "session " + id + " expired after " + std::to_string(static_cast<int64_t>(timeout)) +
-                                                  " s idle; kept for export");
+        sdk::contain("gateway.sweeper", [&] {  // one failed sweep; the next one runs
+          for (const auto& id : state_->sessions->expire_idle())
+            sdk::log(AREAL_LOG_INFO, "gateway", "session " + id + " expired after " + std::to_string(static_cast<int64_t>(timeout)) +
+                                                    " s idle; kept for export");
+        });
       }
     });
     if (ctx.has_inference()) {

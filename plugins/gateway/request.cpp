@@ -57,13 +57,21 @@ std::string bearer_token(const Poco::Net::HTTPServerRequest& request) {
   throw HttpError(401, "Missing or malformed Authorization header. Expected 'Bearer <token>' or 'x-api-key: <token>'.");
 }
 
+bool known_top_segment(const std::string& path) {
+  if (path.size() < 2 || path[0] != '/') return false;
+  const size_t slash = path.find('/', 1);
+  const std::string first = path.substr(1, slash == std::string::npos ? std::string::npos : slash - 1);
+  for (const char* top : {"v1", "rl", "chat", "responses", "messages", "models", "health", "metrics", "grant_capacity", "export_trajectories"})
+    if (first == top) return true;
+  return false;
+}
+
 bool split_session_path(const std::string& path, std::string& session, std::string& rest) {
   const size_t slash = path.find('/', 1);
   if (path.size() < 2 || slash == std::string::npos) return false;
   session = path.substr(1, slash - 1);
   rest = path.substr(slash);
-  for (const char* top : {"v1", "rl", "chat", "responses", "messages", "models", "health", "metrics", "grant_capacity", "export_trajectories"})
-    if (session == top) return false;
+  if (known_top_segment(path)) return false;
   return rest.rfind("/v1/", 0) == 0 || rest.rfind("/rl/", 0) == 0 || rest == "/chat/completions" || rest == "/responses" ||
          rest == "/messages" || rest == "/models";
 }

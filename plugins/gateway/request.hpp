@@ -27,5 +27,7 @@ std::string bearer_token(const Poco::Net::HTTPServerRequest& request);
 // (/v1/..., /rl/..., /chat/completions, /responses, /messages, /models) in
 // `rest`. False for the gateway's own top-level paths.
 bool split_session_path(const std::string& path, std::string& session, std::string& rest);
+// Whether path's first segment is one of the gateway's own (v1, rl, chat, health, ...).
+bool known_top_segment(const std::string& path);
 
 }  // namespace areal::gateway

@@ -1,5 +1,10 @@
 #include "responses_routes.hpp"
 
+#include <cstdint>
+#include <stdexcept>
+#include <exception>
+#include <ostream>
+
 #include "core/plugin_host/error.hpp"
 #include "plugins/gateway/proxy/responses.hpp"
 #include "api_call.hpp"
@@ -89,11 +94,12 @@ void ResponsesRoutes::remember(const std::string& response_id, const J& body, co
 
 void ResponsesRoutes::stream(const proxy::ChatRequest& r, const J& body, const std::shared_ptr<proxy::Session>& session, int continues,
                              Poco::Net::HTTPServerResponse& res) {
-  std::ostream& os = start_event_stream(res);
+  EventStream stream(res);
   int64_t seq = 0;
   auto send = [&](J event) {
     event["sequence_number"] = seq++;
-    os << "event: " << event["type"].get<std::string>() << "\ndata: " << event.dump() << "\n\n";
+    std::ostream& os = stream.out();
+    os << "event: " << event["type"].get<std::string>() << "\ndata: " << event.dump(-1, ' ', false, J::error_handler_t::replace) << "\n\n";
     os.flush();
     if (!os) throw std::runtime_error("client disconnected");
   };
@@ -156,7 +162,7 @@ void ResponsesRoutes::stream(const proxy::ChatRequest& r, const J& body, const s
     }
   };
   try {
-    auto start = [&] {
+    auto start = [&](size_t) {
       send({{"type", "response.created"}, {"response", skeleton}});
       send({{"type", "response.in_progress"}, {"response", skeleton}});
     };
@@ -185,8 +191,10 @@ void ResponsesRoutes::stream(const proxy::ChatRequest& r, const J& body, const s
     final["usage"] = usage(done);
     send({{"type", final["status"] == "completed" ? "response.completed" : "response.incomplete"}, {"response", final}});
   } catch (const Error& e) {
+    if (!stream.started()) throw;  // nothing sent yet: the status line carries the error
     const int status = http_status_of(e);
     send({{"type", "error"}, {"code", error_code_for(status)}, {"message", e.what()}, {"param", nullptr}});
+    throw StreamedError(status, e.what());
   } catch (const std::exception&) {
     // The client went away; the call is still recorded.
   }

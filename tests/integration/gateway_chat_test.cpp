@@ -2,6 +2,13 @@
 // and chat template, the mock backend generating: validation, streaming,
 // token-exact recording and concat export of a multi-turn tool conversation.
 #include <unistd.h>
+#include <cstdint>
+#include <string>
+#include <vector>
+#include <map>
+#include <algorithm>
+#include <sstream>
+#include <ostream>
 
 #include "gateway_fixture.hpp"
 
@@ -303,4 +310,58 @@ TEST_F(Chat, RewardsThatWouldOverflowTheExportAreRefused) {
   ASSERT_EQ(exported["rows"].size(), 2u);
   EXPECT_DOUBLE_EQ(exported["rows"][0]["reward"].get<double>(), 8e307);
   EXPECT_DOUBLE_EQ(exported["rows"][1]["reward"].get<double>(), 0.5);
+}
+
+// Issue #32: frameworks send the assistant's tool-call turn back with content
+// null or without content; OpenAI and vLLM serve both. The real Qwen3
+// template refused them ('NoneType' is not iterable / undefined + string).
+TEST_F(Chat, AssistantTurnsWithContentNullOrAbsentAreServed) {
+  start("hf");
+  const std::string key = start_session("toolloop");
+  const ordered_json tools = {{{"type", "function"}, {"function", {{"name", "add"}, {"parameters", {{"type", "object"}}}}}}};
+  const ordered_json call = {{{"id", "call_1"}, {"type", "function"}, {"function", {{"name", "add"}, {"arguments", "{\"a\": 2}"}}}}};
+  const std::vector<ordered_json> assistant_turns = {
+      {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", call}},       // OpenAI's own shape
+      {{"role", "assistant"}, {"tool_calls", call}},                             // no content key
+      {{"role", "assistant"}, {"content", nullptr}},                             // neither text nor calls
+      {{"role", "assistant"}},                                                   // bare
+  };
+  for (const auto& turn : assistant_turns) {
+    ordered_json messages = {user("What is 2+3?"), turn};
+    if (turn.contains("tool_calls")) messages.push_back({{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "5"}});
+    else messages.push_back(user("and then?"));
+    for (const bool stream : {false, true}) {
+      ordered_json body = {{"messages", messages}, {"tools", tools}, {"max_tokens", 4}, {"stream", stream}};
+      auto [status, text] = raw("/v1/chat/completions", body.dump(), key);
+      EXPECT_EQ(status, 200) << turn.dump() << " stream " << stream << ": " << text;
+      if (stream) EXPECT_NE(text.find("data: [DONE]"), std::string::npos) << text;
+    }
+  }
+}
+
+// A refusal found before a stream starts (the template, the context) is an
+// HTTP 4xx with the API's error body, as unstreamed; logged and counted.
+TEST_F(Chat, RefusalsBeforeAStreamStartsAre4xxLoggedAndCounted) {
+  start("hf");
+  const std::string key = start_session("refused");
+  std::string big;
+  for (int i = 0; i < 5000; ++i) big += " x";  // one token each: 5000 > 4096
+  const double before = metric("areal_gateway_error_responses_total{status=\"400\"}");
+  struct Case {
+    std::string path;
+    ordered_json body;
+  };
+  const std::vector<Case> cases = {
+      {"/v1/chat/completions", {{"messages", {user(big)}}, {"stream", true}}},
+      {"/v1/messages", {{"model", "m"}, {"max_tokens", 5}, {"messages", {user(big)}}, {"stream", true}}},
+      {"/v1/responses", {{"model", "m"}, {"input", big}, {"stream", true}}},
+  };
+  for (const auto& c : cases) {
+    auto [status, text] = raw(c.path, c.body.dump(), key);
+    EXPECT_EQ(status, 400) << c.path << ": " << text;
+    const auto reply = ordered_json::parse(text, nullptr, false);
+    ASSERT_FALSE(reply.is_discarded()) << c.path << " answered a stream, not an error body: " << text.substr(0, 200);
+    EXPECT_NE(reply.dump().find("leaves no room"), std::string::npos) << reply.dump();
+  }
+  EXPECT_EQ(metric("areal_gateway_error_responses_total{status=\"400\"}") - before, 3.0);
 }

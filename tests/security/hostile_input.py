@@ -454,8 +454,13 @@ def _():
 
 @case("one log line per 4xx: status, route and reason, never a key")
 def _():
+    # A key-form URL to a route that does not exist (a typo): 404, and the key is not logged (issue #32).
+    assert c.post(f"/{KEY}/v1/chat/completion", json={}).status_code == 404
+    assert c.get(f"/{KEY}/nothing/here").status_code == 404
+    time.sleep(0.2)
     with open(GATEWAY_LOG) as f:
         log = f.read()
+    assert "404 POST /{session}/v1/chat/completion" in log and "404 GET /{segment}/nothing/here" in log, log[-2000:]
     assert f"401 POST /{{session}}/v1/chat/completions" in log, log[-2000:]
     assert "400 POST /v1/chat/completions" in log and "deeper than 128" in log
     assert "408" in log and "414" in log and "503" in log

@@ -98,8 +98,11 @@ void normalize_messages(J& messages, FieldNotes& notes) {
     const bool has_content = m.contains("content") && !m["content"].is_null();
     if (has_content && !m["content"].is_string() && !m["content"].is_array())
       bad(where + ".content", "must be a string or an array of content parts");
-    if (!has_content && !(role == "assistant" && m.contains("tool_calls")))
-      bad(where + ".content", "is required");
+    // An assistant turn may come back with content null or without the key
+    // (OpenAI sends null beside tool_calls; frameworks echo it): it renders
+    // as empty text, as vLLM renders it. Templates test content as a string.
+    if (!has_content && role == "assistant") m["content"] = "";
+    else if (!has_content) bad(where + ".content", "is required");
     if (role == "tool" && !m.contains("tool_call_id")) bad(where + ".tool_call_id", "is required for tool messages");
     if (has_content && m["content"].is_array()) m["content"] = content_text(m["content"], where + ".content", notes);
   }

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <cstdint>
+#include <exception>
 
 #include "core/plugin_host/error.hpp"
 #include "core/plugin_host/generation.hpp"
@@ -49,11 +51,26 @@ class StreamingSink {
   std::string stop_string;
   size_t emitted = 0;  // bytes of `text` passed to on_delta
   std::string delta_error;
+  std::string sink_error;  // decoding failed inside a callback: the request fails
 
  private:
+  // Both callbacks run on the backend's thread, across the C ABI: nothing
+  // may escape them. A failure while decoding ends this request (recorded as
+  // failed, the client answered 500), never the backend or the process.
   static areal_status* on_tokens(void* ctx, const areal_gen_chunk* c) {
     auto* self = static_cast<StreamingSink*>(ctx);
     std::lock_guard<std::mutex> lock(self->mutex_);
+    try {
+      return self->take(c);
+    } catch (const std::exception& e) {
+      if (self->sink_error.empty()) self->sink_error = e.what();
+    } catch (...) {
+      if (self->sink_error.empty()) self->sink_error = "unknown exception";
+    }
+    return make_status(AREAL_CODE_INTERNAL, "decoding the output failed: " + self->sink_error);
+  }
+  areal_status* take(const areal_gen_chunk* c) {
+    auto* self = this;
     for (size_t i = 0; i < c->count; ++i) {
       const int32_t id = c->token_ids[i];
       self->ids.push_back(id);
@@ -78,9 +95,15 @@ class StreamingSink {
     auto* self = static_cast<StreamingSink*>(ctx);
     {
       std::lock_guard<std::mutex> lock(self->mutex_);
-      if (!self->stop_string_hit) {
-        self->text += self->decoder_.finish();
-        self->flush(self->text.size());
+      try {
+        if (!self->stop_string_hit && self->sink_error.empty()) {
+          self->text += self->decoder_.finish();
+          self->flush(self->text.size());
+        }
+      } catch (const std::exception& e) {
+        self->sink_error = e.what();
+      } catch (...) {
+        self->sink_error = "unknown exception";
       }
       self->finish = reason;
       if (error != nullptr) {
@@ -169,18 +192,7 @@ std::vector<int32_t> ChatService::build_prompt(const ChatRequest& req, const std
 Generated ChatService::generate(std::vector<int32_t> prompt, const ChatRequest& req, const std::string& affinity_key,
                                 const std::function<void(const std::string&)>& on_delta) {
   if (inference_ == nullptr) throw Error(AREAL_CODE_UNAVAILABLE, "no inference backend is configured");
-  const int64_t room = config_.max_context - static_cast<int64_t>(prompt.size());
-  if (room <= 0)
-    throw Error(AREAL_CODE_INVALID_ARGUMENT, "'messages': the prompt is " + std::to_string(prompt.size()) +
-                                                 " tokens, which leaves no room in the context of " + std::to_string(config_.max_context));
-  int64_t max_new = std::min<int64_t>(req.max_tokens.value_or(config_.default_max_tokens), room);
-  if (config_.max_completion_tokens > 0) max_new = std::min(max_new, config_.max_completion_tokens);
-  if (req.max_total_tokens) {
-    max_new = std::min<int64_t>(max_new, *req.max_total_tokens - static_cast<int64_t>(prompt.size()));
-    if (max_new <= 0)
-      throw Error(AREAL_CODE_INVALID_ARGUMENT, "'max_total_tokens': the prompt is " + std::to_string(prompt.size()) +
-                                                   " tokens, which leaves no room under max_total_tokens " + std::to_string(*req.max_total_tokens));
-  }
+  const int64_t max_new = new_token_budget(prompt.size(), req);
   areal_sampling_params s{};
   s.struct_size = AREAL_OFFSET_OF_END(areal_sampling_params, json_schema);
   s.temperature = req.temperature;
@@ -210,6 +222,7 @@ Generated ChatService::generate(std::vector<int32_t> prompt, const ChatRequest& 
   StreamingSink sink(tok_, req.stop, stop_ids_, on_delta);
   throw_if_status(inference_->vtable->submit(inference_->self, &r, sink.sink()), "inference backend");
   sink.wait();
+  if (!sink.sink_error.empty()) throw Error(AREAL_CODE_INTERNAL, "decoding the output failed: " + sink.sink_error);
   if (sink.finish == AREAL_FINISH_ERROR) {
     // A request the backend refused (e.g. a server's 400 for a prompt over its
     // context) is the client's mistake; anything else is a dead backend (502).
@@ -226,6 +239,22 @@ Generated ChatService::generate(std::vector<int32_t> prompt, const ChatRequest& 
   const bool stopped = sink.finish == AREAL_FINISH_STOP || sink.stop_string_hit;
   g.finish_reason = stopped ? "stop" : "length";
   return g;
+}
+
+int64_t ChatService::new_token_budget(size_t prompt_tokens, const ChatRequest& req) const {
+  const int64_t room = config_.max_context - static_cast<int64_t>(prompt_tokens);
+  if (room <= 0)
+    throw Error(AREAL_CODE_INVALID_ARGUMENT, "'messages': the prompt is " + std::to_string(prompt_tokens) +
+                                                 " tokens, which leaves no room in the context of " + std::to_string(config_.max_context));
+  int64_t max_new = std::min<int64_t>(req.max_tokens.value_or(config_.default_max_tokens), room);
+  if (config_.max_completion_tokens > 0) max_new = std::min(max_new, config_.max_completion_tokens);
+  if (req.max_total_tokens) {
+    max_new = std::min<int64_t>(max_new, *req.max_total_tokens - static_cast<int64_t>(prompt_tokens));
+    if (max_new <= 0)
+      throw Error(AREAL_CODE_INVALID_ARGUMENT, "'max_total_tokens': the prompt is " + std::to_string(prompt_tokens) +
+                                                   " tokens, which leaves no room under max_total_tokens " + std::to_string(*req.max_total_tokens));
+  }
+  return max_new;
 }
 
 size_t ChatService::count_prompt_tokens(const ChatRequest& req) const {
@@ -255,7 +284,7 @@ std::string choice_call_id(const std::string& response_id, int32_t choice) {
 
 ChatService::Completed ChatService::run(const ChatRequest& req, const std::shared_ptr<Session>& session, const std::string& call_id,
                                         const std::function<void(const std::string&)>& on_delta, int continues,
-                                        const std::function<void()>& on_start) {
+                                        const std::function<void(size_t prompt_tokens)>& on_start) {
   if (call_id.empty()) throw Error(AREAL_CODE_INTERNAL, "ChatService::run: no call id");
   Completed c;
   c.id = call_id;
@@ -269,13 +298,16 @@ ChatService::Completed ChatService::run(const ChatRequest& req, const std::share
     const std::vector<int32_t> ids = tok_->encode(forced, false);
     prompt.insert(prompt.end(), ids.begin(), ids.end());
   }
+  // What refuses the request refuses it here, before it is recorded or a
+  // stream starts: the client gets a 4xx status, streamed or not.
+  (void)new_token_budget(prompt.size(), req);
   // Recorded at arrival (AReaL's order); completed below even if the client left.
   const bool record = session != nullptr;  // the admin key is served, not recorded
   size_t index = 0;
   if (record) index = session->record.insert(c.id, req.messages);
   if (on_start) {
     try {
-      on_start();
+      on_start(prompt.size());
     } catch (const std::exception&) {
       // The client left; the call is still generated and recorded.
     }

@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 #include <vector>
+#include <cstdint>
 
 #include "plugins/gateway/proxy/chat_request.hpp"
 #include "plugins/gateway/proxy/output_parser.hpp"
@@ -92,7 +93,7 @@ class ChatService {
   // opens there, so a client that reads the opening and hangs up always
   // finds its call in the session (in flight or complete), never missing.
   Completed run(const ChatRequest& req, const std::shared_ptr<Session>& session, const std::string& call_id,
-                const std::function<void(const std::string&)>& on_delta, int continues = -1, const std::function<void()>& on_start = nullptr);
+                const std::function<void(const std::string&)>& on_delta, int continues = -1, const std::function<void(size_t prompt_tokens)>& on_start = nullptr);
 
   // Prompt tokens of a request as it would be served (count_tokens).
   size_t count_prompt_tokens(const ChatRequest& req) const;
@@ -103,6 +104,10 @@ class ChatService {
   const tokenizer::Tokenizer& tokenizer() const { return *tok_; }
 
  private:
+  // Tokens the reply may have: the request's max_tokens within the context,
+  // max_completion_tokens and max_total_tokens. INVALID_ARGUMENT when the
+  // prompt leaves no room.
+  int64_t new_token_budget(size_t prompt_tokens, const ChatRequest& req) const;
   std::vector<int32_t> build_prompt(const ChatRequest& req, const std::shared_ptr<Session>& session, int continues, bool* concat_linked) const;
   // Text the gateway appends to the prompt: a forced tool call's opening, or
   // the reasoning's close before a structured reply.

@@ -1,6 +1,8 @@
 #include "plugins/gateway/proxy/responses.hpp"
 
 #include <set>
+#include <cstdint>
+#include <string>
 
 #include "core/plugin_host/error.hpp"
 
@@ -88,7 +90,9 @@ void convert_input(const J& input, J& messages, FieldNotes& notes) {
       if (!item.contains("role") || !item["role"].is_string()) bad(where + ".role", "is required");
       const std::string role = item["role"];
       if (role != "user" && role != "system" && role != "developer" && role != "assistant") bad(where + ".role", "must be user, system, developer or assistant");
-      const std::string text = parts_text(item.value("content", J("")), where + ".content", notes);
+      // Content null or absent is no text (an assistant item echoed back after a tool call).
+      const bool no_content = !item.contains("content") || item["content"].is_null();
+      const std::string text = no_content ? std::string() : parts_text(item["content"], where + ".content", notes);
       if (role == "assistant") {
         J& a = assistant();
         a["content"] = a["content"].get<std::string>() + text;

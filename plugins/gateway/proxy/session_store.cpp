@@ -145,11 +145,12 @@ StartedSession SessionStore::start(const std::string& task_id, const std::string
         throw Error(AREAL_CODE_RESOURCE_EXHAUSTED, "No available capacity to start a new session");
       }
     } else {
-      size_t n = 0;
+      size_t& n = next_index_[task_id];
       auto in_use = [&](const std::string& id) { return sessions_.count(id) || taken_.count(id) || recovered_trained_.count(id); };
       while (in_use(task_id + "-" + std::to_string(n))) ++n;
+      const size_t index = n++;
       auto s = std::make_shared<Session>();
-      s->id = task_id + "-" + std::to_string(n);
+      s->id = task_id + "-" + std::to_string(index);
       s->task_id = task_id;
       s->group_id = group_id.empty() ? task_id : group_id;
       s->api_key = key;

@@ -13,6 +13,7 @@
 #include <deque>
 #include <cstdint>
 #include <map>
+#include <unordered_map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -146,6 +147,9 @@ class SessionStore {
   // Taken (journaled) sessions not yet forgotten, by id -> the checkpoint
   // they are marked for (-1: not marked); their ids stay reserved.
   std::map<std::string, int64_t> taken_;
+  // The next session index of each task id: an id is never handed out twice
+  // in a process's life, even after its session was exported and forgotten.
+  std::unordered_map<std::string, size_t> next_index_;
   // Sessions a restart found marked trained, kept until commit_checkpoint()
   // says whether their checkpoint holds them.
   std::map<std::string, std::pair<std::shared_ptr<Session>, int64_t>> recovered_trained_;
