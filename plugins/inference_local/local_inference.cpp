@@ -1,16 +1,20 @@
 // local: the embedded inference backend on libtorch (plugin kind inference).
 //
-// One scheduler thread owns the model. New requests are prefilled one by
-// one (the prompt's keys and values fill the request's slot of a shared
-// KV cache, [max_batch slots, capacity, kv_heads, head_dim] per layer, whose
-// capacity grows with the longest request); active requests then decode
-// together: one token each through every layer as one batch, attention
-// included (each row masked to its own length), so a decode step costs a
-// fixed number of kernels however many requests run.
+// One scheduler thread owns the model. Each round it admits queued requests
+// (up to max_batch active), prefills them together (their prompts packed in
+// one forward pass, attention within each prompt, at most max_prefill_tokens
+// a pass), and decodes every other active request by one token: all of them
+// through every layer as one batch. Each request owns a slot of a shared KV
+// cache, [max_batch slots, kv_heads, capacity, head_dim] per layer, whose
+// capacity grows with the longest request; decode attention reads the slots
+// in place (no gather, no copy of the cache for grouped-query heads).
+// Sampling runs where the model runs: temperature, greedy and whole-vocabulary
+// draws for every request of a step at once on the device, one transfer of
+// [tokens, log-probs] to the host per step; rows with top-k/top-p, logit_bias,
+// penalties or structured output are sampled on the host from their row.
 // The model is the same DecoderModel the trainer uses, so the log-probs
 // reported here are the ones training recomputes. It runs on `device` in
-// `dtype`; the log-prob head is float32 and sampling happens on the host
-// over float64 log-probs of that head.
+// `dtype`; the log-prob head is float32 and the sampling distribution float64.
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -23,6 +27,14 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+#include <algorithm>
+#include <exception>
+#include <cstring>
+#include <cmath>
 
 #include <nlohmann/json.hpp>
 
@@ -32,6 +44,7 @@
 #include "core/hf/tokenizer/tokenizer.hpp"
 #include "areal/sdk.hpp"
 #include "areal/sdk_json.hpp"
+#include "cuda_graph_cache.hpp"
 #include "decoder_model.hpp"
 #include "device.hpp"
 
@@ -58,6 +71,7 @@ struct Request {
   std::unique_ptr<areal::tokenizer::IncrementalDecoder> decoder;
   std::string text;
   int32_t finish = 0;  // areal_finish_reason once decided
+  std::string error;   // with AREAL_FINISH_ERROR: why
   // What reshapes the distribution besides temperature (ABI 1.3).
   std::vector<std::pair<int32_t, float>> logit_bias;
   std::unordered_map<int32_t, int32_t> generated_counts;  // for frequency/presence penalties
@@ -83,6 +97,8 @@ class LocalInference {
     "dtype": {"type": "string", "enum": ["auto", "bfloat16", "float16", "float32", "float64"], "default": "auto", "doc": "Compute dtype (the log-prob head is float32 at least). auto: bfloat16 on CUDA, float32 on CPU."},
     "max_batch": {"type": "integer", "default": 8, "minimum": 1, "maximum": 1024, "doc": "Requests decoded together."},
     "max_context": {"type": "integer", "default": 0, "minimum": 0, "doc": "Prompt plus output limit; 0: the model's max_position_embeddings."},
+    "cuda_graphs": {"type": "boolean", "default": true, "doc": "On CUDA, decode steps replay CUDA graphs captured once per step shape (slot rows and cached keys rounded up to a few sizes); false: every kernel launched from the host. Ignored on CPU."},
+    "max_prefill_tokens": {"type": "integer", "default": 16384, "minimum": 1, "doc": "Prompt tokens prefilled together in one forward pass (newly admitted requests are packed up to this; a longer prompt goes alone)."},
     "logprob_mode": {"type": "string", "enum": ["sampling", "raw"], "default": "sampling", "doc": "sampling: log-probs of softmax(logits / temperature), the ABI's convention and what training recomputes. raw: temperature-1 log-probs, which break that convention; only for test servers that emulate vLLM's or SGLang's raw mode."},
     "threads": {"type": "integer", "default": 0, "minimum": 0, "doc": "Torch intra-op threads; 0 keeps the default."}
   }})";
@@ -107,11 +123,14 @@ class LocalInference {
     name_ = c.value("model", std::string());
     if (name_.empty()) name_ = fs::path(path_).filename().string();
     max_batch_ = c.value("max_batch", 8);
+    max_prefill_tokens_ = c.value("max_prefill_tokens", int64_t{16384});
+    graphs_on_ = c.value("cuda_graphs", true) && device_.is_cuda() && areal::local_inference::CudaGraphCache::available();
+    decode_inputs_ = torch::zeros({4, max_batch_}, torch::TensorOptions().dtype(torch::kInt64).device(device_));
     raw_logprobs_ = c.value("logprob_mode", std::string("sampling")) == "raw";
     max_context_ = c.value("max_context", int64_t{0});
     if (max_context_ == 0) max_context_ = model_->config().max_position_embeddings;
     for (int s = max_batch_ - 1; s >= 0; --s) free_slots_.push_back(s);
-    thread_ = std::thread([this] { schedule(); });
+    thread_ = sdk::guarded_thread("local", [this] { schedule(); });
   }
 
   ~LocalInference() {
@@ -121,8 +140,12 @@ class LocalInference {
     }
     cv_.notify_all();
     thread_.join();
-    for (auto& r : queue_) r->sink.on_done(r->sink.ctx, AREAL_FINISH_ABORT, nullptr);
-    for (auto& r : active_) r->sink.on_done(r->sink.ctx, AREAL_FINISH_ABORT, nullptr);
+    // A destructor must not throw: each sink is contained.
+    auto abort_all = [](auto& requests) {
+      for (auto& r : requests) sdk::contain("local", [&] { r->sink.on_done(r->sink.ctx, AREAL_FINISH_ABORT, nullptr); });
+    };
+    abort_all(queue_);
+    abort_all(active_);
   }
 
   void submit(const areal_gen_request& req, const areal_gen_sink& sink) {
@@ -316,14 +339,16 @@ class LocalInference {
                 {"eos_token_id", c.eos_token_id},
                 {"device", areal::torch_model::device_name(device_)},
                 {"dtype", areal::torch_model::dtype_name(dtype_)},
-                {"peak_device_memory_bytes", areal::torch_model::peak_memory_bytes(device_)}}
+                {"peak_device_memory_bytes", areal::torch_model::peak_memory_bytes(device_)},
+                {"cuda_graphs", graphs_on_},
+                {"decode_steps", decode_steps_.load()}}
         .dump();
   }
 
  private:
-  // Raw log-probs of the last hidden row(s): [B, V] in float64 on the host, for sampling.
-  torch::Tensor log_probs(const torch::Tensor& hidden) const {
-    return torch::log_softmax(model_->logits(hidden).to(torch::kFloat64), -1).to(torch::kCPU);
+  // Raw log-probs of the last hidden row(s): [B, V] in float64 on the model's device.
+  torch::Tensor raw_log_probs(const torch::Tensor& hidden) const {
+    return torch::log_softmax(model_->logits(hidden).to(torch::kFloat64), -1);
   }
 
   // Room for `tokens` keys in every slot: the cache grows (to a multiple of
@@ -338,69 +363,198 @@ class LocalInference {
     for (auto* cache : {&k_cache_, &v_cache_}) {
       cache->resize(static_cast<size_t>(c.num_hidden_layers));
       for (auto& t : *cache) {
-        torch::Tensor bigger = torch::zeros({max_batch_, cap, c.num_key_value_heads, c.head_dim}, opts);
-        if (t.defined()) bigger.narrow(1, 0, capacity_).copy_(t);
+        // max_batch slots and the spare one that rows without a request write to.
+        torch::Tensor bigger = torch::zeros({max_batch_ + 1, c.num_key_value_heads, cap, c.head_dim}, opts);
+        if (t.defined()) bigger.narrow(2, 0, capacity_).copy_(t);
         t = bigger;
       }
     }
     capacity_ = cap;
+    graphs_.clear();  // they captured the old cache's addresses
   }
 
-  void prefill(Request& r) {
+  // Prefills newly admitted requests together: their prompts packed into one
+  // forward pass (projections and MLPs over all tokens at once, attention
+  // within each prompt), each prompt's keys and values written to its slot,
+  // and the first token of each sampled from its last position.
+  void prefill(const std::vector<Request*>& reqs) {
     const auto& c = model_->config();
-    const int64_t S = static_cast<int64_t>(r.prompt.size());
-    r.slot = free_slots_.back();  // admission keeps at most max_batch requests active
-    free_slots_.pop_back();
-    ensure_capacity(S);
-    std::vector<int64_t> ids(r.prompt.begin(), r.prompt.end());
-    const torch::Tensor positions = torch::arange(S, torch::TensorOptions().dtype(torch::kInt64).device(device_));
-    torch::Tensor x = torch::embedding(model_->p("model.embed_tokens.weight"), torch::tensor(ids, torch::kInt64).to(device_));
-    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-      const std::string pre = "model.layers." + std::to_string(l) + ".";
-      torch::Tensor q, k, v;
-      model_->qkv(l, model_->rms_norm(x, model_->p(pre + "input_layernorm.weight")), positions, q, k, v);
-      k_cache_[l].select(0, r.slot).narrow(0, 0, S).copy_(k);
-      v_cache_[l].select(0, r.slot).narrow(0, 0, S).copy_(v);
-      x = x + model_->attend(l, q, k, v, 0);
-      x = x + model_->mlp(l, model_->rms_norm(x, model_->p(pre + "post_attention_layernorm.weight")));
-    }
-    r.length = S;
-    const torch::Tensor h = model_->rms_norm(x.narrow(0, S - 1, 1), model_->p("model.norm.weight"));
-    emit(r, log_probs(h)[0]);
-  }
-
-  // One token for every active request.
-  void decode(std::vector<std::shared_ptr<Request>>& batch) {
-    const auto& c = model_->config();
-    const int64_t B = static_cast<int64_t>(batch.size());
-    std::vector<int64_t> tokens(B), pos(B), slots(B);
+    std::vector<int64_t> ids, pos, last;
     int64_t longest = 0;
-    for (int64_t b = 0; b < B; ++b) {
-      tokens[b] = batch[b]->last, pos[b] = batch[b]->length, slots[b] = batch[b]->slot;
-      longest = std::max(longest, pos[b] + 1);
+    for (Request* r : reqs) {
+      r->slot = free_slots_.back();  // admission keeps at most max_batch requests active
+      free_slots_.pop_back();
+      const int64_t S = static_cast<int64_t>(r->prompt.size());
+      for (int64_t t = 0; t < S; ++t) ids.push_back(r->prompt[static_cast<size_t>(t)]), pos.push_back(t);
+      last.push_back(static_cast<int64_t>(ids.size()) - 1);
+      longest = std::max(longest, S);
     }
     ensure_capacity(longest);
-    const torch::Tensor positions = torch::tensor(pos, torch::kInt64).to(device_), slot_ids = torch::tensor(slots, torch::kInt64).to(device_);
-    const torch::Tensor keys = positions + 1;  // each row sees its cache and the new token
-    torch::Tensor x = torch::embedding(model_->p("model.embed_tokens.weight"), torch::tensor(tokens, torch::kInt64).to(device_));
+    const auto idx = torch::TensorOptions().dtype(torch::kInt64);
+    const torch::Tensor rope = model_->rope_table(torch::tensor(pos, idx).to(device_));
+    torch::Tensor x = torch::embedding(model_->p("model.embed_tokens.weight"), torch::tensor(ids, idx).to(device_));
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
       const std::string pre = "model.layers." + std::to_string(l) + ".";
       torch::Tensor q, k, v;
-      model_->qkv(l, model_->rms_norm(x, model_->p(pre + "input_layernorm.weight")), positions, q, k, v);
-      k_cache_[l].index_put_({slot_ids, positions}, k);
-      v_cache_[l].index_put_({slot_ids, positions}, v);
-      const torch::Tensor kb = k_cache_[l].narrow(1, 0, longest).index_select(0, slot_ids);
-      const torch::Tensor vb = v_cache_[l].narrow(1, 0, longest).index_select(0, slot_ids);
-      x = x + model_->attend_cached(l, q, kb, vb, keys);
+      model_->qkv(l, model_->rms_norm(x, model_->p(pre + "input_layernorm.weight")), rope, q, k, v);
+      std::vector<torch::Tensor> outs;
+      int64_t start = 0;
+      for (Request* r : reqs) {
+        const int64_t S = static_cast<int64_t>(r->prompt.size());
+        const torch::Tensor kr = k.narrow(0, start, S), vr = v.narrow(0, start, S);
+        k_cache_[l].select(0, r->slot).narrow(1, 0, S).copy_(kr.transpose(0, 1));
+        v_cache_[l].select(0, r->slot).narrow(1, 0, S).copy_(vr.transpose(0, 1));
+        outs.push_back(model_->attend(l, q.narrow(0, start, S), kr, vr, 0));
+        start += S;
+      }
+      x = x + (outs.size() == 1 ? outs[0] : torch::cat(outs, 0));
       x = x + model_->mlp(l, model_->rms_norm(x, model_->p(pre + "post_attention_layernorm.weight")));
     }
-    for (auto& r : batch) ++r->length;
-    const torch::Tensor lp = log_probs(model_->rms_norm(x, model_->p("model.norm.weight")));
-    for (int64_t b = 0; b < B; ++b) emit(*batch[b], lp[b]);
+    for (Request* r : reqs) r->length = static_cast<int64_t>(r->prompt.size());
+    const torch::Tensor h = model_->rms_norm(x.index_select(0, torch::tensor(last, idx).to(device_)), model_->p("model.norm.weight"));
+    sample(reqs, raw_log_probs(h));
   }
 
-  // Samples the next token of `r` from its raw log-prob row and delivers it
-  // with its log-prob under the sampling distribution (the ABI's convention).
+  // Rounds a decode step's shape up to one of few sizes, so that a few
+  // captured graphs serve every step: slot rows to 1, 2, 4, 8, 12, 16, 24,
+  // 32, 48, ... (at most max_batch), keys to a power of two of at least 256
+  // (at most max_context).
+  int64_t graph_rows(int64_t rows) const {
+    int64_t r = 1;
+    while (r < rows) r = (r >= 8 && (r & (r - 1)) == 0) ? r + r / 2 : (r >= 8 ? (r / 3) * 4 : r * 2);
+    return std::min<int64_t>(r, max_batch_);
+  }
+  int64_t graph_keys(int64_t keys) const {
+    int64_t k = 256;
+    while (k < keys) k *= 2;
+    return std::min(k, max_context_);
+  }
+
+  // One token for every request of the batch. The step runs over the cache's
+  // slot rows [0, rows) as they lie, one row per slot: a row without a
+  // request of this step (a free slot, or one prefilled this round) computes
+  // on a placeholder token, writes its key and value to the spare slot
+  // `max_batch`, and is dropped. So no step copies the cache, and the step's
+  // tensors have a shape fixed by (rows, keys) alone: on CUDA it replays a
+  // captured graph of that shape.
+  void decode(std::vector<Request*> batch) {
+    std::sort(batch.begin(), batch.end(), [](const Request* a, const Request* b) { return a->slot < b->slot; });
+    int64_t rows = batch.back()->slot + 1, longest = 0;
+    for (const Request* r : batch) longest = std::max(longest, r->length + 1);  // its cache and the new token
+    int64_t keys = longest;
+    if (graphs_on_) {
+      rows = graph_rows(rows);
+      keys = graph_keys(longest);
+    }
+    ensure_capacity(keys);
+    // [4, rows] host inputs -> the static buffer: token, position, keys seen, slot written.
+    torch::Tensor host = torch::empty({4, rows}, torch::kInt64);
+    auto in = host.accessor<int64_t, 2>();
+    for (int64_t i = 0; i < rows; ++i) in[0][i] = 0, in[1][i] = 0, in[2][i] = 1, in[3][i] = max_batch_;
+    std::vector<int64_t> slots;
+    for (const Request* r : batch) {
+      const int64_t i = r->slot;
+      in[0][i] = r->last, in[1][i] = r->length, in[2][i] = r->length + 1, in[3][i] = i;
+      slots.push_back(i);
+    }
+    decode_inputs_.narrow(1, 0, rows).copy_(host);
+    torch::Tensor hidden;
+    auto step = [this, rows, keys] { return decode_rows(rows, keys); };
+    if (graphs_on_) {
+      try {
+        hidden = graphs_.run({rows, keys}, step);
+      } catch (const std::exception& e) {
+        // A capture this libtorch or driver refuses: the engine goes on without graphs.
+        sdk::log(AREAL_LOG_WARN, "local", std::string("CUDA graph capture failed, decoding without graphs from now on: ") + e.what());
+        graphs_on_ = false;
+        graphs_.clear();
+        hidden = step();
+      }
+    } else {
+      hidden = step();
+    }
+    ++decode_steps_;
+    for (Request* r : batch) ++r->length;
+    const torch::Tensor h = hidden.index_select(0, torch::tensor(slots, torch::kInt64).to(device_));
+    sample(batch, raw_log_probs(h));
+  }
+
+  // The decode step over slot rows [0, rows) and `keys` cached positions,
+  // reading its inputs from decode_inputs_: final hidden states [rows, hidden].
+  torch::Tensor decode_rows(int64_t rows, int64_t keys) {
+    const auto& c = model_->config();
+    const torch::Tensor tokens = decode_inputs_[0].narrow(0, 0, rows), positions = decode_inputs_[1].narrow(0, 0, rows);
+    const torch::Tensor key_counts = decode_inputs_[2].narrow(0, 0, rows), write_slots = decode_inputs_[3].narrow(0, 0, rows);
+    // Computed once for every layer: the rotary table and which cached keys each row sees.
+    const torch::Tensor rope = model_->rope_table(positions);
+    const torch::Tensor allowed = (torch::arange(keys, key_counts.options()).unsqueeze(0) < key_counts.unsqueeze(1)).view({rows, 1, 1, keys});
+    torch::Tensor x = torch::embedding(model_->p("model.embed_tokens.weight"), tokens);
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+      const std::string pre = "model.layers." + std::to_string(l) + ".";
+      torch::Tensor q, k, v;
+      model_->qkv(l, model_->rms_norm(x, model_->p(pre + "input_layernorm.weight")), rope, q, k, v);
+      using torch::indexing::Slice;
+      k_cache_[l].index_put_({write_slots, Slice(), positions}, k);
+      v_cache_[l].index_put_({write_slots, Slice(), positions}, v);
+      const torch::Tensor kb = k_cache_[l].narrow(0, 0, rows).narrow(2, 0, keys);
+      const torch::Tensor vb = v_cache_[l].narrow(0, 0, rows).narrow(2, 0, keys);
+      x = x + model_->attend_cached(l, q, kb, vb, allowed);
+      x = x + model_->mlp(l, model_->rms_norm(x, model_->p(pre + "post_attention_layernorm.weight")));
+    }
+    return model_->rms_norm(x, model_->p("model.norm.weight"));
+  }
+
+  // Whether a request's next token can be drawn by the batched device sampler:
+  // greedy, or temperature over the whole vocabulary, with nothing reshaping it.
+  bool device_sampled(const Request& r) const {
+    const auto& s = r.sampling;
+    return !r.reshaped() && (s.temperature <= 0 || areal::sampling::samples_whole_distribution(model_->config().vocab_size, s.temperature, s.top_k, s.top_p));
+  }
+
+  // Samples one token for each request from its row of `raw` ([n, V] float64
+  // raw log-probs on the model's device) and delivers it. The device rows
+  // draw exactly as areal::sampling does on the host (inverse CDF in id order
+  // over exp((raw - max) / T) with the request's own seeded uniform; greedy:
+  // the first maximum), all at once, with one copy of [token, log-prob] per
+  // row to the host.
+  void sample(const std::vector<Request*>& reqs, const torch::Tensor& raw) {
+    std::vector<int64_t> on_device;
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      if (device_sampled(*reqs[i])) on_device.push_back(static_cast<int64_t>(i));
+      else emit(*reqs[i], raw[static_cast<int64_t>(i)].to(torch::kCPU));
+    }
+    if (on_device.empty()) return;
+    const int64_t n = static_cast<int64_t>(on_device.size()), V = raw.size(1);
+    std::vector<double> temps(static_cast<size_t>(n)), uniforms(static_cast<size_t>(n)), greedy(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) {
+      Request& r = *reqs[static_cast<size_t>(on_device[j])];
+      greedy[j] = r.sampling.temperature <= 0 ? 1.0 : 0.0;
+      temps[j] = greedy[j] ? 1.0 : r.sampling.temperature;
+      uniforms[j] = greedy[j] ? 0.0 : r.rng.uniform();  // greedy draws no number, as on the host
+    }
+    const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
+    const torch::Tensor rows = n == raw.size(0) ? raw : raw.index_select(0, torch::tensor(on_device, torch::kInt64).to(raw.device()));
+    const torch::Tensor t = torch::tensor(temps, f64).to(raw.device()).unsqueeze(1);
+    const torch::Tensor u = torch::tensor(uniforms, f64).to(raw.device());
+    const torch::Tensor is_greedy = torch::tensor(greedy, f64).to(raw.device()).gt(0.5);
+    const torch::Tensor max = std::get<0>(rows.max(1, /*keepdim=*/true));
+    const torch::Tensor scaled = (rows - max) / t;  // <= 0, 0 at the mode
+    const torch::Tensor cum = scaled.exp().cumsum(1);
+    const torch::Tensor sum = cum.narrow(1, V - 1, 1);
+    torch::Tensor tok = torch::searchsorted(cum, u.unsqueeze(1) * sum, /*out_int32=*/false, /*right=*/true).clamp_max(V - 1);
+    tok = torch::where(is_greedy.unsqueeze(1), rows.argmax(1, /*keepdim=*/true), tok);
+    // The log-prob under softmax(raw / T) (ABI convention), or raw (greedy, logprob_mode raw).
+    const torch::Tensor lp_raw = rows.gather(1, tok), lp_scaled = scaled.gather(1, tok) - sum.log();
+    const torch::Tensor lp = (raw_logprobs_ ? lp_raw : torch::where(is_greedy.unsqueeze(1), lp_raw, lp_scaled));
+    const torch::Tensor out = torch::cat({tok.to(torch::kFloat64), lp}, 1).to(torch::kCPU);  // the step's one sync
+    const double* o = out.data_ptr<double>();
+    for (int64_t j = 0; j < n; ++j)
+      deliver(*reqs[static_cast<size_t>(on_device[j])], static_cast<int32_t>(o[2 * j]), static_cast<float>(o[2 * j + 1]));
+  }
+
+  // Samples the next token of `r` on the host from its raw log-prob row and
+  // delivers it with its log-prob under the sampling distribution (the ABI's
+  // convention): for requests whose distribution is reshaped or cut (top-k/top-p).
   void emit(Request& r, const torch::Tensor& raw_row) {
     const torch::Tensor row = r.reshaped() ? reshape(r, raw_row) : raw_row;
     if (!row.defined()) {
@@ -424,7 +578,13 @@ class LocalInference {
       tok = areal::sampling::sample(std::vector<double>(p, p + n), s.temperature, s.top_k, s.top_p, r.rng);
       lp_scaled = areal::sampling::sampling_logprob(p, n, s.temperature, tok);
     }
-    const float lp = static_cast<float>(raw_logprobs_ ? raw_row[tok].item<double>() : lp_scaled);
+    deliver(r, tok, static_cast<float>(raw_logprobs_ ? raw_row[tok].item<double>() : lp_scaled));
+  }
+
+  // Hands a sampled token and its log-prob to the request's sink and decides
+  // whether the request ends (stop id, stop string, length).
+  void deliver(Request& r, int32_t tok, float lp) {
+    const auto& s = r.sampling;
     int64_t version;
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -492,21 +652,65 @@ class LocalInference {
         }
       }
       std::lock_guard<std::mutex> step(step_mutex_);
-      for (auto& r : admitted) {
-        if (!r->aborted) prefill(*r);
+      {
         std::lock_guard<std::mutex> lock(mutex_);
-        active_.push_back(r);
+        for (auto& r : admitted) active_.push_back(r);
       }
-      std::vector<std::shared_ptr<Request>> running;
-      for (auto& r : active_)
-        if (!r->aborted && r->finish == 0 && r->generated > 0) running.push_back(r);
-      // Requests admitted this round already produced their first token in prefill.
-      std::vector<std::shared_ptr<Request>> step_batch;
-      for (auto& r : running)
-        if (std::find(admitted.begin(), admitted.end(), r) == admitted.end()) step_batch.push_back(r);
-      if (!step_batch.empty()) decode(step_batch);
+      try {
+        step_once(admitted);
+      } catch (const std::exception& e) {
+        fail_active(e.what());  // those requests end in an error; the engine goes on
+      } catch (...) {
+        fail_active("unknown exception");
+      }
       finish_done();
     }
+  }
+
+  // Prefill of the admitted requests, then one decode step of the others.
+  void step_once(const std::vector<std::shared_ptr<Request>>& admitted) {
+    // Prefill in packs of at most max_prefill_tokens prompt tokens (a longer prompt alone).
+    std::vector<Request*> pack;
+    int64_t pack_tokens = 0;
+    for (auto& r : admitted) {
+      if (r->aborted) continue;
+      const int64_t S = static_cast<int64_t>(r->prompt.size());
+      if (!pack.empty() && pack_tokens + S > max_prefill_tokens_) {
+        prefill(pack);
+        pack.clear();
+        pack_tokens = 0;
+      }
+      pack.push_back(r.get());
+      pack_tokens += S;
+    }
+    if (!pack.empty()) prefill(pack);
+    // Requests admitted this round already produced their first token in prefill.
+    std::vector<Request*> step_batch;
+    for (auto& r : active_)
+      if (!r->aborted && r->finish == 0 && r->generated > 0 && std::find(admitted.begin(), admitted.end(), r) == admitted.end())
+        step_batch.push_back(r.get());
+    if (!step_batch.empty()) decode(step_batch);
+  }
+
+  // A step threw (out of device memory, a bug): every request in the step
+  // ends with AREAL_FINISH_ERROR and the message, and the cache is dropped
+  // (it may hold half-written rows). The process and later requests go on.
+  void fail_active(const std::string& what) {
+    sdk::log(AREAL_LOG_ERROR, "local", "a generation step failed: " + what + "; its " + std::to_string(active_.size()) + " request(s) end with an error");
+    sdk::host().metric_add(sdk::str("areal_inference_step_errors_total"), 1.0);
+    for (auto& r : active_)
+      if (r->finish == 0 && !r->aborted) {
+        r->finish = AREAL_FINISH_ERROR;
+        r->error = "local inference step failed: " + what;
+      }
+    drop_cache();
+  }
+
+  void drop_cache() {
+    graphs_.clear();
+    k_cache_.clear();
+    v_cache_.clear();
+    capacity_ = 0;
   }
 
   void finish_done() {
@@ -529,12 +733,19 @@ class LocalInference {
       if (r->slot >= 0) free_slots_.push_back(r->slot);
       r->slot = -1;
     }
-    if (free_slots_.size() == static_cast<size_t>(max_batch_)) {  // idle: give the cache's memory back
-      k_cache_.clear();
-      v_cache_.clear();
-      capacity_ = 0;
-    }
-    for (auto& r : done) r->sink.on_done(r->sink.ctx, r->finish, nullptr);
+    // Idle: give the cache's memory back (on CUDA with graphs it stays, as a
+    // serving engine's preallocated cache does, and so do the graphs).
+    if (free_slots_.size() == static_cast<size_t>(max_batch_) && !graphs_on_) drop_cache();
+    for (auto& r : done)  // one sink's failure is that request's alone
+      sdk::contain("local", [&] {
+        if (r->finish == AREAL_FINISH_ERROR) {
+          areal_status* st = sdk::host().status_new(AREAL_CODE_INTERNAL, sdk::str(r->error));
+          r->sink.on_done(r->sink.ctx, r->finish, st);
+          sdk::host().status_free(st);
+        } else {
+          r->sink.on_done(r->sink.ctx, r->finish, nullptr);
+        }
+      });
   }
 
   std::unique_ptr<areal::torch_model::DecoderModel> model_;
@@ -544,12 +755,17 @@ class LocalInference {
   // The KV cache (scheduler thread only): per layer [max_batch, capacity_, kv_heads, head_dim].
   std::vector<torch::Tensor> k_cache_, v_cache_;
   int64_t capacity_ = 0;
+  torch::Tensor decode_inputs_;  // [4, max_batch] int64 on the device: a decode step's static inputs
+  areal::local_inference::CudaGraphCache graphs_;
+  bool graphs_on_ = false;       // decode steps replay captured graphs (CUDA, cuda_graphs: true)
+  std::atomic<int64_t> decode_steps_{0};  // read by info() on other threads
   std::vector<int> free_slots_;
   std::shared_ptr<const areal::tokenizer::Tokenizer> tokenizer_;
   torch::Dtype dtype_ = torch::kFloat32;
   torch::Device device_ = torch::kCPU;
   std::string path_, name_;
   int max_batch_ = 8;
+  int64_t max_prefill_tokens_ = 16384;
   bool raw_logprobs_ = false;
   int64_t max_context_ = 4096, version_ = 0;
 

@@ -2,7 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
 
+#include <ATen/Context.h>
 #include <torch/version.h>
 
 #include "core/plugin_host/error.hpp"
@@ -15,6 +19,12 @@
 #define AREAL_HAS_SDPA 1
 #else
 #define AREAL_HAS_SDPA 0
+#endif
+// Its enable_gqa argument (grouped-query attention without repeating K/V) arrived in 2.5.
+#if AREAL_HAS_SDPA && (TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 5)
+#define AREAL_HAS_SDPA_GQA 1
+#else
+#define AREAL_HAS_SDPA_GQA 0
 #endif
 
 namespace areal::torch_model {
@@ -55,6 +65,30 @@ torch::Tensor inverse_frequencies(const model::ModelConfig& c) {
 // Whether attention on these queries goes through the fused kernels.
 bool fused_on(const torch::Tensor& q) { return q.is_cuda() && q.scalar_type() != torch::kFloat64; }
 #endif
+
+// The float32 log-prob head of a bfloat16/float16 model on CUDA, on TF32
+// tensor cores: its inputs (hidden states, head weight) are bf16/fp16 values,
+// which TF32's 10-bit mantissa holds exactly, so the products are exact and
+// the sums float32, as in a plain float32 matmul, at tensor-core speed (on
+// the 0.6B shape the head was a third of a training step). The backward's
+// logit gradients are rounded to TF32, still finer than the bfloat16 the rest
+// of the backward runs in. Scoped: float32 models keep full float32 matmuls.
+class Tf32Head {
+ public:
+  explicit Tf32Head(const torch::Tensor& input, torch::ScalarType model_dtype)
+      : on_(input.is_cuda() && (model_dtype == torch::kBFloat16 || model_dtype == torch::kHalf)),
+        before_(at::globalContext().allowTF32CuBLAS()) {
+    if (on_ && !before_) at::globalContext().setAllowTF32CuBLAS(true);
+  }
+  ~Tf32Head() {
+    if (on_ && !before_) at::globalContext().setAllowTF32CuBLAS(false);
+  }
+  Tf32Head(const Tf32Head&) = delete;
+  Tf32Head& operator=(const Tf32Head&) = delete;
+
+ private:
+  bool on_, before_;
+};
 
 torch::Tensor rotate_half(const torch::Tensor& x) {
   const int64_t h = x.size(-1) / 2;
@@ -99,11 +133,15 @@ torch::Tensor DecoderModel::rms_norm(const torch::Tensor& x, const torch::Tensor
   return w * (xf * torch::rsqrt(var + config_.rms_norm_eps)).to(x.scalar_type());
 }
 
-torch::Tensor DecoderModel::apply_rope(const torch::Tensor& x, const torch::Tensor& positions) const {
-  // freqs [S, hd/2] -> emb [S, hd] = cat(freqs, freqs), HF's layout.
+torch::Tensor DecoderModel::rope_table(const torch::Tensor& positions) const {
+  // freqs [S, hd/2] -> emb [S, hd] = cat(freqs, freqs), HF's layout; in float64, then the model's dtype.
   const torch::Tensor freqs = positions.to(torch::kFloat64).unsqueeze(1) * inv_freq_.unsqueeze(0);
   const torch::Tensor emb = torch::cat({freqs, freqs}, -1);
-  const torch::Tensor cos = emb.cos().to(x.scalar_type()).unsqueeze(1), sin = emb.sin().to(x.scalar_type()).unsqueeze(1);
+  return torch::stack({emb.cos(), emb.sin()}).to(dtype_).unsqueeze(2);
+}
+
+torch::Tensor DecoderModel::apply_rope(const torch::Tensor& x, const torch::Tensor& rope) const {
+  const torch::Tensor cos = rope[0], sin = rope[1];
   return x * cos + rotate_half(x) * sin;
 }
 
@@ -113,7 +151,7 @@ torch::Tensor DecoderModel::mlp(int64_t layer, const torch::Tensor& x) const {
                        p(pre + "down_proj.weight"));
 }
 
-void DecoderModel::qkv(int64_t layer, const torch::Tensor& x, const torch::Tensor& positions, torch::Tensor& q, torch::Tensor& k,
+void DecoderModel::qkv(int64_t layer, const torch::Tensor& x, const torch::Tensor& rope, torch::Tensor& q, torch::Tensor& k,
                        torch::Tensor& v) const {
   const std::string pre = "model.layers." + std::to_string(layer) + ".self_attn.";
   const int64_t S = x.size(0), hd = config_.head_dim;
@@ -128,8 +166,8 @@ void DecoderModel::qkv(int64_t layer, const torch::Tensor& x, const torch::Tenso
     q = rms_norm(q, p(pre + "q_norm.weight"));
     k = rms_norm(k, p(pre + "k_norm.weight"));
   }
-  q = apply_rope(q, positions);
-  k = apply_rope(k, positions);
+  q = apply_rope(q, rope);
+  k = apply_rope(k, rope);
 }
 
 torch::Tensor DecoderModel::attend(int64_t layer, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
@@ -149,6 +187,17 @@ torch::Tensor DecoderModel::attend(int64_t layer, const torch::Tensor& q, const 
     return torch::matmul(probs, vb.transpose(0, 1)).transpose(0, 1).reshape({end - begin, -1});
   };
   const torch::Tensor& o_proj = p("model.layers." + std::to_string(layer) + ".self_attn.o_proj.weight");
+#if AREAL_HAS_SDPA_GQA
+  if (fused_on(q) && S == K && q_offset == 0) {
+    // Causal self-attention (training, prefill) on the flash kernel, whose
+    // grouped-query support reads each KV head for its query heads: no
+    // repeated copy of K and V, forward or backward.
+    const torch::Tensor o = torch::scaled_dot_product_attention(q.transpose(0, 1).unsqueeze(0), k.transpose(0, 1).unsqueeze(0),
+                                                                v.transpose(0, 1).unsqueeze(0), {}, 0.0, /*is_causal=*/true,
+                                                                std::nullopt, /*enable_gqa=*/true);
+    return torch::linear(o.squeeze(0).transpose(0, 1).reshape({S, -1}), p("model.layers." + std::to_string(layer) + ".self_attn.o_proj.weight"));
+  }
+#endif
 #if AREAL_HAS_SDPA
   if (fused_on(q)) {
     // [1, H, S, hd] layout for the fused kernels (flash / memory-efficient on CUDA).
@@ -182,29 +231,31 @@ torch::Tensor DecoderModel::attend(int64_t layer, const torch::Tensor& q, const 
 }
 
 torch::Tensor DecoderModel::attend_cached(int64_t layer, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                         const torch::Tensor& keys) const {
-  const int64_t B = q.size(0), L = k.size(1), groups = config_.num_attention_heads / config_.num_key_value_heads;
-  const torch::Tensor kr = k.repeat_interleave(groups, 2).transpose(1, 2), vr = v.repeat_interleave(groups, 2).transpose(1, 2);  // [B, H, L, hd]
-  const torch::Tensor q4 = q.unsqueeze(2);                                                                                        // [B, H, 1, hd]
-  const torch::Tensor allowed = (torch::arange(L, keys.options()).unsqueeze(0) < keys.unsqueeze(1)).view({B, 1, 1, L});
+                                         const torch::Tensor& allowed) const {
+  const int64_t B = q.size(0), kv = k.size(1), hd = config_.head_dim;
+  const int64_t groups = config_.num_attention_heads / config_.num_key_value_heads;
+  // GQA without copying the cache: each row's `groups` query heads that
+  // share a KV head are that head's query rows ([B, kv, groups, hd]); the
+  // cache is read in place (HF's head h uses KV head h / groups).
+  const torch::Tensor q4 = q.reshape({B, kv, groups, hd});
   torch::Tensor o;
 #if AREAL_HAS_SDPA
-  if (fused_on(q)) o = torch::scaled_dot_product_attention(q4, kr, vr, allowed);
+  if (fused_on(q)) o = torch::scaled_dot_product_attention(q4, k, v, allowed);
 #endif
   if (!o.defined()) {
     const auto compute = q.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;  // softmax in float32 at least
-    torch::Tensor scores = torch::matmul(q4, kr.transpose(-1, -2)) / std::sqrt(static_cast<double>(config_.head_dim));
+    torch::Tensor scores = torch::matmul(q4, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(hd));
     scores = scores.masked_fill(allowed.logical_not(), -std::numeric_limits<double>::infinity());
-    o = torch::matmul(torch::softmax(scores.to(compute), -1).to(q.scalar_type()), vr);
+    o = torch::matmul(torch::softmax(scores.to(compute), -1).to(q.scalar_type()), v);
   }
-  return torch::linear(o.squeeze(2).reshape({B, -1}), p("model.layers." + std::to_string(layer) + ".self_attn.o_proj.weight"));
+  return torch::linear(o.reshape({B, -1}), p("model.layers." + std::to_string(layer) + ".self_attn.o_proj.weight"));
 }
 
-torch::Tensor DecoderModel::layer_forward(int64_t layer, const torch::Tensor& x, const torch::Tensor& positions, const torch::Tensor& cu) const {
+torch::Tensor DecoderModel::layer_forward(int64_t layer, const torch::Tensor& x, const torch::Tensor& rope, const torch::Tensor& cu) const {
   const std::string pre = "model.layers." + std::to_string(layer) + ".";
   const torch::Tensor h = rms_norm(x, p(pre + "input_layernorm.weight"));
   torch::Tensor q, k, v;
-  qkv(layer, h, positions, q, k, v);
+  qkv(layer, h, rope, q, k, v);
   // Attention never crosses sequence boundaries of the packed batch.
   std::vector<torch::Tensor> outs;
   const auto* bounds = cu.data_ptr<int64_t>();
@@ -233,19 +284,19 @@ torch::Tensor DecoderModel::hidden(const torch::Tensor& ids, const torch::Tensor
     if (bounds[b + 1] < bounds[b]) throw Error(AREAL_CODE_INVALID_ARGUMENT, "cu_seqlens must not decrease");
     for (int64_t t = bounds[b]; t < bounds[b + 1]; ++t) pos[t] = t - bounds[b];
   }
-  const torch::Tensor positions = torch::tensor(pos, torch::kInt64).to(device_);
+  const torch::Tensor rope = rope_table(torch::tensor(pos, torch::kInt64).to(device_));  // once for every layer
   torch::Tensor x = torch::embedding(p("model.embed_tokens.weight"), ids.to(device_, torch::kInt64));
   for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
     if (checkpoint && x.requires_grad()) {
       // Recompute this layer in backward: keep only its input.
       struct Layer : torch::autograd::Function<Layer> {
         static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor in, const DecoderModel* m, int64_t layer,
-                                     torch::Tensor positions, torch::Tensor cu) {
+                                     torch::Tensor rope, torch::Tensor cu) {
           ctx->saved_data["m"] = reinterpret_cast<int64_t>(m);
           ctx->saved_data["layer"] = layer;
-          ctx->save_for_backward({in, positions, cu});
+          ctx->save_for_backward({in, rope, cu});
           torch::NoGradGuard no_grad;
-          return m->layer_forward(layer, in, positions, cu);
+          return m->layer_forward(layer, in, rope, cu);
         }
         static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx, torch::autograd::tensor_list grads) {
           auto saved = ctx->get_saved_variables();
@@ -273,9 +324,9 @@ torch::Tensor DecoderModel::hidden(const torch::Tensor& ids, const torch::Tensor
           return {g[0], torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
         }
       };
-      x = Layer::apply(x, this, l, positions, cu);
+      x = Layer::apply(x, this, l, rope, cu);
     } else {
-      x = layer_forward(l, x, positions, cu);
+      x = layer_forward(l, x, rope, cu);
     }
   }
   return rms_norm(x, p("model.norm.weight"));
@@ -288,6 +339,7 @@ const torch::Tensor& DecoderModel::head_weight() const {
 torch::Tensor DecoderModel::logits(const torch::Tensor& h) const {
   // The head in float32 at least: sampled log-probs must not come from bfloat16 logits.
   const auto compute = dtype_ == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+  Tf32Head tf32(h, dtype_);
   return torch::linear(h.to(compute), head_weight().to(compute));
 }
 
@@ -302,6 +354,7 @@ struct TokenLogprob : torch::autograd::Function<TokenLogprob> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor h, torch::Tensor w, torch::Tensor targets,
                                double temperature, int64_t compute) {
     const auto c = static_cast<torch::ScalarType>(compute);  // float32 at least, whatever the model's dtype
+    Tf32Head tf32(h, w.scalar_type());
     torch::Tensor logits = torch::linear(h.to(c), w.to(c));
     if (temperature != 1.0) logits.div_(temperature);
     const torch::Tensor lse = logits.logsumexp(-1);
@@ -320,6 +373,7 @@ struct TokenLogprob : torch::autograd::Function<TokenLogprob> {
     const double temperature = ctx->saved_data["temperature"].toDouble();
     if (temperature != 1.0) d.div_(temperature);
     const auto c = d.scalar_type();
+    Tf32Head tf32(d, w.scalar_type());
     return {torch::matmul(d, w.to(c)).to(h.scalar_type()), torch::matmul(d.t(), h.to(c)).to(w.scalar_type()), torch::Tensor(), torch::Tensor(),
             torch::Tensor()};
   }

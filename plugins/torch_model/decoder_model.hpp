@@ -10,6 +10,7 @@
 #include <map>
 #include <string>
 #include <vector>
+#include <cstdint>
 
 #include <torch/torch.h>
 
@@ -49,22 +50,25 @@ class DecoderModel {
 
   // Layer math, public for the KV-cache decoder of the inference plugin.
   torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& w) const;
-  torch::Tensor apply_rope(const torch::Tensor& x, const torch::Tensor& positions) const;  // x [S, heads, hd]
+  // cos and sin of the rotary angles at `positions` ([S] int64), computed
+  // once per forward for every layer: [2, S, 1, hd] in the model's dtype.
+  torch::Tensor rope_table(const torch::Tensor& positions) const;
+  torch::Tensor apply_rope(const torch::Tensor& x, const torch::Tensor& rope) const;  // x [S, heads, hd]
   torch::Tensor mlp(int64_t layer, const torch::Tensor& x) const;
-  // q, k, v projections (+ bias, q/k norm, RoPE) for positions; [S, heads, hd].
-  void qkv(int64_t layer, const torch::Tensor& x, const torch::Tensor& positions, torch::Tensor& q, torch::Tensor& k, torch::Tensor& v) const;
+  // q, k, v projections (+ bias, q/k norm, RoPE from rope_table); [S, heads, hd].
+  void qkv(int64_t layer, const torch::Tensor& x, const torch::Tensor& rope, torch::Tensor& q, torch::Tensor& k, torch::Tensor& v) const;
   // Causal attention of q over k/v (k/v may include a cached prefix): [S, H*hd] after o_proj.
   torch::Tensor attend(int64_t layer, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t q_offset) const;
   // One new token per row over that row's cached keys, all rows at once
-  // (batched decoding): q [B, H, hd], k/v [B, L, kv_heads, hd] of which row
-  // b's first keys[b] are valid (keys: int64 [B] on the model's device).
-  // [B, H*hd] after o_proj.
-  torch::Tensor attend_cached(int64_t layer, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& keys) const;
+  // (batched decoding): q [B, H, hd], k/v [B, kv_heads, L, hd] (a view of
+  // the cache: the last dimension contiguous), `allowed` [B, 1, 1, L] bool:
+  // the keys each row sees (at least one). [B, H*hd] after o_proj.
+  torch::Tensor attend_cached(int64_t layer, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& allowed) const;
   const torch::Tensor& p(const std::string& name) const;
 
  private:
   DecoderModel(model::ModelConfig config, torch::Dtype dtype, torch::Device device);  // no weights yet
-  torch::Tensor layer_forward(int64_t layer, const torch::Tensor& x, const torch::Tensor& positions, const torch::Tensor& cu) const;
+  torch::Tensor layer_forward(int64_t layer, const torch::Tensor& x, const torch::Tensor& rope, const torch::Tensor& cu) const;
 
   model::ModelConfig config_;
   torch::Dtype dtype_;

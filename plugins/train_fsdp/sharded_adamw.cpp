@@ -1,8 +1,19 @@
 #include "sharded_adamw.hpp"
 
+#include <torch/version.h>
+
 #include <cmath>
+#include <cstdint>
+#include <vector>
 
 #include "areal/sdk.hpp"
+
+// at::_fused_adamw_ (CUDA) arrived with PyTorch 2.0; Debian's 1.13 keeps the unfused update.
+#if defined(TORCH_VERSION_MAJOR) && TORCH_VERSION_MAJOR >= 2
+#define AREAL_HAS_FUSED_ADAMW 1
+#else
+#define AREAL_HAS_FUSED_ADAMW 0
+#endif
 
 namespace areal::fsdp {
 
@@ -11,6 +22,18 @@ ShardedAdamW::ShardedAdamW(const torch::Tensor& shard, AdamWOptions o)
 
 void ShardedAdamW::step(torch::Tensor& shard, const torch::Tensor& grad, double lr, int64_t step) {
   torch::NoGradGuard no_grad;
+#if AREAL_HAS_FUSED_ADAMW
+  if (shard.is_cuda() && grad.scalar_type() == shard.scalar_type()) {
+    // libtorch's fused kernel: the same update (decoupled decay, then the
+    // moments, then the bias-corrected step at `step`) in one pass over the
+    // slice instead of six. It reads the step from a float32 device scalar.
+    if (!step_.defined()) step_ = torch::zeros({}, shard.options().dtype(torch::kFloat32));
+    step_.fill_(static_cast<double>(step));
+    at::_fused_adamw_({shard}, {grad}, {m_}, {v_}, {}, {step_}, lr, o_.beta1, o_.beta2, o_.weight_decay, o_.eps, /*amsgrad=*/false,
+                      /*maximize=*/false);
+    return;
+  }
+#endif
   shard.mul_(1 - lr * o_.weight_decay);
   m_.mul_(o_.beta1).add_(grad, 1 - o_.beta1);
   v_.mul_(o_.beta2).addcmul_(grad, grad, 1 - o_.beta2);

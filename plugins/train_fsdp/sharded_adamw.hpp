@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <cstdint>
 
 #include <torch/torch.h>
 
@@ -25,6 +26,7 @@ class ShardedAdamW {
  private:
   AdamWOptions o_;
   torch::Tensor m_, v_;
+  torch::Tensor step_;  // the fused kernel's step counter (a float32 scalar on the device)
 };
 
 }  // namespace areal::fsdp

@@ -1,0 +1,91 @@
+#include "cuda_graph_cache.hpp"
+
+#include <string>
+#include <utility>
+
+#ifdef AREAL_TORCH_CUDA
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/cuda.h>
+#endif
+
+namespace areal::local_inference {
+
+#ifdef AREAL_TORCH_CUDA
+
+struct CudaGraphCache::Graphs {
+  struct Entry {
+    std::unique_ptr<at::cuda::CUDAGraph> graph;
+    torch::Tensor output;
+  };
+  std::map<Key, Entry> entries;
+  // One memory pool for every graph: they never replay at once, so their
+  // intermediates may share memory (as nano-vLLM's and vLLM's graphs do).
+  decltype(std::declval<at::cuda::CUDAGraph&>().pool()) pool{0, 0};
+};
+
+CudaGraphCache::CudaGraphCache() : graphs_(std::make_unique<Graphs>()) {}
+CudaGraphCache::~CudaGraphCache() = default;
+
+bool CudaGraphCache::available() { return true; }
+
+torch::Tensor CudaGraphCache::run(const Key& key, const std::function<torch::Tensor()>& fn) {
+  auto it = graphs_->entries.find(key);
+  if (it == graphs_->entries.end()) {
+    Graphs::Entry e;
+    // Capture on a stream of its own (the default stream cannot be captured),
+    // after everything queued so far has run and one warm-up run on that
+    // stream (first-use allocations and library handles happen outside the
+    // capture). Thread-local mode: another thread of the process (a
+    // colocated trainer) keeps its CUDA calls while this one captures.
+    torch::cuda::synchronize();
+    c10::cuda::CUDAStream stream = c10::cuda::getStreamFromPool();
+    {
+      c10::cuda::CUDAStreamGuard guard(stream);
+      fn();
+      stream.synchronize();
+      e.graph = std::make_unique<at::cuda::CUDAGraph>();
+      e.graph->capture_begin(graphs_->pool, cudaStreamCaptureModeThreadLocal);
+      try {
+        e.output = fn();
+      } catch (...) {
+        try {
+          e.graph->capture_end();
+        } catch (...) {
+          // The capture is already broken; the first error says why.
+        }
+        throw;
+      }
+      e.graph->capture_end();
+      if (graphs_->pool.first == 0 && graphs_->pool.second == 0) graphs_->pool = e.graph->pool();
+    }
+    torch::cuda::synchronize();
+    it = graphs_->entries.emplace(key, std::move(e)).first;
+  }
+  it->second.graph->replay();  // on the current stream, after its input copies
+  return it->second.output;
+}
+
+void CudaGraphCache::clear() {
+  torch::cuda::synchronize();  // no replay still reading what the graphs held
+  graphs_->entries.clear();
+  graphs_->pool = {0, 0};
+}
+
+size_t CudaGraphCache::size() const { return graphs_->entries.size(); }
+
+#else  // a CPU-only libtorch: nothing to capture
+
+struct CudaGraphCache::Graphs {};
+
+CudaGraphCache::CudaGraphCache() = default;
+CudaGraphCache::~CudaGraphCache() = default;
+bool CudaGraphCache::available() { return false; }
+torch::Tensor CudaGraphCache::run(const Key&, const std::function<torch::Tensor()>& fn) { return fn(); }
+void CudaGraphCache::clear() {}
+size_t CudaGraphCache::size() const { return 0; }
+
+#endif
+
+}  // namespace areal::local_inference
