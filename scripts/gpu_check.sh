@@ -8,13 +8,16 @@
 #   (b) GRPO training steps on the GPU (fsdp, bfloat16 mixed precision) with
 #       the local engine on the same GPU serving each new policy, handed
 #       over in memory;
-#   (c) training and generation tokens/s of areal and transformers on the
-#       same model and batch, side by side.
+#   (c) training and generation tokens/s of areal and transformers (eager,
+#       and static cache + torch.compile for generation) on the same model
+#       and batches, side by side, and the engine/trainer log-prob gap.
 # Prints a Markdown report (also written to WORK_DIR/gpu_check_report.md).
 #
 #   scripts/gpu_check.sh                          # from a checkout or a gpu_bundle.sh folder's src/
 #   PYTHON=/path/to/python3 WORK_DIR=/tmp/x scripts/gpu_check.sh
 #   PARTS="b c" scripts/gpu_check.sh             # only some of (a), (b), (c)
+#   GEN_CONFIGS="32:128:128 128:1024:128"         # (c)'s generation runs, requests:prompt:new tokens
+#   HF_VARIANTS=eager TRAIN_ARGS="8 1024 5"       # (c)'s reference variants and training batch x length, steps
 #
 # From a bundle (scripts/gpu_bundle.sh), every dependency besides PyTorch,
 # CMake, ninja and g++ comes from the bundle's sysroot/; from a checkout,
@@ -174,44 +177,80 @@ say ""
 fi
 
 # --- (c) throughput against transformers ----------------------------------------
+# Both sides warm up on the full length before the timed run. Training: areal
+# against transformers eager (bf16 autocast, fused AdamW) on the same batch.
+# Generation, for each of GEN_CONFIGS (requests:prompt:new tokens): areal's
+# local engine against transformers' generate eager and with a static cache
+# + torch.compile (CUDA graphs). Consistency: the trainer re-scores the
+# tokens the engine generated (same dtype): max and mean |diff| of log-probs.
 if want c; then
 say "## (c) Throughput, areal vs transformers (qwen3 0.6b shape, random init, bfloat16)"
 say ""
-bench_args=(${BENCH_ARGS:-8 1024 5 32 128 128})  # batch seqlen steps gen_requests gen_prompt gen_tokens
-AREAL_BENCH_ENGINE="$(cuda_engine bfloat16)" run "$build/bin/areal_model_bench" "$models/qwen3-0.6b" 0 "${bench_args[@]}" > "$work/bench.areal.json"
+read -r tb ts tsteps <<< "${TRAIN_ARGS:-8 1024 5}"
+gen_configs=(${GEN_CONFIGS:-32:128:128 128:128:128})
+hf_variants=${HF_VARIANTS:-eager,compiled}
+i=0
+for g in "${gen_configs[@]}"; do
+  IFS=: read -r gr gp gt <<< "$g"
+  steps=0; [ $i = 0 ] && steps=$tsteps
+  consistency=""; [ $i = 0 ] && consistency=1
+  AREAL_BENCH_CONSISTENCY=$consistency AREAL_BENCH_ENGINE="$(cuda_engine bfloat16)" \
+    run "$build/bin/areal_model_bench" "$models/qwen3-0.6b" 0 "$tb" "$ts" "$steps" "$gr" "$gp" "$gt" > "$work/bench.areal.$i.json" ||
+    fail "areal_model_bench $g"
+  if [ $has_hf = 1 ]; then
+    "$PYTHON" "$src/bench/gpu/hf_reference.py" bench "$models/qwen3-0.6b" "$tb" "$ts" "$steps" "$gr" "$gp" "$gt" "$hf_variants" > "$work/bench.hf.$i.json" ||
+      fail "hf_reference bench $g"
+  else
+    echo '{}' > "$work/bench.hf.$i.json"
+  fi
+  i=$((i + 1))
+done
 # The same training with activation checkpointing (generation left minimal).
 AREAL_BENCH_ENGINE='{"device": "cuda", "dtype": "bfloat16", "gradient_checkpointing": true}' \
-  run "$build/bin/areal_model_bench" "$models/qwen3-0.6b" 0 "${bench_args[@]:0:3}" 1 8 2 > "$work/bench.areal.ckpt.json"
-if [ $has_hf = 1 ]; then
-  "$PYTHON" "$src/bench/gpu/hf_reference.py" bench "$models/qwen3-0.6b" "${bench_args[@]}" > "$work/bench.hf.json"
-else
-  echo '{}' > "$work/bench.hf.json"
-fi
-"$PYTHON" - "$work/bench.areal.json" "$work/bench.hf.json" "${bench_args[*]}" "$work/bench.areal.ckpt.json" <<'PY' | tee -a "$report" || fail "throughput"
+  run "$build/bin/areal_model_bench" "$models/qwen3-0.6b" 0 "$tb" "$ts" "$tsteps" 1 8 2 > "$work/bench.areal.ckpt.json"
+"$PYTHON" - "$work" "$i" "$tb $ts $tsteps" "${gen_configs[*]}" <<'PY' | tee -a "$report" || fail "throughput"
 import json, sys
-a, r, args, ck = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3].split(), json.load(open(sys.argv[4]))
-print(f"Training: batch {args[0]} x {args[1]} tokens, {args[2]} timed steps (forward + backward + clip + AdamW, bf16 compute, fp32 master weights).")
-print(f"Generation: {args[3]} requests, {args[4]}-token prompts, {args[5]} new tokens each, sampling at temperature 1.")
+work, n, (tb, ts, tsteps), configs = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), sys.argv[4].split()
+a = [json.load(open(f"{work}/bench.areal.{i}.json")) for i in range(n)]
+r = [json.load(open(f"{work}/bench.hf.{i}.json")) for i in range(n)]
+ck = json.load(open(f"{work}/bench.areal.ckpt.json"))
+gib = lambda b: f"{b / 2**30:.2f} GiB" if b else "-"
+ratio = lambda x, y: f"{x / y:.2f}x" if x and y else "-"
+print(f"Training: batch {tb} x {ts} tokens, {tsteps} timed steps after one warm-up (forward + backward + clip + AdamW, bf16 compute, fp32 master weights).")
+print(f"Reference: {r[0].get('impl', 'transformers (not installed)')}, bf16 autocast, `AdamW(fused=True)`.")
 print()
-print("| | areal | " + r.get("impl", "transformers (not installed)") + " | ratio |")
+print("| training | areal | transformers eager | ratio |")
 print("| --- | --- | --- | --- |")
-for key, label in (("train_tokens_per_s", "training tokens/s"), ("gen_tokens_per_s", "generation tokens/s")):
-    ref = r.get(key)
-    print(f"| {label} | {a[key]:.0f} | {ref:.0f} | {a[key] / ref:.2f}x |" if ref else f"| {label} | {a[key]:.0f} | - | - |")
-if "train_peak_device_memory_bytes" in a and "train_peak_device_memory_bytes" in r:
-    print(f"| training peak device memory | {a['train_peak_device_memory_bytes'] / 2**30:.2f} GiB | {r['train_peak_device_memory_bytes'] / 2**30:.2f} GiB | |")
-if "first_loss" in r:
-    print(f"| first step's loss | {a['first_loss']:.5f} | {r['first_loss']:.5f} | |")
+print(f"| tokens/s | {a[0]['train_tokens_per_s']:.0f} | {r[0].get('train_tokens_per_s', 0):.0f} | {ratio(a[0]['train_tokens_per_s'], r[0].get('train_tokens_per_s'))} |")
+print(f"| step time | {a[0]['train_step_s']:.3f} s | {r[0].get('train_step_s', 0):.3f} s | |")
+print(f"| peak device memory | {gib(a[0].get('train_peak_device_memory_bytes'))} | {gib(r[0].get('train_peak_device_memory_bytes'))} | |")
+print(f"| first step's loss | {a[0]['first_loss']:.5f} | {r[0].get('first_loss', float('nan')):.5f} | |")
+print()
+print("Generation: sampling at temperature 1 over the whole vocabulary, no early stop; each side timed after a warm-up run of the same length.")
+print()
+print("| requests x prompt + new | areal | transformers eager | transformers static cache + torch.compile | areal / compiled | areal peak memory | CUDA graphs |")
+print("| --- | --- | --- | --- | --- | --- | --- |")
+for c, x, y in zip(configs, a, r):
+    req, prompt, new = c.split(":")
+    comp = y.get("gen_tokens_per_s_compiled")
+    print(f"| {req} x {prompt} + {new} | {x['gen_tokens_per_s']:.0f} tok/s | {y.get('gen_tokens_per_s', 0):.0f} tok/s | "
+          f"{comp or 0:.0f} tok/s | {ratio(x['gen_tokens_per_s'], comp)} | {gib(x.get('gen_peak_device_memory_bytes'))} | {x.get('gen_cuda_graphs')} |")
+if "engine_trainer_logprob_max_abs_diff" in a[0]:
+    print()
+    print(f"Rollout/training consistency (bf16): the trainer (fsdp) re-scored the {a[0]['engine_trainer_tokens']} tokens the engine generated "
+          f"({configs[0]}): max |diff| {a[0]['engine_trainer_logprob_max_abs_diff']:.3e}, mean |diff| {a[0]['engine_trainer_logprob_mean_abs_diff']:.3e}.")
 print()
 print("With `gradient_checkpointing: true` (each layer recomputed in backward), same batch:")
 print()
 print("| | areal, checkpointing | areal, without |")
 print("| --- | --- | --- |")
-print(f"| training tokens/s | {ck['train_tokens_per_s']:.0f} | {a['train_tokens_per_s']:.0f} |")
-print(f"| training peak device memory | {ck['train_peak_device_memory_bytes'] / 2**30:.2f} GiB | {a['train_peak_device_memory_bytes'] / 2**30:.2f} GiB |")
-print(f"| first step's loss | {ck['first_loss']:.6f} | {a['first_loss']:.6f} |")
-assert abs(ck["first_loss"] - a["first_loss"]) < 1e-3, "checkpointing changed the loss"
-assert ck["train_peak_device_memory_bytes"] < a["train_peak_device_memory_bytes"], "checkpointing saved no memory"
+print(f"| training tokens/s | {ck['train_tokens_per_s']:.0f} | {a[0]['train_tokens_per_s']:.0f} |")
+print(f"| training peak device memory | {gib(ck['train_peak_device_memory_bytes'])} | {gib(a[0]['train_peak_device_memory_bytes'])} |")
+print(f"| first step's loss | {ck['first_loss']:.6f} | {a[0]['first_loss']:.6f} |")
+if r[0].get("first_loss") is not None:
+    assert abs(a[0]["first_loss"] - r[0]["first_loss"]) < 1e-2, "areal's first loss differs from transformers'"
+assert abs(ck["first_loss"] - a[0]["first_loss"]) < 1e-3, "checkpointing changed the loss"
+assert ck["train_peak_device_memory_bytes"] < a[0]["train_peak_device_memory_bytes"], "checkpointing saved no memory"
 PY
 say ""
 fi

@@ -6,11 +6,15 @@ with transformers' own model classes.
   hf_reference.py logprobs MODEL_DIR IN.json OUT.json DTYPE
       IN {"sequences": [[ids]...]} -> OUT {"logprobs": [[log p(ids[t] | ids[<t]), t >= 1]...]}
       (each sequence alone, eager attention, log-softmax of float32 logits)
-  hf_reference.py bench MODEL_DIR BATCH SEQLEN STEPS GEN_REQUESTS GEN_PROMPT GEN_TOKENS
-      training tokens/s (forward + backward + clip + AdamW; float32 master
-      weights under bfloat16 autocast, as areal's mixed precision) and
-      generation tokens/s (model.generate in bfloat16, sampling, no early
-      stop), printed as one JSON object with the fields areal_model_bench prints.
+  hf_reference.py bench MODEL_DIR BATCH SEQLEN STEPS GEN_REQUESTS GEN_PROMPT GEN_TOKENS [VARIANTS]
+      training tokens/s (forward + backward + clip + fused AdamW; float32
+      master weights under bfloat16 autocast, as areal's mixed precision;
+      STEPS 0 skips it) and generation tokens/s (model.generate in bfloat16,
+      sampling, no early stop, timed after a warm-up run of the same length)
+      for each of VARIANTS (comma-separated; default eager): eager (dynamic
+      cache) and compiled (static cache + torch.compile, CUDA graphs), printed
+      as one JSON object with the fields areal_model_bench prints
+      (gen_tokens_per_s for eager, gen_tokens_per_s_compiled ...).
 """
 import json
 import sys
@@ -48,63 +52,87 @@ def logprobs(model_dir, in_path, out_path, dtype):
     json.dump({"logprobs": out, "impl": f"transformers {transformers.__version__} ({dtype}, eager)"}, open(out_path, "w"))
 
 
-def bench(model_dir, batch, seqlen, steps, gen_requests, gen_prompt, gen_tokens):
+def bench(model_dir, batch, seqlen, steps, gen_requests, gen_prompt, gen_tokens, variants=("eager",)):
     out = {"impl": f"transformers {transformers.__version__} / torch {torch.__version__}"}
     m = load(model_dir, torch.float32, "sdpa")
-    m.train()
     vocab = m.config.vocab_size
-    ids = torch.tensor([[token(s, t, vocab) for t in range(seqlen)] for s in range(batch)], device="cuda")
-    opt = torch.optim.AdamW(m.parameters(), lr=1e-5, weight_decay=0.0)
+    if steps > 0:
+        m.train()
+        ids = torch.tensor([[token(s, t, vocab) for t in range(seqlen)] for s in range(batch)], device="cuda")
+        # The strongest plain-PyTorch setup: fused AdamW (one kernel for every parameter).
+        opt = torch.optim.AdamW(m.parameters(), lr=1e-5, weight_decay=0.0, fused=True)
 
-    def step():
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            logits = m(input_ids=ids).logits
-        lp = logits[:, :-1].float().log_softmax(-1).gather(-1, ids[:, 1:, None]).squeeze(-1)
-        loss = -lp.mean()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
-        opt.step()
-        return loss.item()
+        def step():
+            opt.zero_grad(set_to_none=True)
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                logits = m(input_ids=ids).logits
+            lp = logits[:, :-1].float().log_softmax(-1).gather(-1, ids[:, 1:, None]).squeeze(-1)
+            loss = -lp.mean()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
+            opt.step()
+            return loss.item()
 
-    torch.cuda.reset_peak_memory_stats()
-    out["first_loss"] = step()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        step()
-    torch.cuda.synchronize()
-    secs = time.perf_counter() - t0
-    out["train_tokens_per_s"] = steps * batch * seqlen / secs
-    out["train_step_s"] = secs / steps
-    out["train_peak_device_memory_bytes"] = torch.cuda.max_memory_allocated()
-    del opt
+        torch.cuda.reset_peak_memory_stats()
+        out["first_loss"] = step()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            step()
+        torch.cuda.synchronize()
+        secs = time.perf_counter() - t0
+        out["train_tokens_per_s"] = steps * batch * seqlen / secs
+        out["train_step_s"] = secs / steps
+        out["train_peak_device_memory_bytes"] = torch.cuda.max_memory_allocated()
+        del opt
     m = m.to(torch.bfloat16).eval()
+    for p in m.parameters():
+        p.grad = None
     torch.cuda.empty_cache()
     prompt = torch.tensor([[token(r, t, vocab) for t in range(gen_prompt)] for r in range(gen_requests)], device="cuda")
 
-    @torch.no_grad()
-    def run(tokens):
-        g = m.generate(input_ids=prompt, attention_mask=torch.ones_like(prompt), do_sample=True, temperature=1.0, top_p=1.0, top_k=0,
-                       max_new_tokens=tokens, min_new_tokens=tokens, pad_token_id=0)
-        return (g.shape[1] - gen_prompt) * g.shape[0]
+    for variant in variants:
+        kwargs = {}
+        if variant == "compiled":
+            # A static cache makes generate() compile the decoding forward
+            # (torch.compile, mode reduce-overhead: CUDA graphs), as
+            # transformers documents for fast generation.
+            kwargs["cache_implementation"] = "static"
+            try:
+                from transformers import CompileConfig
+                kwargs["compile_config"] = CompileConfig(fullgraph=True, dynamic=False, mode="reduce-overhead")
+            except ImportError:
+                pass
 
-    run(2)
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    produced = run(gen_tokens)
-    torch.cuda.synchronize()
-    secs = time.perf_counter() - t0
-    out["gen_tokens_per_s"] = produced / secs
-    out["gen_s"] = secs
+        @torch.no_grad()
+        def run(tokens):
+            g = m.generate(input_ids=prompt, attention_mask=torch.ones_like(prompt), do_sample=True, temperature=1.0, top_p=1.0, top_k=0,
+                           max_new_tokens=tokens, min_new_tokens=tokens, pad_token_id=0, **kwargs)
+            return (g.shape[1] - gen_prompt) * g.shape[0]
+
+        torch.cuda.reset_peak_memory_stats()
+        t0 = time.perf_counter()
+        run(gen_tokens)  # warm-up on the full length (compiles the compiled variant)
+        torch.cuda.synchronize()
+        warm = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        produced = run(gen_tokens)
+        torch.cuda.synchronize()
+        secs = time.perf_counter() - t0
+        key = "" if variant == "eager" else "_" + variant
+        out["gen_tokens_per_s" + key] = produced / secs
+        out["gen_s" + key] = secs
+        out["gen_warmup_s" + key] = warm
+        out["gen_peak_device_memory_bytes" + key] = torch.cuda.max_memory_allocated()
     print(json.dumps(out))
 
 
 def main():
     if len(sys.argv) >= 2 and sys.argv[1] == "logprobs" and len(sys.argv) == 6:
         logprobs(*sys.argv[2:6])
-    elif len(sys.argv) >= 2 and sys.argv[1] == "bench" and len(sys.argv) == 9:
-        bench(sys.argv[2], *map(int, sys.argv[3:9]))
+    elif len(sys.argv) >= 2 and sys.argv[1] == "bench" and len(sys.argv) in (9, 10):
+        variants = tuple(sys.argv[9].split(",")) if len(sys.argv) == 10 else ("eager",)
+        bench(sys.argv[2], *map(int, sys.argv[3:9]), variants=variants)
     else:
         sys.exit(__doc__)
 

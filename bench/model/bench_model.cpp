@@ -3,13 +3,24 @@
 // runs it next to the python3-torch reference, reference_model.py).
 //   areal_model_bench MODEL_DIR THREADS BATCH SEQLEN STEPS GEN_REQUESTS GEN_PROMPT GEN_TOKENS
 // Prints one JSON object: train tokens/s (forward+backward+AdamW), the
-// first step's loss (the reference must match it), generation tokens/s.
+// first step's loss (the reference must match it), generation tokens/s
+// (timed after a warm-up run of the same length). STEPS 0 skips training.
+// With AREAL_BENCH_CONSISTENCY set, the trainer (fsdp) also scores the
+// generated tokens: max and mean |engine log-prob - trainer log-prob|.
 // AREAL_BENCH_ENGINE, a JSON object, adds to both engines' configs (e.g.
 // {"device": "cuda", "dtype": "bfloat16"}; scripts/gpu_check.sh sets it).
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <cstdint>
+#include <string>
+#include <vector>
+#include <memory>
+#include <stdexcept>
+#include <exception>
 
 #include <nlohmann/json.hpp>
 
@@ -53,7 +64,7 @@ int main(int argc, char** argv) {
     };
     const int64_t vocab = nlohmann::json::parse(std::ifstream(model + "/config.json"))["vocab_size"];
 
-    {  // Training: one warm-up step, then `steps` timed steps on the same batch.
+    if (steps > 0) {  // Training: one warm-up step, then `steps` timed steps on the same batch (STEPS 0: generation only).
       auto fsdp = catalog.resolve("fsdp", AREAL_KIND_TRAIN);
       areal::PluginInstance engine(fsdp, with_extra({{"model_path", model}, {"lr", 1e-5}, {"threads", threads}, {"micro_batch_tokens", batch * seqlen}}),
                                    &services);
@@ -84,11 +95,13 @@ int main(int argc, char** argv) {
     {  // Generation: all requests at once, batched by the engine; ignore_eos.
       auto local = catalog.resolve("local", AREAL_KIND_INFERENCE);
       areal::PluginInstance engine(local, with_extra({{"model_path", model}, {"threads", threads}, {"max_batch", gen_requests}}), &services);
+      std::vector<std::vector<int32_t>> prompts(gen_requests);
+      for (int r = 0; r < gen_requests; ++r)
+        for (int t = 0; t < gen_prompt; ++t) prompts[r].push_back(token(r, t, vocab));
+      std::vector<areal::GenerationResult> results;
       auto run = [&](int tokens) {
-        std::vector<std::vector<int32_t>> prompts(gen_requests);
         std::vector<std::unique_ptr<areal::CollectingSink>> sinks;
         for (int r = 0; r < gen_requests; ++r) {
-          for (int t = 0; t < gen_prompt; ++t) prompts[r].push_back(token(r, t, vocab));
           areal_sampling_params s{};
           s.struct_size = AREAL_OFFSET_OF_END(areal_sampling_params, stop_strings_count);
           s.temperature = 1.0f;
@@ -103,18 +116,56 @@ int main(int argc, char** argv) {
           areal::throw_if_status(local->inference()->submit(engine.self(), &req, sinks.back()->sink()), "submit");
         }
         size_t produced = 0;
+        results.clear();
         for (auto& sink : sinks) {
           if (!sink->wait(std::chrono::minutes(10))) throw std::runtime_error("generation timed out");
-          produced += sink->result().output_ids.size();
+          results.push_back(sink->result());
+          produced += results.back().output_ids.size();
         }
         return produced;
       };
-      run(2);  // warm-up
+      run(gen_tokens);  // warm-up on the full length (every shape the timed run meets, graphs captured)
       const auto t0 = Clock::now();
       const size_t produced = run(gen_tokens);
       const double secs = seconds_since(t0);
       out["gen_tokens_per_s"] = static_cast<double>(produced) / secs;
       out["gen_s"] = secs;
+      areal::StringCollector info;
+      areal::throw_if_status(local->inference()->info(engine.self(), info.writer()), "info");
+      const auto j = nlohmann::json::parse(info.text);
+      out["gen_peak_device_memory_bytes"] = j.value("peak_device_memory_bytes", 0.0);
+      out["gen_cuda_graphs"] = j.value("cuda_graphs", false);
+      out["gen_decode_steps"] = j.value("decode_steps", 0);
+      if (std::getenv("AREAL_BENCH_CONSISTENCY")) {
+        // The same tokens scored by the trainer (fsdp, same dtype and device):
+        // how far its recompute is from what the engine recorded.
+        auto fsdp = catalog.resolve("fsdp", AREAL_KIND_TRAIN);
+        areal::PluginInstance trainer(fsdp, with_extra({{"model_path", model}, {"threads", threads}}), &services);
+        std::vector<int32_t> ids, cu{0};
+        for (int r = 0; r < gen_requests; ++r) {
+          ids.insert(ids.end(), prompts[r].begin(), prompts[r].end());
+          ids.insert(ids.end(), results[r].output_ids.begin(), results[r].output_ids.end());
+          cu.push_back(static_cast<int32_t>(ids.size()));
+        }
+        areal::HostTensor<int32_t> ids_t(ids), cu_t(cu);
+        areal::TensorMapBuilder b;
+        b.add("input_ids", ids_t.dl()).add("cu_seqlens", cu_t.dl());
+        DLManagedTensor* lp = nullptr;
+        areal::throw_if_status(fsdp->train()->compute_logprobs(trainer.self(), b.get(), 1.0f, &lp), "compute_logprobs");
+        const auto* v = static_cast<const float*>(lp->dl_tensor.data);
+        double worst = 0, sum = 0;
+        size_t n = 0;
+        for (int r = 0; r < gen_requests; ++r)
+          for (size_t t = 0; t < results[r].output_ids.size(); ++t, ++n) {
+            const double d = std::abs(static_cast<double>(v[cu[r] + gen_prompt + t]) - results[r].logprobs[t]);
+            worst = std::max(worst, d);
+            sum += d;
+          }
+        lp->deleter(lp);
+        out["engine_trainer_logprob_max_abs_diff"] = worst;
+        out["engine_trainer_logprob_mean_abs_diff"] = n ? sum / static_cast<double>(n) : 0.0;
+        out["engine_trainer_tokens"] = n;
+      }
     }
     std::cout << out.dump() << std::endl;
     return 0;
