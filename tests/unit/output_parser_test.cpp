@@ -12,6 +12,7 @@
 
 #include "core/plugin_host/error.hpp"
 #include "plugins/gateway/proxy/output_parser.hpp"
+#include "core/structured_output/json_schema_matcher.hpp"
 #include "core/hf/chat_template/chat_template.hpp"
 #include "stream_split.hpp"
 
@@ -501,6 +502,41 @@ TEST(ForcedToolCall, PrefixPlusGeneratedRestParsesBack) {
   EXPECT_EQ(forced_tool_call_prefix(config("none"), "get_weather"), "");
   EXPECT_EQ(forced_tool_call_prefix(config("qwen"), "get_weather"), "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": ");
   EXPECT_EQ(forced_tool_call_prefix(config("qwen", "deepseek_r1"), ""), "</think>\n\n<tool_call>\n");
+}
+
+// A forced call as constrained decoding: what the schema accepts, sampled
+// after the grammar's prefix, then the grammar's suffix, is the call; the
+// schema (checked by the JSON-schema matcher) accepts the call's JSON and
+// refuses text or another tool's name.
+TEST(ForcedToolCall, GrammarPrefixSampledJsonAndSuffixParseBack) {
+  OutputParserConfig compact = config("mistral");
+  compact.mistral_compact = true;
+  const std::vector<OutputParserConfig> configs = {config("qwen"), config("hermes", "qwen3"), config("qwen", "deepseek_r1"), config("llama3"),
+                                                   config("mistral"), compact, config("deepseek_v3")};
+  const J args = {{"city", "Paris"}};
+  for (const auto& c : configs) {
+    for (const bool named : {true, false}) {
+      const auto g = areal::proxy::forced_tool_call_grammar(c, named ? "get_weather" : "", kWeatherTools);
+      SCOPED_TRACE(c.tool_call_parser + "/" + c.reasoning_parser + (named ? " named" : " any"));
+      const bool expect_constrained = named || (c.tool_call_parser != "deepseek_v3" && !(c.tool_call_parser == "mistral" && c.mistral_compact));
+      ASSERT_EQ(g.constrained, expect_constrained);
+      if (!g.constrained) continue;
+      const char* args_key = c.tool_call_parser == "llama3" ? "parameters" : "arguments";
+      const J sampled = named ? args : J{{"name", "get_weather"}, {args_key, args}};
+      auto matches = [&](const std::string& text) {
+        areal::structured_output::JsonMatcher m(areal::structured_output::Schema::compile(nlohmann::json::parse(g.schema.dump())));
+        return m.feed(text) && m.complete();
+      };
+      EXPECT_TRUE(matches(sampled.dump()));
+      EXPECT_FALSE(matches("\"Paris\""));
+      if (!named) EXPECT_FALSE(matches(J{{"name", "other"}, {args_key, args}}.dump()));
+      const auto p = parse(g.prefix + sampled.dump() + g.suffix, c, kWeatherTools);
+      ASSERT_EQ(p.tool_calls.size(), 1u) << g.prefix + sampled.dump() + g.suffix;
+      EXPECT_EQ(p.tool_calls[0].name, "get_weather");
+      EXPECT_EQ(args_of(p, 0), args);
+      EXPECT_EQ(p.content, "");
+    }
+  }
 }
 
 // ---- streaming ------------------------------------------------------------------

@@ -25,7 +25,7 @@ const ApiTable& chat_completions_fields() {
     {"stream", H, "Token streaming (server-sent events)."},
     {"stream_options", H, "`include_usage` adds the usage chunk; other options are ignored."},
     {"tools", H, "Function tools, rendered by the chat template; `function.parameters` must be an object. `function.strict` and `cache_control` are ignored (tool-call arguments are not constrained)."},
-    {"tool_choice", H, "`auto`, `none`, `required` and a named function. `required`/named force the call: the gateway appends the opening of a tool call to the prompt (prompt tokens, loss mask 0) and the model samples the rest. `required` without `tools` is a 400, as at OpenAI."},
+    {"tool_choice", H, "`auto`, `none`, `required` and a named function. `required`/named force the call: the gateway appends the opening of a tool call to the prompt (prompt tokens, loss mask 0) and the model samples the rest under constrained decoding (an offered tool, arguments its schema accepts). `required` without `tools` is a 400, as at OpenAI."},
     {"parallel_tool_calls", I, "Every tool call the model writes is returned."},
     {"n", H, "1 to 128 choices, generated one after another, each recorded as a call of its own (with `seed`, choice i samples with seed + i)."},
     {"store", I, "OpenAI's meaning (keep the output at OpenAI): nothing to keep here. Every call made with a session key is recorded for training whatever `store` says (pi-coding-agent sends `store: false`); AReaL's proxy instead drops such calls. To serve a call without recording it, use the admin key."},

@@ -9,6 +9,8 @@
 
 #include "core/plugin_host/error.hpp"
 #include "core/plugin_host/generation.hpp"
+#include "core/structured_output/json_schema_matcher.hpp"
+#include "core/text/json_depth.hpp"
 
 namespace areal::proxy {
 namespace {
@@ -263,8 +265,21 @@ size_t ChatService::count_prompt_tokens(const ChatRequest& req) const {
   return build_prompt(req, nullptr, -1, &linked).size() + (forced.empty() ? 0 : tok_->encode(forced, false).size());
 }
 
+ForcedCallGrammar ChatService::forced_call_grammar(const ChatRequest& req) const {
+  ForcedCallGrammar g = forced_tool_call_grammar(config_.parsers, req.tool_choice == "function" ? req.forced_tool : "", req.tools);
+  if (!g.constrained) return g;
+  try {  // a tool schema the compiler does not take: the call is prompted, not constrained
+    structured_output::Schema::compile(text::parse_json_bounded(g.schema.dump()));
+  } catch (const std::exception&) {
+    g.constrained = false;
+    g.prefix = forced_tool_call_prefix(config_.parsers, req.tool_choice == "function" ? req.forced_tool : "");
+    g.suffix.clear();
+  }
+  return g;
+}
+
 std::string ChatService::forced_prefix(const ChatRequest& req) const {
-  if (req.forces_tool_call()) return forced_tool_call_prefix(config_.parsers, req.tool_choice == "function" ? req.forced_tool : "");
+  if (req.forces_tool_call()) return forced_call_grammar(req).prefix;
   if (req.structured_output != AREAL_STRUCTURED_NONE) return structured_output_prefix(config_.parsers);
   return "";
 }
@@ -290,10 +305,20 @@ ChatService::Completed ChatService::run(const ChatRequest& req, const std::share
   c.id = call_id;
   bool linked = false;
   std::vector<int32_t> prompt = build_prompt(req, session, continues, &linked);
-  // A forced tool call: the opening of the call is prompt, the model samples the rest.
   // A forced tool call or a structured reply after an opened <think>: the
-  // opening is prompt, the model samples the rest.
-  const std::string forced = forced_prefix(req);
+  // opening is prompt, the model samples the rest. A forced call is
+  // constrained decoding where the family's call is JSON: the model can only
+  // sample a call of an offered tool with arguments its schema accepts.
+  ForcedCallGrammar grammar;
+  if (req.forces_tool_call()) grammar = forced_call_grammar(req);
+  const std::string forced = req.forces_tool_call() ? grammar.prefix : forced_prefix(req);
+  ChatRequest constrained;
+  if (grammar.constrained) {
+    constrained = req;
+    constrained.structured_output = AREAL_STRUCTURED_JSON_SCHEMA;
+    constrained.json_schema = grammar.schema.dump();
+  }
+  const ChatRequest& sampled = grammar.constrained ? constrained : req;
   if (!forced.empty()) {
     const std::vector<int32_t> ids = tok_->encode(forced, false);
     prompt.insert(prompt.end(), ids.begin(), ids.end());
@@ -320,14 +345,27 @@ ChatService::Completed ChatService::run(const ChatRequest& req, const std::share
         // The client left; the call is still generated and recorded.
       }
     }
-    c.gen = generate(std::move(prompt), req, session ? session->id : std::string(), on_delta);
+    c.gen = generate(std::move(prompt), sampled, session ? session->id : std::string(), on_delta);
   } catch (...) {
     if (record) session->record.fail(index);  // the client gets the error; the session stays consistent
     throw;
   }
   c.gen.concat_linked = linked;
   c.gen.forced_prefix = forced;
-  c.parsed = parse_output(forced + c.gen.text, config_.parsers, req.tools_enabled(), req.tool_call_id_prefix, req.tools);
+  std::string text = forced + c.gen.text;
+  // A constrained call that ended on its own is complete JSON: its closing
+  // (never sampled) lets the parser read it. One cut by length stays text.
+  if (grammar.constrained && c.gen.finish_reason == "stop" && c.gen.stop_string.empty()) {
+    text += grammar.suffix;
+    if (on_delta && !grammar.suffix.empty()) {
+      try {
+        on_delta(grammar.suffix);  // the stream's splitter then sees the call whole
+      } catch (const std::exception&) {
+        // The client left; the call is still recorded.
+      }
+    }
+  }
+  c.parsed = parse_output(text, config_.parsers, req.tools_enabled(), req.tool_call_id_prefix, req.tools);
   c.finish_reason = c.gen.finish_reason;
   c.message = {{"role", "assistant"}, {"content", c.parsed.content}};
   if (c.parsed.has_reasoning) c.message["reasoning_content"] = c.parsed.reasoning;

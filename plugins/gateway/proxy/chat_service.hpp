@@ -104,6 +104,8 @@ class ChatService {
   const tokenizer::Tokenizer& tokenizer() const { return *tok_; }
 
  private:
+  // How a forced tool call is sampled (output_parser.hpp), its schema checked by the compiler.
+  ForcedCallGrammar forced_call_grammar(const ChatRequest& req) const;
   // Tokens the reply may have: the request's max_tokens within the context,
   // max_completion_tokens and max_total_tokens. INVALID_ARGUMENT when the
   // prompt leaves no room.

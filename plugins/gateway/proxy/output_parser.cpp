@@ -522,6 +522,61 @@ std::string forced_tool_call_prefix(const OutputParserConfig& config, const std:
   return prefix;
 }
 
+ForcedCallGrammar forced_tool_call_grammar(const OutputParserConfig& config, const std::string& tool_name, const nlohmann::ordered_json& tools) {
+  ForcedCallGrammar g;
+  g.prefix = forced_tool_call_prefix(config, tool_name);
+  const std::string& p = config.tool_call_parser;
+  auto parameters = [](const J& tool) {
+    const J& f = tool.contains("function") ? tool["function"] : tool;
+    return f.contains("parameters") && f["parameters"].is_object() ? f["parameters"] : J{{"type", "object"}};
+  };
+  // required: one object per tool, its name a constant and its arguments that tool's parameters.
+  auto any_call = [&](const char* args_key) {
+    J options = J::array();
+    if (tools.is_array())
+      for (const auto& t : tools) {
+        if (!t.contains("function") || !t["function"].contains("name")) continue;
+        options.push_back({{"type", "object"},
+                           {"properties", {{"name", {{"const", t["function"]["name"]}}}, {args_key, parameters(t)}}},
+                           {"required", J::array({"name", args_key})},
+                           {"additionalProperties", false}});
+      }
+    return J{{"anyOf", options}};
+  };
+  auto named_parameters = [&]() -> J {
+    if (tools.is_array())
+      for (const auto& t : tools)
+        if (t.contains("function") && t["function"].value("name", std::string()) == tool_name) return parameters(t);
+    return J{{"type", "object"}};
+  };
+  const bool named = !tool_name.empty();
+  if (is_qwen_format(p)) {
+    g.constrained = true;
+    g.schema = named ? named_parameters() : any_call("arguments");
+    g.suffix = (named ? "}\n" : "\n") + kToolCallEnd;
+  } else if (p == "llama3") {
+    g.constrained = true;
+    g.schema = named ? named_parameters() : any_call("parameters");
+    g.suffix = named ? "}" : "";
+    if (!named) g.prefix = config.reasoning_parser == "deepseek_r1" ? kThinkClose + "\n\n" : "";
+  } else if (p == "mistral" && named) {
+    g.constrained = true;
+    g.schema = named_parameters();
+    g.suffix = config.mistral_compact ? "" : "}]";
+  } else if (p == "mistral" && !config.mistral_compact) {
+    g.constrained = true;
+    g.prefix += " [";
+    g.schema = any_call("arguments");
+    g.suffix = "]";
+  } else if (p == "deepseek_v3" && named) {
+    g.constrained = true;
+    g.schema = named_parameters();
+    g.suffix = "\n```" + kDsCallEnd + kDsCallsEnd;
+  }
+  if (g.constrained && g.schema.contains("anyOf") && g.schema["anyOf"].empty()) g.constrained = false;  // no function tools
+  return g;
+}
+
 ParsedOutput parse_output(const std::string& text, const OutputParserConfig& config, bool tools_enabled,
                           const std::string& tool_call_id_prefix, const nlohmann::ordered_json& tools) {
   check_names(config, false);

@@ -117,6 +117,7 @@ ParsedOutput parse_output(const std::string& text, const OutputParserConfig& con
 //   qwen/hermes:  "<tool_call>\n", named: + {"name": "<tool>", "arguments": 
 //   qwen3_coder:  "<tool_call>\n", named: + "<function=<tool>>\n"
 //   llama3:       {"name": "           named: {"name": "<tool>", "parameters": 
+//                 (forced_tool_call_grammar's prefix for required is "": its JSON holds the name)
 //   mistral:      "[TOOL_CALLS]", named: + "<tool>[ARGS]" (compact) or
 //                 " [{\"name\": \"<tool>\", \"arguments\": " (JSON array)
 //   deepseek_v3:  "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>",
@@ -125,6 +126,24 @@ ParsedOutput parse_output(const std::string& text, const OutputParserConfig& con
 // the prefix first closes it ("</think>\n\n"). Empty when the parser is
 // "none" (nothing would read the call).
 std::string forced_tool_call_prefix(const OutputParserConfig& config, const std::string& tool_name);
+
+// A forced tool call as constrained decoding: after forced_tool_call_prefix()
+// the model samples only text that `schema` (a JSON Schema) accepts, then a
+// turn end; the call is closed by `suffix`, text the parser reads after the
+// sampled JSON but that is never sampled nor recorded (the tokens recorded
+// are the prefix, in the prompt, and the JSON + turn end). `constrained` is
+// false where the family's call is not JSON after the prefix (qwen3_coder's
+// XML, deepseek_v3 and compact mistral with no name) or a tool's parameters
+// use what the schema compiler does not take: the call is then prompted by
+// the prefix only. Named: the schema is the tool's parameters; required:
+// one of {name: const, arguments/parameters: that tool's parameters}.
+struct ForcedCallGrammar {
+  bool constrained = false;
+  std::string prefix;  // what the prompt ends with: forced_tool_call_prefix(), or less when the schema covers it
+  nlohmann::ordered_json schema;
+  std::string suffix;
+};
+ForcedCallGrammar forced_tool_call_grammar(const OutputParserConfig& config, const std::string& tool_name, const nlohmann::ordered_json& tools);
 
 // What a structured-output reply starts with: "</think>\n\n" when the
 // prompt opened <think> (deepseek_r1), so the constrained JSON is the
