@@ -487,7 +487,11 @@ class LocalInference {
     const torch::Tensor key_counts = decode_inputs_[2].narrow(0, 0, rows), write_slots = decode_inputs_[3].narrow(0, 0, rows);
     // Computed once for every layer: the rotary table and which cached keys each row sees.
     const torch::Tensor rope = model_->rope_table(positions);
-    const torch::Tensor allowed = (torch::arange(keys, key_counts.options()).unsqueeze(0) < key_counts.unsqueeze(1)).view({rows, 1, 1, keys});
+    torch::Tensor allowed = (torch::arange(keys, key_counts.options()).unsqueeze(0) < key_counts.unsqueeze(1)).view({rows, 1, 1, keys});
+    // On CUDA as the additive mask attention takes, made once instead of in every layer.
+    if (device_.is_cuda())
+      allowed = torch::zeros(allowed.sizes(), torch::TensorOptions().dtype(dtype_).device(device_))
+                    .masked_fill_(allowed.logical_not(), -std::numeric_limits<double>::infinity());
     torch::Tensor x = torch::embedding(model_->p("model.embed_tokens.weight"), tokens);
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
       const std::string pre = "model.layers." + std::to_string(l) + ".";

@@ -20,6 +20,12 @@
 #else
 #define AREAL_HAS_SDPA 0
 #endif
+// at::_fused_rms_norm (one CUDA kernel, with its backward) arrived in 2.8.
+#if defined(TORCH_VERSION_MAJOR) && (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 8))
+#define AREAL_HAS_FUSED_RMS_NORM 1
+#else
+#define AREAL_HAS_FUSED_RMS_NORM 0
+#endif
 // Its enable_gqa argument (grouped-query attention without repeating K/V) arrived in 2.5.
 #if AREAL_HAS_SDPA && (TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 5)
 #define AREAL_HAS_SDPA_GQA 1
@@ -126,6 +132,13 @@ std::vector<torch::Tensor> DecoderModel::parameters() const {
 }
 
 torch::Tensor DecoderModel::rms_norm(const torch::Tensor& x, const torch::Tensor& w) const {
+#if AREAL_HAS_FUSED_RMS_NORM
+  // On CUDA one kernel instead of eight (Qwen3 has four norms a layer, which
+  // dominated the kernel count of a decode step): it reduces in float32 too,
+  // and rounds the weighted result once where HF rounds before the weight.
+  if (x.is_cuda() && x.scalar_type() != torch::kFloat64 && w.scalar_type() == x.scalar_type())
+    return std::get<0>(at::_fused_rms_norm(x, {w.size(0)}, w, config_.rms_norm_eps));
+#endif
   // In float32 at least, as HF's RMSNorm does, then back to the input dtype.
   const auto compute = x.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
   const torch::Tensor xf = x.to(compute);
@@ -245,7 +258,8 @@ torch::Tensor DecoderModel::attend_cached(int64_t layer, const torch::Tensor& q,
   if (!o.defined()) {
     const auto compute = q.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;  // softmax in float32 at least
     torch::Tensor scores = torch::matmul(q4, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(hd));
-    scores = scores.masked_fill(allowed.logical_not(), -std::numeric_limits<double>::infinity());
+    if (allowed.scalar_type() == torch::kBool) scores = scores.masked_fill(allowed.logical_not(), -std::numeric_limits<double>::infinity());
+    else scores = scores + allowed.to(scores.scalar_type());
     o = torch::matmul(torch::softmax(scores.to(compute), -1).to(q.scalar_type()), v);
   }
   return torch::linear(o.reshape({B, -1}), p("model.layers." + std::to_string(layer) + ".self_attn.o_proj.weight"));

@@ -61,8 +61,9 @@ class DecoderModel {
   torch::Tensor attend(int64_t layer, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t q_offset) const;
   // One new token per row over that row's cached keys, all rows at once
   // (batched decoding): q [B, H, hd], k/v [B, kv_heads, L, hd] (a view of
-  // the cache: the last dimension contiguous), `allowed` [B, 1, 1, L] bool:
-  // the keys each row sees (at least one). [B, H*hd] after o_proj.
+  // the cache: the last dimension contiguous), `allowed` [B, 1, 1, L]: the
+  // keys each row sees (at least one), as bool or as an additive mask (0 or
+  // -inf, the attention's dtype). [B, H*hd] after o_proj.
   torch::Tensor attend_cached(int64_t layer, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& allowed) const;
   const torch::Tensor& p(const std::string& name) const;
 
