@@ -1,18 +1,31 @@
 #!/usr/bin/env bash
-# Installs every Debian package the build and tests need (only what is
-# missing; no-op when all are present), then configures and builds Release
-# into ./build, with ccache when available.
+# Installs the Debian packages the build needs (only what is missing; no-op
+# when all are present), then configures and builds Release into ./build,
+# with ccache when available.
 #
-#   scripts/setup.sh            # install + build
+#   scripts/setup.sh            # install + build everything: tests, benchmarks, every plugin
+#   AREAL_SETUP=quickstart scripts/setup.sh   # only what the CPU quickstart runs (scripts/quickstart.sh)
 #   BUILD_DIR=out scripts/setup.sh
 #   AREAL_TORCH=pytorch|debian scripts/setup.sh   # which libtorch (default: PyTorch's with CUDA if installed)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+setup_for=${AREAL_SETUP:-all}
+case "$setup_for" in all|quickstart) ;; *) echo "setup: AREAL_SETUP must be all or quickstart, got '$setup_for'" >&2; exit 1 ;; esac
 
+# What areal-host, its plugins and the quickstart need.
 packages=(
   g++ cmake ninja-build pkg-config ccache binutils python3
   libpoco-dev libboost-dev nlohmann-json3-dev libyaml-cpp-dev libspdlog-dev libdlpack-dev
-  libgtest-dev libgmock-dev libbenchmark-dev libicu-dev libsqlite3-dev libpython3-dev python3-aiohttp python3-httpx python3-jsonschema python3-jinja2 python3-torch python3-venv libtorch-dev libgloo-dev
+  libicu-dev libsqlite3-dev libtorch-dev
+  # Debian's libtorch calls the system BLAS; without OpenBLAS it gets the
+  # netlib reference BLAS, about 9x slower on the model's matmuls.
+  libopenblas0-openmp
+)
+# What the test suite, the benchmarks and the plugins the quickstart does not
+# use need besides.
+[ "$setup_for" = all ] && packages+=(
+  libgtest-dev libgmock-dev libbenchmark-dev libpython3-dev python3-aiohttp python3-httpx python3-jsonschema python3-jinja2 python3-torch python3-venv
+  libgloo-dev
   # The sanitizer and fuzzing build (scripts/sanitize.sh): clang and its
   # runtimes (ASan, UBSan, libFuzzer).
   clang libclang-rt-14-dev
@@ -21,9 +34,6 @@ packages=(
   # The Slurm launcher's integration test: a one-node cluster on localhost
   # (tests/support/slurm_cluster.sh starts and stops it; no service is enabled).
   slurmctld slurmd slurm-client munge
-  # Debian's libtorch calls the system BLAS; without OpenBLAS it gets the
-  # netlib reference BLAS, about 9x slower on the model's matmuls.
-  libopenblas0-openmp
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -50,17 +60,21 @@ fi
 # real agent programs (Claude Code, Codex CLI) and the quickstart's example
 # agent, and playwright-core for the dashboard's browser test. Skipped when
 # the installed copy matches the lock file.
-for dir in tests/parity tests/e2e/clients tests/e2e/agents examples/quickstart_agent tests/dashboard; do
+npm_dirs=(examples/quickstart_agent)
+[ "$setup_for" = all ] && npm_dirs+=(tests/parity tests/e2e/clients tests/e2e/agents tests/dashboard)
+for dir in "${npm_dirs[@]}"; do
   if [ ! -f "$dir/node_modules/.package-lock.json" ] || ! cmp -s "$dir/package-lock.json" "$dir/node_modules/.areal-lock-copy"; then
     (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error && cp package-lock.json node_modules/.areal-lock-copy)
   fi
 done
 # Claude Code's package carries its native binary; where npm skipped the
 # package's postinstall and the binary does not run, its installer places it.
-if ! tests/e2e/agents/node_modules/.bin/claude --version >/dev/null 2>&1; then
-  (cd tests/e2e/agents/node_modules/@anthropic-ai/claude-code && node install.cjs)
+if [ "$setup_for" = all ]; then
+  if ! tests/e2e/agents/node_modules/.bin/claude --version >/dev/null 2>&1; then
+    (cd tests/e2e/agents/node_modules/@anthropic-ai/claude-code && node install.cjs)
+  fi
+  tests/e2e/agents/node_modules/.bin/claude --version >/dev/null && tests/e2e/agents/node_modules/.bin/codex --version >/dev/null
 fi
-tests/e2e/agents/node_modules/.bin/claude --version >/dev/null && tests/e2e/agents/node_modules/.bin/codex --version >/dev/null
 
 # The test suite's pinned Python environments (issue #28), every package at
 # the version its lock file names, installed without resolving (--no-deps)
@@ -127,6 +141,10 @@ if [ -f "$build_dir/CMakeCache.txt" ] && ! grep -qx "Torch_DIR:PATH=$want_torch_
   echo "setup: $build_dir was configured with another libtorch; configuring it afresh"
   rm -rf "$build_dir/CMakeCache.txt" "$build_dir/CMakeFiles"
 fi
-cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release "${torch_args[@]}"
+# The quickstart builds no tests, benchmarks or python_inline (its CPython
+# embedding); the full setup turns them back on in the same build folder.
+scope_args=(-DAREAL_BUILD_TESTS=ON -DAREAL_BUILD_BENCHMARKS=ON -DAREAL_WITH_PYTHON_INLINE=ON)
+[ "$setup_for" = quickstart ] && scope_args=(-DAREAL_BUILD_TESTS=OFF -DAREAL_BUILD_BENCHMARKS=OFF -DAREAL_WITH_PYTHON_INLINE=OFF)
+cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release "${torch_args[@]}" "${scope_args[@]}"
 cmake --build "$build_dir" -j "$jobs"
 command -v ccache >/dev/null && ccache --show-stats 2>/dev/null | grep -iE "hits|misses" | head -3 || true
