@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <deque>
 #include <map>
+#include <optional>
 #include <set>
+#include <string>
 
 #include "core/plugin_host/error.hpp"
 
@@ -613,12 +615,165 @@ bool JsonMatcher::complete() const {
   return false;
 }
 
+namespace {
+
+constexpr size_t kMaxCompletionDepth = 24;
+constexpr uint32_t kMaxPaddedLength = 256;  // a longer minLength is not padded (no completion)
+const SchemaNode kAnyValue;
+
+// The shortest compact JSON text node accepts.
+std::optional<std::string> shortest_value(const SchemaNode& n, size_t depth) {
+  if (depth > kMaxCompletionDepth) return std::nullopt;
+  std::optional<std::string> best;
+  auto offer = [&](std::optional<std::string> s) {
+    if (s && (!best || s->size() < best->size())) best = std::move(s);
+  };
+  if (!n.any_of.empty()) {
+    for (const SchemaNode* alt : n.any_of) offer(shortest_value(*alt, depth + 1));
+    return best;
+  }
+  if (n.has_literals) {
+    for (const auto& lit : n.literals) offer(lit);
+    return best;
+  }
+  if (n.types & (kInteger | kNumber)) offer(std::string("0"));
+  if ((n.types & kString) && n.min_length <= kMaxPaddedLength && n.min_length <= n.max_length)
+    offer("\"" + std::string(n.min_length, 'a') + "\"");
+  if (n.types & kNull) offer(std::string("null"));
+  if (n.types & kBoolean) offer(std::string("true"));
+  if ((n.types & kArray) && (!best || best->size() > 2)) {
+    std::optional<std::string> s = std::string("[");
+    for (uint32_t i = 0; s && i < n.min_items; ++i) {
+      const SchemaNode* item = item_node(n, i, &kAnyValue);
+      auto v = item ? shortest_value(*item, depth + 1) : std::nullopt;
+      if (!v) s.reset();
+      else *s += (i ? "," : "") + *v;
+    }
+    if (s) offer(*s + "]");
+  }
+  if ((n.types & kObject) && (!best || best->size() > 2)) {
+    std::optional<std::string> s = std::string("{");
+    bool first = true;
+    for (size_t i = 0; s && i < n.property_keys.size() && i < kTrackedProperties; ++i) {
+      if (!(n.required >> i & 1)) continue;
+      auto v = shortest_value(*n.property_nodes[i], depth + 1);
+      if (!v) s.reset();
+      else *s += (first ? "\"" : ",\"") + n.property_keys[i] + "\":" + *v;
+      first = false;
+    }
+    if (s) offer(*s + "}");
+  }
+  return best;
+}
+
+// The name the shortest completion writes for an object's next property:
+// a missing required one first, else (any_declared) any unwritten declared
+// one; only those starting with `prefix` (a key already begun).
+std::optional<std::string> next_key(const JsonMatcher::Frame& obj, const std::string& prefix, bool any_declared) {
+  const SchemaNode& n = *obj.node;
+  std::optional<std::string> best;
+  for (int pass = 0; pass < 2 && !best; ++pass)
+    for (size_t i = 0; i < n.property_keys.size() && i < kTrackedProperties; ++i) {
+      const std::string& k = n.property_keys[i];
+      const bool wanted = pass == 0 ? (n.required >> i & 1) : any_declared;
+      if (!wanted || (obj.seen >> i & 1) || k.compare(0, prefix.size(), prefix) != 0 || k.size() < prefix.size()) continue;
+      if (!best || k.size() < best->size()) best = k;
+    }
+  return best;
+}
+
+// The next bytes on thread t's shortest way to a whole value: what its
+// innermost unfinished construct needs next.
+std::optional<std::string> closing_chunk(const JsonMatcher::Thread& t) {
+  for (size_t k = t.frames.size(); k-- > 0;) {
+    const JsonMatcher::Frame& f = t.frames[k];
+    switch (f.kind) {
+      case kValue:
+        return shortest_value(*f.node, 0);
+      case kLiteral: {
+        if (can_end(f)) continue;  // finished; its parent goes on
+        std::optional<std::string> best;
+        for (const auto& lit : *f.literals)
+          if (lit.compare(0, f.text.size(), f.text) == 0 && lit.size() > f.text.size() && (!best || lit.size() - f.text.size() < best->size()))
+            best = lit.substr(f.text.size());
+        return best;
+      }
+      case kNumberFrame:
+        if (can_end(f)) continue;
+        return std::string("0");
+      case kStringFrame: {
+        if (f.escape == 1) return std::string("n");
+        if (f.escape >= 2) return std::string(6 - f.escape, '0');
+        if (f.utf8 > 0) return std::string(1, static_cast<char>(f.utf8_lo));
+        if (!f.key) return std::string(f.count < f.node->min_length ? f.node->min_length - f.count : 0, 'a') + "\"";
+        const JsonMatcher::Frame& obj = t.frames[k - 1];
+        const bool free_names = obj.node->additional;
+        if (auto name = next_key(obj, f.text, !free_names)) return name->substr(f.text.size()) + "\"";
+        if (!free_names) return std::nullopt;
+        // A name written already may not close here; one more byte makes it new.
+        std::string name = f.text;
+        const auto& keys = obj.node->property_keys;
+        while (std::find(keys.begin(), keys.end(), name) != keys.end()) name += '_';
+        return name.substr(f.text.size()) + "\"";
+      }
+      case kObjectFrame: {
+        if (f.state == kObjAfterKey) return std::string(":");
+        if (f.state != kObjAfterComma && required_done(f)) return std::string("}");
+        auto name = next_key(f, "", true);
+        if (!name && f.node->additional) name = std::string("");  // any name may follow a comma
+        if (!name) return std::nullopt;
+        return (f.state == kObjAfterValue ? ",\"" : "\"") + *name + "\"";
+      }
+      case kArrayFrame: {
+        const SchemaNode& n = *f.node;
+        if (f.state == kArrAfterValue) return std::string(f.count >= n.min_items ? "]" : ",");
+        if (f.state == kArrOpen && n.min_items == 0) return std::string("]");
+        const SchemaNode* item = item_node(n, f.count, &kAnyValue);
+        if (!item) return std::nullopt;
+        return shortest_value(*item, 0);
+      }
+    }
+    return std::nullopt;
+  }
+  return std::string();
+}
+
+}  // namespace
+
+std::optional<std::string> JsonMatcher::shortest_completion() const {
+  std::optional<std::string> best;
+  for (const Thread& start : threads_) {
+    JsonMatcher m = *this;
+    m.threads_ = {start};
+    std::string out;
+    // Each chunk finishes at least one byte of a bounded construct; the guard
+    // only stops a schema the chunks cannot satisfy.
+    for (int guard = 0; guard < 1024 && !m.complete(); ++guard) {
+      auto chunk = closing_chunk(m.threads_[0]);
+      if (!chunk || chunk->empty() || !m.feed(*chunk)) break;
+      out += *chunk;
+    }
+    if (m.complete() && (!best || out.size() < best->size())) best = std::move(out);
+  }
+  return best;
+}
+
 bool JsonMatcher::in_free_string() const {
   if (threads_.size() != 1 || threads_[0].frames.empty()) return false;
   const Frame& f = threads_[0].frames.back();
   if (f.kind != kStringFrame || f.escape != 0 || f.utf8 != 0) return false;
   if (f.key) return threads_[0].frames[threads_[0].frames.size() - 2].node->additional;
   return f.node->max_length == kUnbounded;
+}
+
+bool JsonMatcher::in_free_property_name() const { return in_free_string() && threads_[0].frames.back().key; }
+
+bool JsonMatcher::property_name_may_be_declared() const {
+  const auto& frames = threads_[0].frames;
+  const std::string& text = frames.back().text;
+  for (const auto& k : frames[frames.size() - 2].node->property_keys)
+    if (k.compare(0, text.size(), text) == 0 && k.size() >= text.size()) return true;
+  return false;
 }
 
 }  // namespace areal::structured_output

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -65,6 +66,19 @@ class JsonMatcher {
   // characters without '"', '\\' or control characters continues it. Lets
   // the token mask accept such tokens without walking their bytes.
   bool in_free_string() const;
+  // That free string is a property name (plain text can then lengthen the
+  // shortest completion: a required name it no longer spells is still due).
+  bool in_free_property_name() const;
+  // In such a name: the bytes so far begin one of the object's declared
+  // names (beyond them, plain text changes nothing the completion needs).
+  bool property_name_may_be_declared() const;
+  // The shortest bytes that make the output so far a whole valid value
+  // ("" when it is one already): strings closed (padded to minLength),
+  // numbers and literals finished, missing required properties and minItems
+  // items added with their shortest values, containers closed. nullopt when
+  // none is found (a schema whose values nest past the search's depth).
+  // Budget-aware decoding follows it when max_tokens runs short.
+  std::optional<std::string> shortest_completion() const;
 
   // One open JSON construct (implementation detail, public so copies are
   // plain value copies).

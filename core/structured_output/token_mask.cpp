@@ -62,25 +62,65 @@ void VocabularyTrie::build(uint32_t node, uint32_t depth, const std::vector<std:
   for (uint32_t c = first; c < first + nodes_[node].children; ++c) build(c, depth + 1, bytes);
 }
 
-void VocabularyTrie::visit(uint32_t node, const JsonMatcher& m, std::vector<uint8_t>& allowed) const {
+// Walks the trie below `node` with m the matcher after the node's bytes.
+// Under a budget, plain text in a free string value never lengthens the
+// shortest completion (the caller checked it fits before the walk), so those
+// subtrees are still taken whole; any other token is checked where it ends.
+void VocabularyTrie::visit(uint32_t node, const JsonMatcher& m, std::vector<uint8_t>& allowed, size_t budget) const {
   const bool free_string = m.in_free_string();
+  const bool free_name = budget != kUnlimited && free_string && m.in_free_property_name();
   const Node& n = nodes_[node];
   for (uint32_t c = n.first_child; c < n.first_child + n.children; ++c) {
     const Node& child = nodes_[c];
-    if (free_string && all_plain(child.lo, child.hi)) {
+    if (free_string && !free_name && all_plain(child.lo, child.hi)) {
       for (uint32_t k = child.lo; k < child.hi; ++k) allowed[order_[k]] = 1;
       continue;
     }
     JsonMatcher next = m;
     if (!next.feed(child.byte)) continue;
-    for (uint32_t k = child.lo; k < child.end_here; ++k) allowed[order_[k]] = 1;
-    if (child.children > 0) visit(c, next, allowed);
+    if (free_name && all_plain(child.lo, child.hi) && !next.property_name_may_be_declared()) {
+      // A name no declared one begins with: every plain token below leaves
+      // the same completion (close it, its value, the rest), so one check.
+      const auto rest = next.shortest_completion();
+      if (rest && rest->size() <= budget)
+        for (uint32_t k = child.lo; k < child.hi; ++k) allowed[order_[k]] = 1;
+      continue;
+    }
+    bool fits = child.end_here > child.lo;
+    if (fits && budget != kUnlimited) {
+      const auto rest = next.shortest_completion();
+      fits = rest && rest->size() <= budget;
+    }
+    if (fits)
+      for (uint32_t k = child.lo; k < child.end_here; ++k) allowed[order_[k]] = 1;
+    if (child.children > 0) visit(c, next, allowed, budget);
   }
 }
 
-void VocabularyTrie::allowed_tokens(const JsonMatcher& matcher, std::vector<uint8_t>& allowed) const {
+bool VocabularyTrie::allowed_tokens(const JsonMatcher& matcher, std::vector<uint8_t>& allowed, size_t completion_budget) const {
   allowed.assign(vocab_size_, 0);
-  visit(0, matcher, allowed);
+  if (completion_budget != kUnlimited) {
+    const auto rest = matcher.shortest_completion();
+    if (!rest || rest->size() > completion_budget) return false;  // no room: the caller closes by the fastest way
+  }
+  visit(0, matcher, allowed, completion_budget);
+  return std::find(allowed.begin(), allowed.end(), 1) != allowed.end();
+}
+
+bool VocabularyTrie::prefix_tokens(std::string_view text, std::vector<uint8_t>& allowed) const {
+  allowed.assign(vocab_size_, 0);
+  bool any = false;
+  uint32_t node = 0;
+  for (char c : text) {
+    const Node& n = nodes_[node];
+    uint32_t next = 0;
+    for (uint32_t ch = n.first_child; ch < n.first_child + n.children && next == 0; ++ch)
+      if (nodes_[ch].byte == static_cast<uint8_t>(c)) next = ch;
+    if (next == 0) break;  // no token spells the text this far
+    for (uint32_t k = nodes_[next].lo; k < nodes_[next].end_here; ++k) allowed[order_[k]] = 1, any = true;
+    node = next;
+  }
+  return any;
 }
 
 }  // namespace areal::structured_output

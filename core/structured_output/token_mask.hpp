@@ -5,8 +5,10 @@
 // once (the common case: a mask over 150k tokens costs a few milliseconds).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/structured_output/json_schema_matcher.hpp"
@@ -20,10 +22,18 @@ class VocabularyTrie {
   explicit VocabularyTrie(const std::vector<std::string>& token_bytes);
 
   // Sets allowed[id] = 1 for every token the matcher accepts as its next
-  // bytes (allowed is resized to the vocabulary and cleared first). End of
-  // output is not a token here: the caller allows its stop tokens when
-  // matcher.complete().
-  void allowed_tokens(const JsonMatcher& matcher, std::vector<uint8_t>& allowed) const;
+  // bytes (allowed is resized to the vocabulary and cleared first), and with
+  // a completion budget only those after which the shortest completion
+  // (JsonMatcher::shortest_completion) has at most that many bytes. Returns
+  // whether any is. End of output is not a token here: the caller allows its
+  // stop tokens when matcher.complete().
+  bool allowed_tokens(const JsonMatcher& matcher, std::vector<uint8_t>& allowed, size_t completion_budget = kUnlimited) const;
+  static constexpr size_t kUnlimited = SIZE_MAX;
+  // Sets allowed[id] = 1 for every token whose bytes are a non-empty prefix
+  // of text (allowed is resized and cleared first): the tokens that follow a
+  // fixed continuation such as JsonMatcher::shortest_completion(). Returns
+  // whether there is any.
+  bool prefix_tokens(std::string_view text, std::vector<uint8_t>& allowed) const;
 
   size_t vocab_size() const { return vocab_size_; }
 
@@ -34,7 +44,7 @@ class VocabularyTrie {
     uint8_t byte = 0;
   };
   void build(uint32_t node, uint32_t depth, const std::vector<std::string>& bytes);
-  void visit(uint32_t node, const JsonMatcher& m, std::vector<uint8_t>& allowed) const;
+  void visit(uint32_t node, const JsonMatcher& m, std::vector<uint8_t>& allowed, size_t budget) const;
   bool all_plain(uint32_t lo, uint32_t hi) const { return not_plain_before_[hi] == not_plain_before_[lo]; }
 
   size_t vocab_size_ = 0;

@@ -630,13 +630,28 @@ class LocalInference {
     for (const auto& [id, bias] : r.logit_bias) q[id] += bias;
     const auto& s = r.sampling;
     for (const auto& [id, count] : r.generated_counts) q[id] -= s.frequency_penalty * count + (count > 0 ? s.presence_penalty : 0.0f);
-    if (r.generated < r.min_new) {  // too short to end yet
+    // Budget-aware structured output: near the end of max_tokens, only
+    // tokens after which the shortest way to a whole value (a byte a token)
+    // and the stop token still fit are allowed, so the output is valid JSON
+    // whatever the model samples (white space, long strings), within
+    // max_tokens. Outside the window no single token can take all the room.
+    bool budgeted = false;
+    if (r.matcher) {
+      constexpr int64_t kBudgetWindow = 256;
+      const int64_t left = r.limit - r.generated;  // this token included
+      const auto rest = r.matcher->shortest_completion();
+      budgeted = rest && left - 2 < static_cast<int64_t>(rest->size()) + kBudgetWindow;
+      if (!budgeted) r.trie->allowed_tokens(*r.matcher, allowed_);
+      else if (left < 2) allowed_.assign(r.trie->vocab_size(), 0);  // only the stop token
+      else if (!r.trie->allowed_tokens(*r.matcher, allowed_, static_cast<size_t>(left - 2)) && !rest->empty())
+        r.trie->prefix_tokens(*rest, allowed_);  // too little room even so: the fastest way to close
+    }
+    if (r.generated < r.min_new && !(budgeted && r.matcher->complete())) {  // too short to end yet
       const double kMasked = -std::numeric_limits<double>::infinity();
       for (int32_t id : r.stop_ids) q[id] = kMasked;
       if (model_->config().eos_token_id >= 0) q[model_->config().eos_token_id] = kMasked;
     }
     if (r.matcher) {
-      r.trie->allowed_tokens(*r.matcher, allowed_);
       if (r.matcher->complete()) {
         for (int32_t id : r.stop_ids) allowed_[id] = 1;
         if (!s.ignore_eos && model_->config().eos_token_id >= 0) allowed_[model_->config().eos_token_id] = 1;

@@ -215,6 +215,52 @@ TEST(LocalSampling, JsonSchemaOutputIsValidAndLogprobsAreOfTheMaskedDistribution
   }
 }
 
+// Budget-aware structured output: with max_tokens too small for what a
+// random model wanders into (white space, long strings), the engine still
+// closes the JSON by the shortest way and ends with the stop token, so every
+// output is valid for the schema (Python's jsonschema) and within max_tokens.
+TEST(LocalSampling, JsonSchemaOutputClosesWithinMaxTokens) {
+  const std::string model = tiny_qwen3();
+  Engine engine(model);
+  const auto tok = areal::tokenizer::Tokenizer::from_dir(model);
+  const nlohmann::json schema = {
+      {"type", "object"},
+      {"properties", {{"city", {{"type", "string"}}}, {"note", {{"type", "string"}}}, {"days", {{"type", "integer"}}}}},
+      {"required", {"city", "days"}}};
+  const std::string schema_text = schema.dump();
+  const int32_t im_end = tok->token_to_id("<|im_end|>");
+  const std::vector<int32_t> prompt = tok->encode("<|im_start|>user\nWeather?<|im_end|>\n<|im_start|>assistant\n", false);
+  const std::string dir = areal::testing::test_temp_dir("json-budget");
+  fs::create_directories(dir);
+  std::ofstream(dir + "/schema.json") << schema_text;
+  nlohmann::json outputs = nlohmann::json::array();
+  int closed_early = 0;
+  for (int32_t max_new : {24, 32, 48}) {
+    for (uint64_t seed = 1; seed <= 4; ++seed) {
+      areal_sampling_params s = base_params(1.0f, max_new, seed);
+      s.stop_token_ids = &im_end;
+      s.stop_token_ids_count = 1;
+      s.structured_output = AREAL_STRUCTURED_JSON_SCHEMA;
+      s.json_schema = areal_str{schema_text.data(), schema_text.size()};
+      const auto res = engine.run(prompt, s);
+      ASSERT_EQ(res.finish_reason, AREAL_FINISH_STOP) << "max_tokens " << max_new << " seed " << seed << ": " << res.error_message << " "
+                                                       << tok->decode_bytes(res.output_ids);
+      ASSERT_LE(res.output_ids.size(), static_cast<size_t>(max_new));
+      ASSERT_EQ(res.output_ids.back(), im_end);
+      const std::string text = tok->decode_bytes(std::vector<int32_t>(res.output_ids.begin(), res.output_ids.end() - 1));
+      ASSERT_TRUE(nlohmann::json::accept(text)) << text;
+      outputs.push_back(text);
+      if (res.output_ids.size() + 2 >= static_cast<size_t>(max_new)) ++closed_early;
+    }
+  }
+  EXPECT_GE(closed_early, 6) << "a random model should mostly run into the budget, so the closing is what these runs test";
+  std::ofstream(dir + "/outputs.json") << outputs.dump();
+  const std::string cmd = "/usr/bin/python3 -c 'import json,sys,jsonschema; s = json.load(open(sys.argv[1])); "
+                          "[jsonschema.validate(json.loads(t), s) for t in json.load(open(sys.argv[2]))]' " +
+                          dir + "/schema.json " + dir + "/outputs.json";
+  EXPECT_EQ(std::system(cmd.c_str()), 0);
+}
+
 // Unsupported or broken input is a clear INVALID_ARGUMENT at submit.
 TEST(LocalSampling, BadReshapingInputIsRefusedAtSubmit) {
   Engine engine(tiny_qwen3());

@@ -9,6 +9,7 @@
 #include <random>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 #include <memory>
 #include <cstdlib>
@@ -157,6 +158,81 @@ TEST(JsonSchemaMatcher, RandomAcceptedOutputsAreValidForPythonJsonschema) {
       "bad = [c for c in json.load(open(sys.argv[1])) if not jsonschema.Draft202012Validator(c[\"schema\"]).is_valid(json.loads(c[\"text\"]))]\n"
       "print(bad[:3]); sys.exit(1 if bad else 0)' " + dir + "/cases.json";
   EXPECT_EQ(std::system(cmd.c_str()), 0) << "some accepted outputs are invalid (see above)";
+}
+
+// The shortest completion of an output cut anywhere: what it adds for each
+// kind of unfinished construct, and (on random cuts of random outputs) that
+// the completed text is complete for the matcher and valid for Python's
+// jsonschema.
+TEST(JsonSchemaMatcher, ShortestCompletionClosesAnyCutOutput) {
+  auto rest = [](const J& schema, const std::string& prefix) {
+    JsonMatcher m(Schema::compile(schema));
+    EXPECT_TRUE(m.feed(prefix)) << prefix;
+    return m.shortest_completion().value_or("<none>");
+  };
+  const J call = J::parse(R"({"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+                              "required": ["city"], "additionalProperties": false})");
+  EXPECT_EQ(rest(call, ""), R"({"city":""})");
+  EXPECT_EQ(rest(call, "{"), R"("city":""})");
+  EXPECT_EQ(rest(call, "{\n  \"ci"), R"(ty":""})");
+  EXPECT_EQ(rest(call, R"({"days": -)"), R"(0,"city":""})");
+  EXPECT_EQ(rest(call, R"({"city": "Par)"), R"("})");
+  EXPECT_EQ(rest(call, R"({"city": "P\u00)"), R"(00"})");
+  EXPECT_EQ(rest(call, "{\"city\": \"\xc3"), "\x80\"}");
+  EXPECT_EQ(rest(call, R"({"city": "Paris")"), "}");
+  EXPECT_EQ(rest(call, R"({"city": "Paris"})"), "");
+  EXPECT_EQ(rest(kPerson, R"({"age": 4)"), R"(,"name":""})");  // a number may go on; closing it is shorter
+  EXPECT_EQ(rest(J::parse(R"({"type": "string", "minLength": 3})"), "\"a"), "aa\"");
+  EXPECT_EQ(rest(J::parse(R"({"type": "array", "items": {"type": "boolean"}, "minItems": 2})"), "[f"), "alse,true]");
+  EXPECT_EQ(rest(J::parse(R"({"enum": ["north", "south-east"]})"), "\"so"), "uth-east\"");
+  EXPECT_EQ(rest(J::parse(R"({"type": "object"})"), R"({"k": [1, {"x": )"), "0}]}");
+  EXPECT_EQ(rest(J::parse(R"({"anyOf": [{"type": "string", "minLength": 4}, {"type": "null"}]})"), ""), "null");
+
+  const std::vector<J> schemas = {
+      kPerson, call,
+      J::parse(R"({"type": "object", "properties": {"xs": {"type": "array", "items": {"type": "number"}, "minItems": 1},
+                  "mode": {"enum": ["fast", "slow", 3]}, "nested": {"type": "object", "properties": {"ok": {"type": "boolean"}},
+                  "required": ["ok"]}}, "required": ["xs", "mode", "nested"]})"),
+      J::parse(R"({"type": "array", "prefixItems": [{"type": "string", "minLength": 2}, {"type": "integer"}], "items": false, "minItems": 2})"),
+      J::parse(R"({"$ref": "#/$defs/node", "$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer"},
+                  "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}}, "required": ["v", "kids"], "additionalProperties": false}}})"),
+  };
+  std::mt19937_64 rng(11);
+  const std::string dir = areal::testing::test_temp_dir("completion");
+  fs::create_directories(dir);
+  J cases = J::array();
+  for (const auto& schema : schemas) {
+    const auto compiled = Schema::compile(schema);
+    for (int i = 0; i < 30; ++i) {
+      bool complete = false;
+      const std::string out = random_output(compiled, rng, &complete);
+      for (size_t cut = 0; cut <= out.size(); cut += 1 + rng() % 5) {
+        JsonMatcher m(compiled);
+        ASSERT_TRUE(m.feed(std::string_view(out).substr(0, cut)));
+        const auto tail = m.shortest_completion();
+        ASSERT_TRUE(tail.has_value()) << schema.dump() << " cut " << out.substr(0, cut);
+        ASSERT_TRUE(m.feed(*tail) && m.complete()) << out.substr(0, cut) << " + " << *tail;
+        cases.push_back({{"schema", schema}, {"text", out.substr(0, cut) + *tail}});
+      }
+    }
+  }
+  EXPECT_GE(cases.size(), 500u);
+  std::ofstream(dir + "/cases.json") << cases.dump();
+  const std::string cmd =
+      "/usr/bin/python3 -c 'import json,sys,jsonschema\n"
+      "bad = [c for c in json.load(open(sys.argv[1])) if not jsonschema.Draft202012Validator(c[\"schema\"]).is_valid(json.loads(c[\"text\"]))]\n"
+      "print(bad[:3]); sys.exit(1 if bad else 0)' " + dir + "/cases.json";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << "some completed outputs are invalid (see above)";
+}
+
+// prefix_tokens: exactly the tokens that spell a beginning of the text.
+TEST(VocabularyTrie, PrefixTokensSpellTheTextsBeginnings) {
+  const VocabularyTrie trie({"\"", "\"}", "}", "\"}x", "a", "", "\"a"});
+  std::vector<uint8_t> allowed;
+  EXPECT_TRUE(trie.prefix_tokens("\"}", allowed));
+  EXPECT_EQ(allowed, (std::vector<uint8_t>{1, 1, 0, 0, 0, 0, 0}));
+  EXPECT_FALSE(trie.prefix_tokens("q", allowed));
+  EXPECT_EQ(allowed, std::vector<uint8_t>(7, 0));
 }
 
 // The trie walk gives exactly the tokens that feeding each token's bytes
