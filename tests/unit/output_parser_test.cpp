@@ -507,7 +507,7 @@ TEST(ForcedToolCall, PrefixPlusGeneratedRestParsesBack) {
 // A forced call as constrained decoding: what the schema accepts, sampled
 // after the grammar's prefix, then the grammar's suffix, is the call; the
 // schema (checked by the JSON-schema matcher) accepts the call's JSON and
-// refuses text or another tool's name.
+// refuses text, another tool's name or an argument the tool does not declare.
 TEST(ForcedToolCall, GrammarPrefixSampledJsonAndSuffixParseBack) {
   OutputParserConfig compact = config("mistral");
   compact.mistral_compact = true;
@@ -530,6 +530,11 @@ TEST(ForcedToolCall, GrammarPrefixSampledJsonAndSuffixParseBack) {
       EXPECT_TRUE(matches(sampled.dump()));
       EXPECT_FALSE(matches("\"Paris\""));
       if (!named) EXPECT_FALSE(matches(J{{"name", "other"}, {args_key, args}}.dump()));
+      // Declared properties, additionalProperties left out: closed (as vLLM's strict grammar);
+      // an object without declared properties ("opts") stays open.
+      const J invented = {{"city", "Paris"}, {"invented", 1}}, open_opts = {{"city", "Paris"}, {"opts", {{"any", 1}}}};
+      EXPECT_FALSE(matches((named ? invented : J{{"name", "get_weather"}, {args_key, invented}}).dump()));
+      EXPECT_TRUE(matches((named ? open_opts : J{{"name", "get_weather"}, {args_key, open_opts}}).dump()));
       const auto p = parse(g.prefix + sampled.dump() + g.suffix, c, kWeatherTools);
       ASSERT_EQ(p.tool_calls.size(), 1u) << g.prefix + sampled.dump() + g.suffix;
       EXPECT_EQ(p.tool_calls[0].name, "get_weather");

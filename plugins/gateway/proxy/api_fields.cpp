@@ -24,7 +24,7 @@ const ApiTable& chat_completions_fields() {
     {"top_logprobs", I, "Alternatives are not produced by the backends: `top_logprobs` lists are empty."},
     {"stream", H, "Token streaming (server-sent events)."},
     {"stream_options", H, "`include_usage` adds the usage chunk; other options are ignored."},
-    {"tools", H, "Function tools, rendered by the chat template; `function.parameters` must be an object. `function.strict` and `cache_control` are ignored (tool-call arguments are not constrained)."},
+    {"tools", H, "Function tools, rendered by the chat template; `function.parameters` must be an object. `cache_control` is ignored; `function.strict` too: a forced call (`tool_choice` required or named) is always constrained to the parameters, with objects that declare properties and leave `additionalProperties` out closed, as vLLM's and SGLang's strict grammar does; other calls are parsed, not constrained."},
     {"tool_choice", H, "`auto`, `none`, `required` and a named function. `required`/named force the call: the gateway appends the opening of a tool call to the prompt (prompt tokens, loss mask 0) and the model samples the rest under constrained decoding (an offered tool, arguments its schema accepts). `required` without `tools` is a 400, as at OpenAI."},
     {"parallel_tool_calls", I, "Every tool call the model writes is returned."},
     {"n", H, "1 to 128 choices, generated one after another, each recorded as a call of its own (with `seed`, choice i samples with seed + i)."},

@@ -405,7 +405,11 @@ J ChatService::complete(const ChatRequest& req, const std::shared_ptr<Session>& 
     Completed c = run(choice_request(req, i), session, choice_call_id(id, i), nullptr);
     if (i == 0) prompt_tokens = c.gen.prompt_ids.size();
     completion_tokens += c.gen.output_ids.size();
-    choices.push_back({{"index", i}, {"message", c.message}, {"logprobs", req.logprobs ? logprobs_json(c) : J(nullptr)}, {"finish_reason", c.finish_reason}});
+    J message = c.message;
+    // A call with no text before it answers content null, as OpenAI and vLLM do
+    // (clients that send the message back then send null, which we serve).
+    if (message.contains("tool_calls") && message["content"] == "") message["content"] = nullptr;
+    choices.push_back({{"index", i}, {"message", message}, {"logprobs", req.logprobs ? logprobs_json(c) : J(nullptr)}, {"finish_reason", c.finish_reason}});
   }
   return {{"id", id},
           {"object", "chat.completion"},

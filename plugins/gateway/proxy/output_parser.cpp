@@ -522,13 +522,35 @@ std::string forced_tool_call_prefix(const OutputParserConfig& config, const std:
   return prefix;
 }
 
+namespace {
+
+// In a forced call, an object that declares its properties and says nothing
+// of others takes no others, as xgrammar's strict mode (vLLM's and SGLang's
+// default) compiles it: agents' tool schemas often leave
+// additionalProperties out, and their frameworks refuse invented arguments.
+J closed_objects(J s) {
+  if (!s.is_object()) return s;
+  if (s.contains("properties") && !s.contains("additionalProperties")) s["additionalProperties"] = false;
+  for (const char* k : {"properties", "$defs", "definitions"})
+    if (s.contains(k) && s[k].is_object())
+      for (auto it = s[k].begin(); it != s[k].end(); ++it) *it = closed_objects(*it);
+  for (const char* k : {"items", "additionalProperties"})
+    if (s.contains(k) && s[k].is_object()) s[k] = closed_objects(s[k]);
+  for (const char* k : {"anyOf", "oneOf", "prefixItems"})
+    if (s.contains(k) && s[k].is_array())
+      for (auto& sub : s[k]) sub = closed_objects(sub);
+  return s;
+}
+
+}  // namespace
+
 ForcedCallGrammar forced_tool_call_grammar(const OutputParserConfig& config, const std::string& tool_name, const nlohmann::ordered_json& tools) {
   ForcedCallGrammar g;
   g.prefix = forced_tool_call_prefix(config, tool_name);
   const std::string& p = config.tool_call_parser;
   auto parameters = [](const J& tool) {
     const J& f = tool.contains("function") ? tool["function"] : tool;
-    return f.contains("parameters") && f["parameters"].is_object() ? f["parameters"] : J{{"type", "object"}};
+    return f.contains("parameters") && f["parameters"].is_object() ? closed_objects(f["parameters"]) : J{{"type", "object"}};
   };
   // required: one object per tool, its name a constant and its arguments that tool's parameters.
   auto any_call = [&](const char* args_key) {
