@@ -57,11 +57,12 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
 fi
 # npm projects pinned by their package-lock.json: the parity references
 # (HF's tokenizer and Jinja), the real client SDKs of the e2e tests, the
-# real agent programs (Claude Code, Codex CLI) and the quickstart's example
+# real agent programs (Claude Code, Codex CLI), the npm agent frameworks of
+# the framework suite (tests/e2e/frameworks), the quickstart's example
 # agent, and playwright-core for the dashboard's browser test. Skipped when
 # the installed copy matches the lock file.
 npm_dirs=(examples/quickstart_agent)
-[ "$setup_for" = all ] && npm_dirs+=(tests/parity tests/e2e/clients tests/e2e/agents tests/dashboard)
+[ "$setup_for" = all ] && npm_dirs+=(tests/parity tests/e2e/clients tests/e2e/agents tests/e2e/frameworks tests/dashboard)
 for dir in "${npm_dirs[@]}"; do
   if [ ! -f "$dir/node_modules/.package-lock.json" ] || ! cmp -s "$dir/package-lock.json" "$dir/node_modules/.areal-lock-copy"; then
     (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error && cp package-lock.json node_modules/.areal-lock-copy)
