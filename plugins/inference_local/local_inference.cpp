@@ -402,17 +402,14 @@ class LocalInference {
       const std::string pre = "model.layers." + std::to_string(l) + ".";
       torch::Tensor q, k, v;
       model_->qkv(l, model_->rms_norm(x, model_->p(pre + "input_layernorm.weight")), rope, q, k, v);
-      std::vector<torch::Tensor> outs;
-      int64_t start = 0;
+      std::vector<int64_t> bounds = {0};
       for (Request* r : reqs) {
-        const int64_t S = static_cast<int64_t>(r->prompt.size());
-        const torch::Tensor kr = k.narrow(0, start, S), vr = v.narrow(0, start, S);
-        k_cache_[l].select(0, r->slot).narrow(1, 0, S).copy_(kr.transpose(0, 1));
-        v_cache_[l].select(0, r->slot).narrow(1, 0, S).copy_(vr.transpose(0, 1));
-        outs.push_back(model_->attend(l, q.narrow(0, start, S), kr, vr, 0));
-        start += S;
+        const int64_t start = bounds.back(), S = static_cast<int64_t>(r->prompt.size());
+        k_cache_[l].select(0, r->slot).narrow(1, 0, S).copy_(k.narrow(0, start, S).transpose(0, 1));
+        v_cache_[l].select(0, r->slot).narrow(1, 0, S).copy_(v.narrow(0, start, S).transpose(0, 1));
+        bounds.push_back(start + S);
       }
-      x = x + (outs.size() == 1 ? outs[0] : torch::cat(outs, 0));
+      x = x + model_->attend_packed(l, q, k, v, bounds);  // each prompt attends to itself only
       x = x + model_->mlp(l, model_->rms_norm(x, model_->p(pre + "post_attention_layernorm.weight")));
     }
     for (Request* r : reqs) r->length = static_cast<int64_t>(r->prompt.size());

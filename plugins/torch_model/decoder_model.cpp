@@ -4,7 +4,9 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <numeric>
 #include <optional>
+#include <vector>
 
 #include <ATen/Context.h>
 #include <torch/version.h>
@@ -183,8 +185,7 @@ void DecoderModel::qkv(int64_t layer, const torch::Tensor& x, const torch::Tenso
   k = apply_rope(k, rope);
 }
 
-torch::Tensor DecoderModel::attend(int64_t layer, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                   int64_t q_offset) const {
+torch::Tensor DecoderModel::attend_heads(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t q_offset) const {
   const int64_t S = q.size(0), K = k.size(0), groups = config_.num_attention_heads / config_.num_key_value_heads;
   const torch::Tensor kr = k.repeat_interleave(groups, 1), vr = v.repeat_interleave(groups, 1);  // GQA
   const auto compute = q.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;  // softmax in float32 at least
@@ -199,7 +200,6 @@ torch::Tensor DecoderModel::attend(int64_t layer, const torch::Tensor& q, const 
     const torch::Tensor probs = torch::softmax(scores.to(compute), -1).to(q.scalar_type());
     return torch::matmul(probs, vb.transpose(0, 1)).transpose(0, 1).reshape({end - begin, -1});
   };
-  const torch::Tensor& o_proj = p("model.layers." + std::to_string(layer) + ".self_attn.o_proj.weight");
 #if AREAL_HAS_SDPA_GQA
   if (fused_on(q) && S == K && q_offset == 0) {
     // Causal self-attention (training, prefill) on the flash kernel, whose
@@ -208,7 +208,7 @@ torch::Tensor DecoderModel::attend(int64_t layer, const torch::Tensor& q, const 
     const torch::Tensor o = torch::scaled_dot_product_attention(q.transpose(0, 1).unsqueeze(0), k.transpose(0, 1).unsqueeze(0),
                                                                 v.transpose(0, 1).unsqueeze(0), {}, 0.0, /*is_causal=*/true,
                                                                 std::nullopt, /*enable_gqa=*/true);
-    return torch::linear(o.squeeze(0).transpose(0, 1).reshape({S, -1}), p("model.layers." + std::to_string(layer) + ".self_attn.o_proj.weight"));
+    return o.squeeze(0).transpose(0, 1).reshape({S, -1});
   }
 #endif
 #if AREAL_HAS_SDPA
@@ -225,7 +225,7 @@ torch::Tensor DecoderModel::attend(int64_t layer, const torch::Tensor& q, const 
       const torch::Tensor allowed = torch::arange(K, idx).unsqueeze(0) <= (torch::arange(S, idx).unsqueeze(1) + q_offset);
       o = torch::scaled_dot_product_attention(q4, k4, v4, allowed);
     }
-    return torch::linear(o.squeeze(0).transpose(0, 1).reshape({S, -1}), o_proj);
+    return o.squeeze(0).transpose(0, 1).reshape({S, -1});
   }
 #endif
   // Long prompts (agents send 10-30k tokens) go in query blocks so the
@@ -240,7 +240,91 @@ torch::Tensor DecoderModel::attend(int64_t layer, const torch::Tensor& q, const 
     for (int64_t b = 0; b < S; b += rows) parts.push_back(block(b, std::min(S, b + rows)));
     out = torch::cat(parts, 0);
   }
-  return torch::linear(out, o_proj);
+  return out;
+}
+
+torch::Tensor DecoderModel::attend(int64_t layer, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t q_offset) const {
+  return torch::linear(attend_heads(q, k, v, q_offset), p("model.layers." + std::to_string(layer) + ".self_attn.o_proj.weight"));
+}
+
+torch::Tensor DecoderModel::attend_packed(int64_t layer, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                          const std::vector<int64_t>& bounds) const {
+  const int64_t B = static_cast<int64_t>(bounds.size()) - 1, T = q.size(0);
+  if (B == 1) return attend(layer, q, k, v, 0);
+  auto len = [&](int64_t b) { return bounds[b + 1] - bounds[b]; };
+  // Longest first; sequences longer than kAlone keep a call each (their
+  // attention dominates; no padding); shorter ones go in groups of similar
+  // length, each group padded to its longest and attended at once.
+  constexpr int64_t kAlone = 256;
+  constexpr int64_t kMaxScores = int64_t{1} << 25;
+  std::vector<int64_t> order(static_cast<size_t>(B));
+  std::iota(order.begin(), order.end(), int64_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return len(a) > len(b); });
+  const auto idx = torch::TensorOptions().dtype(torch::kInt64);
+  std::vector<torch::Tensor> pieces;  // pre-projection outputs, rows in `order`, padded rows included
+  std::vector<int64_t> row_of(static_cast<size_t>(T));  // packed token -> its row in cat(pieces)
+  int64_t rows = 0;
+  for (size_t i = 0; i < order.size() && len(order[i]) > 0;) {
+    const int64_t first = order[i], L = len(first);
+    if (L > kAlone) {
+      const int64_t s = bounds[first];
+      pieces.push_back(attend_heads(q.narrow(0, s, L), k.narrow(0, s, L), v.narrow(0, s, L), 0));
+      for (int64_t r = 0; r < L; ++r) row_of[static_cast<size_t>(s + r)] = rows + r;
+      rows += L;
+      ++i;
+      continue;
+    }
+    // Grow the group while its padded attention costs at most twice the
+    // sequences' own (sum of squared lengths) and its scores stay bounded.
+    size_t j = i + 1;
+    double own = static_cast<double>(L) * L;
+    for (; j < order.size() && len(order[j]) > 0; ++j) {
+      const double next = own + static_cast<double>(len(order[j])) * len(order[j]);
+      const auto G = static_cast<double>(j - i + 1);
+      if (G * L * L > 2 * next + 64 * L || G * config_.num_attention_heads * L * L > kMaxScores) break;
+      own = next;
+    }
+    const int64_t G = static_cast<int64_t>(j - i);
+    // Padded positions repeat the sequence's last token: causal masking
+    // keeps them out of every real query, and their outputs are dropped.
+    std::vector<int64_t> gather(static_cast<size_t>(G * L));
+    for (int64_t g = 0; g < G; ++g) {
+      const int64_t b = order[i + static_cast<size_t>(g)], s = bounds[b], n = len(b);
+      for (int64_t r = 0; r < L; ++r) gather[static_cast<size_t>(g * L + r)] = s + std::min(r, n - 1);
+      for (int64_t r = 0; r < n; ++r) row_of[static_cast<size_t>(s + r)] = rows + g * L + r;
+    }
+    const torch::Tensor at = torch::tensor(gather, idx).to(q.device());
+    auto padded = [&](const torch::Tensor& x) { return x.index_select(0, at).view({G, L, x.size(1), x.size(2)}); };
+    pieces.push_back(attend_padded(padded(q), padded(k), padded(v)).reshape({G * L, -1}));
+    rows += G * L;
+    i = j;
+  }
+  const torch::Tensor heads = torch::cat(pieces, 0).index_select(0, torch::tensor(row_of, idx).to(q.device()));
+  return torch::linear(heads, p("model.layers." + std::to_string(layer) + ".self_attn.o_proj.weight"));
+}
+
+torch::Tensor DecoderModel::attend_padded(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) const {
+  const int64_t G = q.size(0), L = q.size(1), groups = config_.num_attention_heads / config_.num_key_value_heads;
+  // [G, heads, L, hd] for the batched kernels.
+  const torch::Tensor q4 = q.permute({0, 2, 1, 3});
+#if AREAL_HAS_SDPA_GQA
+  if (fused_on(q))
+    return torch::scaled_dot_product_attention(q4, k.permute({0, 2, 1, 3}), v.permute({0, 2, 1, 3}), {}, 0.0, /*is_causal=*/true,
+                                               std::nullopt, /*enable_gqa=*/true)
+        .permute({0, 2, 1, 3})
+        .reshape({G, L, -1});
+#endif
+  const torch::Tensor k4 = k.repeat_interleave(groups, 2).permute({0, 2, 1, 3}), v4 = v.repeat_interleave(groups, 2).permute({0, 2, 1, 3});
+#if AREAL_HAS_SDPA
+  if (fused_on(q)) return torch::scaled_dot_product_attention(q4, k4, v4, {}, 0.0, /*is_causal=*/true).permute({0, 2, 1, 3}).reshape({G, L, -1});
+#endif
+  const auto compute = q.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;  // softmax in float32 at least
+  torch::Tensor scores = torch::matmul(q4, k4.transpose(2, 3)) / std::sqrt(static_cast<double>(config_.head_dim));
+  const auto idx = torch::TensorOptions().dtype(torch::kInt64).device(q.device());
+  const torch::Tensor later = torch::arange(L, idx).unsqueeze(0) > torch::arange(L, idx).unsqueeze(1);  // [query, key]: key after query
+  scores = scores.masked_fill(later, -std::numeric_limits<double>::infinity());
+  const torch::Tensor probs = torch::softmax(scores.to(compute), -1).to(q.scalar_type());
+  return torch::matmul(probs, v4).permute({0, 2, 1, 3}).reshape({G, L, -1});
 }
 
 torch::Tensor DecoderModel::attend_cached(int64_t layer, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
@@ -271,14 +355,8 @@ torch::Tensor DecoderModel::layer_forward(int64_t layer, const torch::Tensor& x,
   torch::Tensor q, k, v;
   qkv(layer, h, rope, q, k, v);
   // Attention never crosses sequence boundaries of the packed batch.
-  std::vector<torch::Tensor> outs;
-  const auto* bounds = cu.data_ptr<int64_t>();
-  for (int64_t b = 0; b + 1 < cu.size(0); ++b) {
-    const int64_t s = bounds[b], len = bounds[b + 1] - bounds[b];
-    if (len == 0) continue;
-    outs.push_back(attend(layer, q.narrow(0, s, len), k.narrow(0, s, len), v.narrow(0, s, len), 0));
-  }
-  const torch::Tensor x2 = x + torch::cat(outs, 0);
+  const auto* b = cu.data_ptr<int64_t>();
+  const torch::Tensor x2 = x + attend_packed(layer, q, k, v, std::vector<int64_t>(b, b + cu.size(0)));
   return x2 + mlp(layer, rms_norm(x2, p(pre + "post_attention_layernorm.weight")));
 }
 

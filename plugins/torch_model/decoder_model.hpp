@@ -59,6 +59,13 @@ class DecoderModel {
   void qkv(int64_t layer, const torch::Tensor& x, const torch::Tensor& rope, torch::Tensor& q, torch::Tensor& k, torch::Tensor& v) const;
   // Causal attention of q over k/v (k/v may include a cached prefix): [S, H*hd] after o_proj.
   torch::Tensor attend(int64_t layer, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t q_offset) const;
+  // Causal attention within each sequence of a packed batch (bounds: B+1
+  // row offsets into q/k/v [T, heads, hd]): [T, H*hd] after o_proj. Short
+  // sequences of similar length share one padded batched attention (many
+  // short sequences are otherwise thousands of tiny kernels a step: the
+  // CPU quickstart's 144 episodes); long ones keep a call each.
+  torch::Tensor attend_packed(int64_t layer, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                              const std::vector<int64_t>& bounds) const;
   // One new token per row over that row's cached keys, all rows at once
   // (batched decoding): q [B, H, hd], k/v [B, kv_heads, L, hd] (a view of
   // the cache: the last dimension contiguous), `allowed` [B, 1, 1, L]: the
@@ -69,6 +76,11 @@ class DecoderModel {
 
  private:
   DecoderModel(model::ModelConfig config, torch::Dtype dtype, torch::Device device);  // no weights yet
+  // attend without o_proj: [S, H*hd].
+  torch::Tensor attend_heads(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t q_offset) const;
+  // Causal self-attention of G equally long sequences at once: q [G, L, H, hd],
+  // k/v [G, L, kv_heads, hd] -> [G, L, H*hd].
+  torch::Tensor attend_padded(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) const;
   torch::Tensor layer_forward(int64_t layer, const torch::Tensor& x, const torch::Tensor& rope, const torch::Tensor& cu) const;
 
   model::ModelConfig config_;
