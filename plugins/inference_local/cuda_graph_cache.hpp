@@ -17,7 +17,8 @@
 #include <memory>
 #include <utility>
 
-#include <torch/torch.h>
+#include <torch/autograd.h>
+#include <torch/types.h>
 
 namespace areal::local_inference {
 

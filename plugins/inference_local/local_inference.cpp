@@ -15,6 +15,9 @@
 // The model is the same DecoderModel the trainer uses, so the log-probs
 // reported here are the ones training recomputes. It runs on `device` in
 // `dtype`; the log-prob head is float32 and the sampling distribution float64.
+#include <torch/cuda.h>
+#include <torch/utils.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <deque>

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <ATen/Context.h>
+#include <torch/utils.h>
 #include <torch/version.h>
 
 #include "core/plugin_host/error.hpp"

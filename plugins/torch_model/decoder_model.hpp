@@ -12,7 +12,8 @@
 #include <vector>
 #include <cstdint>
 
-#include <torch/torch.h>
+#include <torch/autograd.h>
+#include <torch/types.h>
 
 #include "core/hf/model_files/model_config.hpp"
 

@@ -2,6 +2,8 @@
 
 #include <sys/resource.h>
 
+#include <torch/cuda.h>
+
 #include "core/plugin_host/error.hpp"
 
 #ifdef AREAL_TORCH_CUDA

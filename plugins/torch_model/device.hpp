@@ -6,7 +6,8 @@
 #include <cstdint>
 #include <string>
 
-#include <torch/torch.h>
+#include <torch/autograd.h>
+#include <torch/types.h>
 
 namespace areal::torch_model {
 

@@ -15,7 +15,8 @@
 #include <cstdint>
 #include <vector>
 
-#include <torch/torch.h>
+#include <torch/autograd.h>
+#include <torch/types.h>
 
 #include "process_group.hpp"
 

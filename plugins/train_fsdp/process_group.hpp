@@ -10,7 +10,8 @@
 #include <memory>
 #include <string>
 
-#include <torch/torch.h>
+#include <torch/autograd.h>
+#include <torch/types.h>
 
 namespace areal::fsdp {
 

@@ -1,5 +1,6 @@
 #include "sharded_adamw.hpp"
 
+#include <torch/serialize.h>
 #include <torch/version.h>
 
 #include <cmath>

@@ -6,7 +6,8 @@
 #include <string>
 #include <cstdint>
 
-#include <torch/torch.h>
+#include <torch/autograd.h>
+#include <torch/types.h>
 
 namespace areal::fsdp {
 

@@ -17,6 +17,8 @@
 // log-prob head). The batch arrives as host tensors through the ABI and
 // the loss function reads host tensors; the model runs on the device.
 #include <ATen/DLConvertor.h>
+#include <torch/cuda.h>
+#include <torch/utils.h>
 
 #include <cmath>
 #include <filesystem>

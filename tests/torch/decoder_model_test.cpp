@@ -15,6 +15,7 @@
 #include <cmath>
 
 #include <gtest/gtest.h>
+#include <torch/utils.h>
 #include <nlohmann/json.hpp>
 
 #include "core/plugin_host/error.hpp"

@@ -13,6 +13,7 @@
 #include <algorithm>
 
 #include <gtest/gtest.h>
+#include <torch/cuda.h>
 #include <nlohmann/json.hpp>
 
 #include "core/hf/model_files/init_model.hpp"
