@@ -161,23 +161,31 @@ torch::Tensor DecoderModel::apply_rope(const torch::Tensor& x, const torch::Tens
   return x * cos + rotate_half(x) * sin;
 }
 
+torch::Tensor DecoderModel::with_lora(int64_t layer, LoraModule m, const torch::Tensor& x, torch::Tensor y) const {
+  if (!lora_) return y;
+  const torch::Tensor d = lora_->delta(layer, m, x);
+  return d.defined() ? y + d : y;
+}
+
 torch::Tensor DecoderModel::mlp(int64_t layer, const torch::Tensor& x) const {
   const std::string pre = "model.layers." + std::to_string(layer) + ".mlp.";
-  return torch::linear(torch::silu(torch::linear(x, p(pre + "gate_proj.weight"))) * torch::linear(x, p(pre + "up_proj.weight")),
-                       p(pre + "down_proj.weight"));
+  const torch::Tensor gate = with_lora(layer, LoraModule::kGate, x, torch::linear(x, p(pre + "gate_proj.weight")));
+  const torch::Tensor up = with_lora(layer, LoraModule::kUp, x, torch::linear(x, p(pre + "up_proj.weight")));
+  const torch::Tensor act = torch::silu(gate) * up;
+  return with_lora(layer, LoraModule::kDown, act, torch::linear(act, p(pre + "down_proj.weight")));
 }
 
 void DecoderModel::qkv(int64_t layer, const torch::Tensor& x, const torch::Tensor& rope, torch::Tensor& q, torch::Tensor& k,
                        torch::Tensor& v) const {
   const std::string pre = "model.layers." + std::to_string(layer) + ".self_attn.";
   const int64_t S = x.size(0), hd = config_.head_dim;
-  auto proj = [&](const char* name) {
-    const std::string base = pre + name;
-    return config_.qkv_bias ? torch::linear(x, p(base + ".weight"), p(base + ".bias")) : torch::linear(x, p(base + ".weight"));
+  auto proj = [&](LoraModule m) {
+    const std::string base = pre + lora_module_name(m);
+    return with_lora(layer, m, x, config_.qkv_bias ? torch::linear(x, p(base + ".weight"), p(base + ".bias")) : torch::linear(x, p(base + ".weight")));
   };
-  q = proj("q_proj").view({S, config_.num_attention_heads, hd});
-  k = proj("k_proj").view({S, config_.num_key_value_heads, hd});
-  v = proj("v_proj").view({S, config_.num_key_value_heads, hd});
+  q = proj(LoraModule::kQ).view({S, config_.num_attention_heads, hd});
+  k = proj(LoraModule::kK).view({S, config_.num_key_value_heads, hd});
+  v = proj(LoraModule::kV).view({S, config_.num_key_value_heads, hd});
   if (config_.qk_norm) {  // Qwen3: RMSNorm over each head before RoPE
     q = rms_norm(q, p(pre + "q_norm.weight"));
     k = rms_norm(k, p(pre + "k_norm.weight"));
@@ -244,8 +252,12 @@ torch::Tensor DecoderModel::attend_heads(const torch::Tensor& q, const torch::Te
   return out;
 }
 
+torch::Tensor DecoderModel::o_proj(int64_t layer, const torch::Tensor& heads) const {
+  return with_lora(layer, LoraModule::kO, heads, torch::linear(heads, p("model.layers." + std::to_string(layer) + ".self_attn.o_proj.weight")));
+}
+
 torch::Tensor DecoderModel::attend(int64_t layer, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t q_offset) const {
-  return torch::linear(attend_heads(q, k, v, q_offset), p("model.layers." + std::to_string(layer) + ".self_attn.o_proj.weight"));
+  return o_proj(layer, attend_heads(q, k, v, q_offset));
 }
 
 torch::Tensor DecoderModel::attend_packed(int64_t layer, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
@@ -301,7 +313,7 @@ torch::Tensor DecoderModel::attend_packed(int64_t layer, const torch::Tensor& q,
     i = j;
   }
   const torch::Tensor heads = torch::cat(pieces, 0).index_select(0, torch::tensor(row_of, idx).to(q.device()));
-  return torch::linear(heads, p("model.layers." + std::to_string(layer) + ".self_attn.o_proj.weight"));
+  return o_proj(layer, heads);
 }
 
 torch::Tensor DecoderModel::attend_padded(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) const {
@@ -347,7 +359,7 @@ torch::Tensor DecoderModel::attend_cached(int64_t layer, const torch::Tensor& q,
     else scores = scores + allowed.to(scores.scalar_type());
     o = torch::matmul(torch::softmax(scores.to(compute), -1).to(q.scalar_type()), v);
   }
-  return torch::linear(o.reshape({B, -1}), p("model.layers." + std::to_string(layer) + ".self_attn.o_proj.weight"));
+  return o_proj(layer, o.reshape({B, -1}));
 }
 
 torch::Tensor DecoderModel::layer_forward(int64_t layer, const torch::Tensor& x, const torch::Tensor& rope, const torch::Tensor& cu) const {

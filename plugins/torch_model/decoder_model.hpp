@@ -8,6 +8,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 #include <cstdint>
@@ -16,6 +17,7 @@
 #include <torch/types.h>
 
 #include "core/hf/model_files/model_config.hpp"
+#include "lora_adapter.hpp"
 
 namespace areal::torch_model {
 
@@ -42,6 +44,12 @@ class DecoderModel {
   // log p(ids[t] | ids[<t]) within each sequence at `temperature`; 0 at each
   // sequence's first position. [T], float32 (float64 for a float64 model).
   torch::Tensor logprobs(const torch::Tensor& ids, const torch::Tensor& cu_seqlens, float temperature, bool checkpoint = false) const;
+
+  // A LoRA adapter on the projections (null: none). Its low-rank term is
+  // added to every targeted projection's output in forward and backward,
+  // training and serving alike; the base weights are untouched.
+  void set_lora(std::shared_ptr<const LoraAdapter> adapter) { lora_ = std::move(adapter); }
+  const LoraAdapter* lora() const { return lora_.get(); }
 
   std::vector<torch::Tensor> parameters() const;  // in config.weights() order
   const std::map<std::string, torch::Tensor>& named_parameters() const { return params_; }
@@ -82,12 +90,16 @@ class DecoderModel {
   // Causal self-attention of G equally long sequences at once: q [G, L, H, hd],
   // k/v [G, L, kv_heads, hd] -> [G, L, H*hd].
   torch::Tensor attend_padded(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) const;
+  torch::Tensor o_proj(int64_t layer, const torch::Tensor& heads) const;  // [S, H*hd] -> [S, hidden]
+  // y (x's projection through the base weight) plus the adapter's term, if any.
+  torch::Tensor with_lora(int64_t layer, LoraModule m, const torch::Tensor& x, torch::Tensor y) const;
   torch::Tensor layer_forward(int64_t layer, const torch::Tensor& x, const torch::Tensor& rope, const torch::Tensor& cu) const;
 
   model::ModelConfig config_;
   torch::Dtype dtype_;
   torch::Device device_;
   std::map<std::string, torch::Tensor> params_;
+  std::shared_ptr<const LoraAdapter> lora_;
   torch::Tensor inv_freq_;  // [hd/2], float64 for precision, on the model's device
 };
 

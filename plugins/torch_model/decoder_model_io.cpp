@@ -8,13 +8,13 @@
 #include "core/plugin_host/error.hpp"
 #include "core/hf/model_files/safetensors.hpp"
 #include "decoder_model.hpp"
+#include "tensor_file.hpp"
 
 namespace areal::torch_model {
-namespace {
 
 namespace fs = std::filesystem;
 
-torch::Tensor to_tensor(const model::TensorInfo& t, const uint8_t* data, torch::Dtype dtype) {
+torch::Tensor tensor_from_file(const model::TensorInfo& t, const uint8_t* data, torch::Dtype dtype) {
   const std::vector<int64_t> shape(t.shape.begin(), t.shape.end());
   switch (t.dtype) {
     case model::DType::kF32: return torch::from_blob(const_cast<uint8_t*>(data), shape, torch::kFloat32).to(dtype, /*non_blocking=*/false, /*copy=*/true);
@@ -24,8 +24,6 @@ torch::Tensor to_tensor(const model::TensorInfo& t, const uint8_t* data, torch::
     default: throw Error(AREAL_CODE_INVALID_ARGUMENT, "tensor '" + t.name + "' has dtype " + model::dtype_name(t.dtype) + ", not a float type");
   }
 }
-
-}  // namespace
 
 DecoderModel DecoderModel::load(const std::string& dir, torch::Dtype dtype, torch::Device device) {
   const fs::path cfg_path = fs::path(dir) / "config.json";
@@ -46,7 +44,7 @@ DecoderModel DecoderModel::load(const std::string& dir, torch::Dtype dtype, torc
   }
   DecoderModel m(config, dtype, device);
   for (const auto& w : config.weights())
-    m.params_[w.name] = to_tensor(ck.tensor(w.name), ck.data(w.name), dtype).to(device).set_requires_grad(true);
+    m.params_[w.name] = tensor_from_file(ck.tensor(w.name), ck.data(w.name), dtype).to(device).set_requires_grad(true);
   return m;
 }
 

@@ -41,6 +41,12 @@ def score(model_dir, path_in, path_out):
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager")
+    out = sequence_logprobs(model, path_in)
+    json.dump({"logprobs": out, "transformers": __import__("transformers").__version__, "torch": torch.__version__}, open(path_out, "w"))
+
+
+def sequence_logprobs(model, path_in):
+    """log p(ids[t] | ids[<t]), t >= 1, of each sequence of IN.json under a causal LM (eval mode, no grad)."""
     model.eval()
     out = []
     with torch.no_grad():
@@ -49,7 +55,7 @@ def score(model_dir, path_in, path_out):
             logits = model(input_ids=ids).logits[0].float()
             lp = torch.log_softmax(logits[:-1], dim=-1).gather(1, ids[0, 1:, None])[:, 0]
             out.append(lp.double().tolist())
-    json.dump({"logprobs": out, "transformers": __import__("transformers").__version__, "torch": torch.__version__}, open(path_out, "w"))
+    return out
 
 
 if __name__ == "__main__":

@@ -3,12 +3,15 @@
 // independent references (tests/torch/hf_reference_logprobs.py,
 // tests/parity/reference_logprobs_transformers.py), so a test can compare
 // any of them, or a real server's recorded log-probs, on the same ids.
-//   areal_score_logprobs MODEL_DIR IN.json OUT.json [TEMPERATURE]
+//   areal_score_logprobs [--lora ADAPTER_DIR] [--save-lora OUT_DIR] MODEL_DIR IN.json OUT.json [TEMPERATURE]
 // IN: {"sequences": [[token ids], ...]}
 // OUT: {"logprobs": [[log p(ids[t] | ids[<t]) for t >= 1], ...]}
+// --lora scores through a PEFT adapter folder (LoraAdapter::load);
+// --save-lora writes that adapter back out (LoraAdapter::save).
 #include <fstream>
 #include <iostream>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 #include <stdexcept>
@@ -19,14 +22,26 @@
 #include "decoder_model.hpp"
 
 int main(int argc, char** argv) {
-  if (argc != 4 && argc != 5) {
-    std::cerr << "usage: areal_score_logprobs MODEL_DIR IN.json OUT.json [TEMPERATURE]\n";
+  std::string lora, save_lora;
+  std::vector<std::string> args;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if ((a == "--lora" || a == "--save-lora") && i + 1 < argc) (a == "--lora" ? lora : save_lora) = argv[++i];
+    else args.push_back(a);
+  }
+  if ((args.size() != 3 && args.size() != 4) || (!save_lora.empty() && lora.empty())) {
+    std::cerr << "usage: areal_score_logprobs [--lora ADAPTER_DIR] [--save-lora OUT_DIR] MODEL_DIR IN.json OUT.json [TEMPERATURE]\n";
     return 2;
   }
   try {
-    const float temperature = argc == 5 ? std::stof(argv[4]) : 1.0f;
-    const auto model = areal::torch_model::DecoderModel::load(argv[1], torch::kFloat32);
-    std::ifstream in_file(argv[2]);
+    const float temperature = args.size() == 4 ? std::stof(args[3]) : 1.0f;
+    auto model = areal::torch_model::DecoderModel::load(args[0], torch::kFloat32);
+    if (!lora.empty()) {
+      auto adapter = std::make_shared<areal::torch_model::LoraAdapter>(areal::torch_model::LoraAdapter::load(lora, model.config()));
+      if (!save_lora.empty()) adapter->save(save_lora, args[0]);
+      model.set_lora(adapter);
+    }
+    std::ifstream in_file(args[1]);
     const nlohmann::json in = nlohmann::json::parse(in_file);
     nlohmann::json out = {{"logprobs", nlohmann::json::array()}};
     torch::NoGradGuard no_grad;
@@ -38,7 +53,7 @@ int main(int argc, char** argv) {
       const torch::Tensor tail = lp.narrow(0, 1, lp.size(0) - 1).to(torch::kFloat64).contiguous();
       out["logprobs"].push_back(std::vector<double>(tail.data_ptr<double>(), tail.data_ptr<double>() + tail.numel()));
     }
-    std::ofstream(argv[3]) << out.dump();
+    std::ofstream(args[2]) << out.dump();
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "areal_score_logprobs: " << e.what() << "\n";

@@ -1,0 +1,234 @@
+#include "lora_adapter.hpp"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <torch/utils.h>
+
+#include "core/hf/model_files/safetensors.hpp"
+#include "core/plugin_host/error.hpp"
+#include "tensor_file.hpp"
+
+namespace areal::torch_model {
+namespace {
+
+namespace fs = std::filesystem;
+using J = nlohmann::json;
+
+constexpr std::array<LoraModule, kLoraModules> kAll = {LoraModule::kQ,    LoraModule::kK,  LoraModule::kV,   LoraModule::kO,
+                                                       LoraModule::kGate, LoraModule::kUp, LoraModule::kDown};
+
+bool module_from_name(const std::string& name, LoraModule& out) {
+  for (LoraModule m : kAll)
+    if (name == lora_module_name(m)) return out = m, true;
+  return false;
+}
+
+// target_modules as PEFT writes it: a list of names (exact, or a name's last
+// part such as "model.layers.0.self_attn.q_proj"), or "all-linear".
+std::array<bool, kLoraModules> parse_targets(const J& t, const std::string& where) {
+  std::array<bool, kLoraModules> targets{};
+  if (t.is_string()) {
+    if (t.get<std::string>() != "all-linear")
+      throw Error(AREAL_CODE_UNSUPPORTED, where + ": a regular expression ('" + t.get<std::string>() +
+                                               "') is not supported; list the modules (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, "
+                                               "down_proj) or say \"all-linear\"");
+    targets.fill(true);  // every linear layer but the output head, as PEFT expands it
+    return targets;
+  }
+  if (!t.is_array() || t.empty()) throw Error(AREAL_CODE_INVALID_ARGUMENT, where + ": must be a non-empty list of module names or \"all-linear\"");
+  for (const auto& n : t) {
+    if (!n.is_string()) throw Error(AREAL_CODE_INVALID_ARGUMENT, where + ": module names must be strings");
+    std::string name = n.get<std::string>();
+    if (const auto dot = name.rfind('.'); dot != std::string::npos) name = name.substr(dot + 1);
+    LoraModule m = LoraModule::kQ;
+    if (!module_from_name(name, m))
+      throw Error(AREAL_CODE_INVALID_ARGUMENT, where + ": '" + n.get<std::string>() +
+                                                   "' is not a projection of this model (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj)");
+    targets[static_cast<size_t>(m)] = true;
+  }
+  return targets;
+}
+
+std::string peft_key(int64_t layer, LoraModule m, char which) {
+  return "base_model.model.model.layers." + std::to_string(layer) + "." + lora_module_parent(m) + "." + lora_module_name(m) + ".lora_" +
+         std::string(1, which) + ".weight";
+}
+
+}  // namespace
+
+const char* lora_module_name(LoraModule m) {
+  static const char* const kNames[] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+  return kNames[static_cast<size_t>(m)];
+}
+
+const char* lora_module_parent(LoraModule m) { return m <= LoraModule::kO ? "self_attn" : "mlp"; }
+
+std::pair<int64_t, int64_t> lora_module_shape(const model::ModelConfig& c, LoraModule m) {
+  const int64_t q = c.num_attention_heads * c.head_dim, kv = c.num_key_value_heads * c.head_dim;
+  switch (m) {
+    case LoraModule::kQ: return {c.hidden_size, q};
+    case LoraModule::kK:
+    case LoraModule::kV: return {c.hidden_size, kv};
+    case LoraModule::kO: return {q, c.hidden_size};
+    case LoraModule::kGate:
+    case LoraModule::kUp: return {c.hidden_size, c.intermediate_size};
+    case LoraModule::kDown: return {c.intermediate_size, c.hidden_size};
+  }
+  return {0, 0};
+}
+
+LoraConfig LoraConfig::from_json(const J& j, const std::string& where) {
+  if (!j.is_object()) throw Error(AREAL_CODE_INVALID_ARGUMENT, where + ": must be an object {rank, alpha, dropout, target_modules}");
+  LoraConfig c;
+  c.rank = j.value("rank", int64_t{8});
+  c.alpha = j.value("alpha", 16.0);
+  c.dropout = j.value("dropout", 0.0);
+  c.use_rslora = j.value("use_rslora", false);
+  if (c.rank < 1) throw Error(AREAL_CODE_INVALID_ARGUMENT, where + ".rank: must be at least 1, got " + std::to_string(c.rank));
+  if (!(c.alpha > 0)) throw Error(AREAL_CODE_INVALID_ARGUMENT, where + ".alpha: must be positive");
+  if (!(c.dropout >= 0 && c.dropout < 1)) throw Error(AREAL_CODE_INVALID_ARGUMENT, where + ".dropout: must be in [0, 1)");
+  c.targets = parse_targets(j.contains("target_modules") ? j["target_modules"] : J("all-linear"), where + ".target_modules");
+  return c;
+}
+
+double LoraConfig::scaling() const { return use_rslora ? alpha / std::sqrt(static_cast<double>(rank)) : alpha / static_cast<double>(rank); }
+
+LoraAdapter::LoraAdapter(LoraConfig config, size_t layers) : config_(std::move(config)), a_(layers), b_(layers) {}
+
+LoraAdapter LoraAdapter::init(const LoraConfig& config, const model::ModelConfig& model, uint64_t seed, torch::Device device, torch::Dtype dtype) {
+  LoraAdapter adapter(config, static_cast<size_t>(model.num_hidden_layers));
+  torch::manual_seed(seed);
+  const auto f32 = torch::TensorOptions().dtype(torch::kFloat32);
+  for (int64_t l = 0; l < model.num_hidden_layers; ++l)
+    for (LoraModule m : kAll) {
+      if (!config.targets[static_cast<size_t>(m)]) continue;
+      const auto [in, out] = lora_module_shape(model, m);
+      const double bound = 1.0 / std::sqrt(static_cast<double>(in));  // kaiming_uniform_(a=sqrt(5)) on [r, in]
+      adapter.a_[static_cast<size_t>(l)][static_cast<size_t>(m)] = (torch::rand({config.rank, in}, f32) * 2 - 1).mul_(bound).to(device, dtype).set_requires_grad(true);
+      adapter.b_[static_cast<size_t>(l)][static_cast<size_t>(m)] = torch::zeros({out, config.rank}, f32).to(device, dtype).set_requires_grad(true);
+    }
+  return adapter;
+}
+
+LoraAdapter LoraAdapter::load(const std::string& dir, const model::ModelConfig& model, torch::Device device, torch::Dtype dtype) {
+  const fs::path cfg_path = fs::path(dir) / "adapter_config.json";
+  std::ifstream in(cfg_path);
+  if (!in) throw Error(AREAL_CODE_NOT_FOUND, cfg_path.string() + ": cannot read (is '" + dir + "' a PEFT adapter folder?)");
+  J j;
+  try {
+    j = J::parse(in);
+  } catch (const J::exception& e) {
+    throw Error(AREAL_CODE_INVALID_ARGUMENT, cfg_path.string() + ": not JSON: " + e.what());
+  }
+  const std::string where = cfg_path.string();
+  if (j.value("peft_type", std::string("LORA")) != "LORA")
+    throw Error(AREAL_CODE_UNSUPPORTED, where + ": peft_type '" + j.value("peft_type", std::string()) + "' is not LORA");
+  // What would change the math and is not implemented: refused by name, never ignored.
+  auto refuse_if = [&](const char* key, bool set) {
+    if (set) throw Error(AREAL_CODE_UNSUPPORTED, where + ": '" + key + "' = " + j[key].dump() + " is not supported");
+  };
+  refuse_if("use_dora", j.value("use_dora", false));
+  refuse_if("fan_in_fan_out", j.value("fan_in_fan_out", false));
+  refuse_if("bias", j.contains("bias") && j["bias"] != "none");
+  refuse_if("lora_bias", j.value("lora_bias", false));
+  refuse_if("rank_pattern", j.contains("rank_pattern") && !j["rank_pattern"].is_null() && !j["rank_pattern"].empty());
+  refuse_if("alpha_pattern", j.contains("alpha_pattern") && !j["alpha_pattern"].is_null() && !j["alpha_pattern"].empty());
+  refuse_if("layers_to_transform", j.contains("layers_to_transform") && !j["layers_to_transform"].is_null());
+  refuse_if("modules_to_save", j.contains("modules_to_save") && !j["modules_to_save"].is_null() && !j["modules_to_save"].empty());
+  refuse_if("exclude_modules", j.contains("exclude_modules") && !j["exclude_modules"].is_null() && !j["exclude_modules"].empty());
+  LoraConfig c;
+  if (!j.contains("r") || !j["r"].is_number_integer() || j["r"].get<int64_t>() < 1) throw Error(AREAL_CODE_INVALID_ARGUMENT, where + ": 'r' must be a positive integer");
+  c.rank = j["r"].get<int64_t>();
+  c.alpha = j.contains("lora_alpha") && j["lora_alpha"].is_number() ? j["lora_alpha"].get<double>() : 8.0;  // PEFT's default
+  c.dropout = j.contains("lora_dropout") && j["lora_dropout"].is_number() ? j["lora_dropout"].get<double>() : 0.0;
+  c.use_rslora = j.value("use_rslora", false);
+  if (!j.contains("target_modules") || j["target_modules"].is_null()) throw Error(AREAL_CODE_INVALID_ARGUMENT, where + ": 'target_modules' is missing");
+  c.targets = parse_targets(j["target_modules"], where + ": target_modules");
+
+  const fs::path weights = fs::path(dir) / "adapter_model.safetensors";
+  if (!fs::exists(weights))
+    throw Error(AREAL_CODE_NOT_FOUND, weights.string() + ": missing" + (fs::exists(fs::path(dir) / "adapter_model.bin") ? " (adapter_model.bin, pickle, is not read: save with safe_serialization)" : ""));
+  const model::SafetensorsFile file = model::SafetensorsFile::load(weights.string());
+  LoraAdapter adapter(c, static_cast<size_t>(model.num_hidden_layers));
+  size_t used = 0;
+  for (int64_t l = 0; l < model.num_hidden_layers; ++l)
+    for (LoraModule m : kAll) {
+      if (!c.targets[static_cast<size_t>(m)]) continue;
+      const auto [in_features, out_features] = lora_module_shape(model, m);
+      for (const char which : {'A', 'B'}) {
+        const std::string key = peft_key(l, m, which);
+        const model::TensorInfo* t = file.find(key);
+        if (!t) throw Error(AREAL_CODE_INVALID_ARGUMENT, weights.string() + ": tensor '" + key + "' is missing (target_modules names " + lora_module_name(m) + ")");
+        const std::vector<int64_t> want = which == 'A' ? std::vector<int64_t>{c.rank, in_features} : std::vector<int64_t>{out_features, c.rank};
+        if (t->shape != want)
+          throw Error(AREAL_CODE_INVALID_ARGUMENT, weights.string() + ": tensor '" + key + "' has shape " + J(t->shape).dump() + ", this model needs " + J(want).dump());
+        auto& slot = which == 'A' ? adapter.a_[static_cast<size_t>(l)][static_cast<size_t>(m)] : adapter.b_[static_cast<size_t>(l)][static_cast<size_t>(m)];
+        slot = tensor_from_file(*t, file.data(*t), dtype).to(device).set_requires_grad(true);
+        ++used;
+      }
+    }
+  if (used != file.tensors().size()) {
+    for (const auto& t : file.tensors()) {
+      bool known = false;
+      for (int64_t l = 0; l < model.num_hidden_layers && !known; ++l)
+        for (LoraModule m : kAll)
+          if (c.targets[static_cast<size_t>(m)] && (t.name == peft_key(l, m, 'A') || t.name == peft_key(l, m, 'B'))) known = true;
+      if (!known)
+        throw Error(AREAL_CODE_INVALID_ARGUMENT, weights.string() + ": tensor '" + t.name + "' belongs to no targeted module of this model" +
+                                                     (t.name.find(".default.") != std::string::npos ? " (keys must not carry the adapter name '.default.')" : ""));
+    }
+  }
+  return adapter;
+}
+
+void LoraAdapter::save(const std::string& dir, const std::string& base_model) const {
+  fs::create_directories(dir);
+  J targets = J::array();
+  for (LoraModule m : kAll)
+    if (config_.targets[static_cast<size_t>(m)]) targets.push_back(lora_module_name(m));
+  const J cfg = {{"peft_type", "LORA"},        {"task_type", "CAUSAL_LM"},     {"base_model_name_or_path", base_model},
+                 {"r", config_.rank},          {"lora_alpha", config_.alpha},  {"lora_dropout", config_.dropout},
+                 {"target_modules", targets},  {"use_rslora", config_.use_rslora}, {"use_dora", false},
+                 {"bias", "none"},             {"fan_in_fan_out", false},      {"init_lora_weights", true},
+                 {"inference_mode", true},     {"modules_to_save", nullptr},   {"layers_to_transform", nullptr},
+                 {"rank_pattern", J::object()}, {"alpha_pattern", J::object()}};
+  model::SafetensorsWriter writer;
+  for (size_t l = 0; l < a_.size(); ++l)
+    for (LoraModule m : kAll) {
+      if (!config_.targets[static_cast<size_t>(m)]) continue;
+      for (const char which : {'A', 'B'}) {
+        const torch::Tensor t = (which == 'A' ? a_[l] : b_[l])[static_cast<size_t>(m)].detach().to(torch::kCPU, torch::kFloat32).contiguous();
+        writer.add(peft_key(static_cast<int64_t>(l), m, which), model::DType::kF32, {t.size(0), t.size(1)}, t.data_ptr(),
+                   static_cast<size_t>(t.numel()) * sizeof(float));
+      }
+    }
+  // Written beside, then renamed: a reader never sees half a folder's file.
+  const fs::path tmp = fs::path(dir) / "adapter_model.safetensors.tmp";
+  writer.save(tmp.string());
+  fs::rename(tmp, fs::path(dir) / "adapter_model.safetensors");
+  std::ofstream(fs::path(dir) / "adapter_config.json") << cfg.dump(2) << "\n";
+}
+
+std::vector<torch::Tensor> LoraAdapter::parameters() const {
+  std::vector<torch::Tensor> out;
+  for (size_t l = 0; l < a_.size(); ++l)
+    for (size_t m = 0; m < kLoraModules; ++m)
+      if (a_[l][m].defined()) out.push_back(a_[l][m]), out.push_back(b_[l][m]);
+  return out;
+}
+
+torch::Tensor LoraAdapter::delta(int64_t layer, LoraModule m, const torch::Tensor& x) const {
+  const torch::Tensor& a = this->a(layer, m);
+  if (!a.defined()) return {};
+  torch::Tensor in = x.to(a.scalar_type());  // PEFT casts the input to the adapter's dtype
+  if (training_ && config_.dropout > 0) in = torch::dropout(in, config_.dropout, /*train=*/true);
+  return (torch::linear(torch::linear(in, a), this->b(layer, m)) * config_.scaling()).to(x.scalar_type());
+}
+
+}  // namespace areal::torch_model

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Issue #34: areal's LoRA adapters against Hugging Face PEFT
+# (reference_lora_peft.py in .venv-vllm), float32, qwen3/qwen2/llama3 tiny
+# models with every base tensor perturbed:
+#   1. PEFT makes an adapter (random A and B) and scores sequences through
+#      PeftModel; areal loads PEFT's folder and scores the same sequences
+#      (areal_score_logprobs --lora): equal within 1e-5;
+#   2. areal writes the adapter back out (--save-lora) and PEFT loads that
+#      folder: the same log-probs again, so what we write is what PEFT reads.
+# Two adapter shapes: all-linear r=4 alpha=8, and q/v/down r=8 alpha=16 with rsLoRA.
+#   lora_peft.sh AREAL_HOST SCORE_BIN SOURCE_DIR WORK
+set -euo pipefail
+host=$1 score=$2 src=$(cd "$3" && pwd) work=$4
+py=$src/.venv-vllm/bin/python
+ref=$src/tests/parity/reference_logprobs_transformers.py
+peft=$src/tests/parity/reference_lora_peft.py
+[ -x "$py" ] || { echo "FAIL: $py is missing: run scripts/setup.sh with AREAL_TEST_PYTHON=1 (scripts/test.sh does)"; exit 1; }
+rm -rf "$work" && mkdir -p "$work"
+export HF_HUB_OFFLINE=1
+bound=1e-5 failed=0 compared=0 runs=0 seed=0
+compare() {  # compare A.json B.json LABEL
+  local n worst ok
+  read -r n worst < <(/usr/bin/python3 - "$1" "$2" <<'PY'
+import json, sys
+a, b = (json.load(open(p))["logprobs"] for p in sys.argv[1:3])
+assert len(a) == len(b) and all(len(x) == len(y) for x, y in zip(a, b)), "shapes differ"
+diffs = [abs(p - q) for x, y in zip(a, b) for p, q in zip(x, y)]
+print(len(diffs), max(diffs))
+PY
+)
+  compared=$((compared + n)) runs=$((runs + 1))
+  ok=$(/usr/bin/python3 -c "print(int($worst <= $bound))")
+  echo "$([ "$ok" = 1 ] && echo ok || echo FAIL) $3: $n log-probs, max difference $worst"
+  [ "$ok" = 1 ] || failed=$((failed + 1))
+}
+for family in qwen3 qwen2 llama3; do
+  for shape in "4 8 all-linear 0" "8 16 q_proj,v_proj,down_proj 1"; do
+    read -r rank alpha targets rslora <<< "$shape"
+    seed=$((seed + 1))
+    dir=$work/$family-$seed
+    "$host" init-model --family "$family" --preset tiny --tokenizer bytes --out "$dir/model" --seed "$seed" 2>/dev/null
+    "$py" "$ref" perturb "$dir/model" "$seed"
+    "$py" "$ref" sequences "$dir/model" "$dir/in.json" "$seed"
+    "$py" "$peft" make "$dir/model" "$dir/peft-adapter" "$seed" "$rank" "$alpha" "$targets" "$rslora"
+    "$py" "$peft" score "$dir/model" "$dir/peft-adapter" "$dir/in.json" "$dir/peft.json"
+    "$score" --lora "$dir/peft-adapter" --save-lora "$dir/areal-adapter" "$dir/model" "$dir/in.json" "$dir/areal.json"
+    compare "$dir/peft.json" "$dir/areal.json" "$family r=$rank $targets rslora=$rslora: PEFT's adapter, PEFT vs areal"
+    "$py" "$peft" score "$dir/model" "$dir/areal-adapter" "$dir/in.json" "$dir/peft-reads-areal.json"
+    compare "$dir/peft.json" "$dir/peft-reads-areal.json" "$family r=$rank $targets rslora=$rslora: the adapter areal wrote, read by PEFT"
+  done
+done
+echo "versions: $("$py" -c 'import peft, transformers, torch; print("peft", peft.__version__, "transformers", transformers.__version__, "torch", torch.__version__)')"
+echo "lora vs peft: $compared log-probs, $((runs - failed)) passed, $failed failed (bound $bound)"
