@@ -35,7 +35,9 @@
 
 #include "areal/sdk.hpp"
 #include "areal/sdk_json.hpp"
+#include "core/plugin_host/error.hpp"
 #include "decoder_model.hpp"
+#include "lora_adapter.hpp"
 #include "device.hpp"
 #include "flat_shards.hpp"
 #include "process_group.hpp"
@@ -122,7 +124,15 @@ class FsdpTrain {
     "world_size": {"type": "integer", "default": 1, "minimum": 1, "doc": "Data-parallel ranks; parameters, gradients and optimizer state are sharded across them. `areal-host run` starts this many train-rank processes (docs/scale-out.md); a checkpoint resumes only at the world size that saved it."},
     "rank": {"type": "integer", "default": 0, "minimum": 0, "doc": "This process's rank in [0, world_size); set by the launcher for each rank."},
     "init_method": {"type": "string", "default": "", "doc": "Where the ranks meet when world_size > 1: file:///PATH (a shared file) or tcp://HOST:PORT (rank 0 serves). Empty under `areal-host run`: tcp:// on rank 0's host at a port free there."},
-    "timeout_seconds": {"type": "integer", "default": 300, "minimum": 1, "doc": "Collective and rendezvous timeout."}
+    "timeout_seconds": {"type": "integer", "default": 300, "minimum": 1, "doc": "Collective and rendezvous timeout."},
+    "lora": {"type": "object", "default": null, "doc": "Train a LoRA adapter instead of every weight (issue #34), as PEFT's LoraConfig: the base weights are frozen (no gradients, no optimizer state), the adapter is float32 with its own AdamW. Checkpoints and final/ hold the merged model, and in their adapter/ folder the adapter in PEFT's format; the inference engine is handed the merged weights. null: full training.", "keys": {
+      "rank": {"type": "integer", "default": 8, "minimum": 1, "doc": "r: the adapter's rank."},
+      "alpha": {"type": "number", "default": 16, "minimum": 0, "doc": "lora_alpha: the update is scaled by alpha / rank (alpha / sqrt(rank) with use_rslora)."},
+      "dropout": {"type": "number", "default": 0, "minimum": 0, "maximum": 0.99, "doc": "lora_dropout on the adapter's input while training (not when log-probs are recomputed)."},
+      "target_modules": {"type": "any", "default": "all-linear", "doc": "\"all-linear\" or a list of q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj (PEFT's names)."},
+      "use_rslora": {"type": "boolean", "default": false, "doc": "Rank-stabilised scaling alpha / sqrt(rank)."}}},
+    "lora_path": {"type": "string", "format": "path", "default": "", "doc": "With lora: start from this PEFT adapter folder (adapter_config.json + adapter_model.safetensors) instead of a fresh adapter; its own config then applies."},
+    "lora_seed": {"type": "integer", "default": 0, "minimum": 0, "doc": "Seed of a fresh adapter's A matrices."}
   }})";
 
   explicit FsdpTrain(const sdk::CreateContext& ctx) {
@@ -155,11 +165,31 @@ class FsdpTrain {
     if (betas.size() != 2) throw sdk::invalid_argument("fsdp: 'betas' needs two numbers");
     group_ = std::make_unique<fsdp::ProcessGroup>(rank, world, c.value("init_method", std::string()), c.value("timeout_seconds", 300), device_,
                                                   c.value("backend", std::string("auto")));
-    shards_ = std::make_unique<fsdp::FlatShards>(model_->parameters(), *group_);
-    // Under mixed precision the master starts from the file's values, not
-    // from their bf16/fp16 rounding (as FSDP keeps the original parameters).
-    if (shards_->mixed_precision())
-      shards_->load_full(areal::torch_model::DecoderModel::load(model_path_, torch::kFloat32, torch::kCPU).parameters());
+    if (!c.value("lora_path", std::string()).empty() && (!c.contains("lora") || c["lora"].is_null()))
+      throw sdk::invalid_argument("fsdp: 'lora_path' starts a LoRA adapter: set 'lora' too (e.g. lora: {}) to train one");
+    if (c.contains("lora") && !c["lora"].is_null()) {
+      // LoRA: the base is frozen and stays whole on every rank; only the
+      // adapter is sharded, reduced and stepped.
+      try {
+        const std::string from = c.value("lora_path", std::string());
+        lora_ = std::make_shared<areal::torch_model::LoraAdapter>(
+            from.empty() ? areal::torch_model::LoraAdapter::init(areal::torch_model::LoraConfig::from_json(c["lora"], "fsdp: lora"), model_->config(),
+                                                                 c.value("lora_seed", uint64_t{0}), device_)
+                         : areal::torch_model::LoraAdapter::load(from, model_->config(), device_));
+      } catch (const areal::Error& e) {
+        throw sdk::Error(e.code(), e.what());
+      }
+      for (const auto& t : model_->parameters()) const_cast<torch::Tensor&>(t).set_requires_grad(false);
+      lora_->set_training(true);
+      model_->set_lora(lora_);
+      shards_ = std::make_unique<fsdp::FlatShards>(lora_->parameters(), *group_);
+    } else {
+      shards_ = std::make_unique<fsdp::FlatShards>(model_->parameters(), *group_);
+      // Under mixed precision the master starts from the file's values, not
+      // from their bf16/fp16 rounding (as FSDP keeps the original parameters).
+      if (shards_->mixed_precision())
+        shards_->load_full(areal::torch_model::DecoderModel::load(model_path_, torch::kFloat32, torch::kCPU).parameters());
+    }
     fsdp::AdamWOptions ao;
     ao.beta1 = betas[0];
     ao.beta2 = betas[1];
@@ -179,6 +209,7 @@ class FsdpTrain {
   DLManagedTensor* compute_logprobs(const areal_tensor_map& batch, float temperature) {
     torch::NoGradGuard no_grad;
     Gathered full(*shards_);
+    const AdapterEval eval(lora_.get());  // no adapter dropout: these are the policy's log-probs
     torch::Tensor lp = model_->logprobs(from_dl(tensor_named(batch, "input_ids"), "input_ids"), from_dl(tensor_named(batch, "cu_seqlens"), "cu_seqlens"),
                                         temperature).to(torch::kCPU, torch::kFloat32).contiguous();
     return at::toDLPack(lp);
@@ -277,7 +308,7 @@ class FsdpTrain {
     std::vector<std::vector<int64_t>> shapes;
     for (const auto& [name, t] : params) {
       names.push_back(name);
-      held.push_back(t.detach().contiguous());
+      held.push_back(merged(name, t).contiguous());
       shapes.emplace_back(held.back().sizes().begin(), held.back().sizes().end());
     }
     std::vector<DLTensor> dls(held.size());
@@ -303,7 +334,18 @@ class FsdpTrain {
     const std::string dir = spec.value("path", std::string());
     if (dir.empty()) throw sdk::invalid_argument("save: 'path' is required");
     {
-      const std::vector<torch::Tensor> master = shards_->gather_master();  // full precision, whatever the compute dtype
+      std::vector<torch::Tensor> master = shards_->gather_master();  // full precision, whatever the compute dtype
+      if (lora_) {  // the merged model (servable as it is) and the adapter beside it
+        std::vector<torch::Tensor> adapter = std::move(master);
+        master.clear();
+        for (const auto& w : model_->config().weights()) master.push_back(merged(w.name, model_->p(w.name)));  // DecoderModel::save's order
+        if (group_->rank() == 0) {
+          const auto& slots = lora_->parameters();
+          torch::NoGradGuard no_grad;
+          for (size_t i = 0; i < slots.size(); ++i) const_cast<torch::Tensor&>(slots[i]).copy_(adapter[i]);
+          lora_->save((fs::path(dir) / "adapter").string(), model_path_);
+        }
+      }
       if (group_->rank() == 0) {
         model_->save(dir, spec.value("dtype", std::string("float32")), master);
         for (const char* f : {"tokenizer.json", "tokenizer_config.json", "generation_config.json", "special_tokens_map.json"}) {
@@ -332,8 +374,13 @@ class FsdpTrain {
                                     " (its weights alone load at any world size: final/ or train.model_path)");
     }
     const torch::Dtype master = shards_->shard().scalar_type();  // float32 under mixed precision
-    auto loaded = areal::torch_model::DecoderModel::load(dir, master, torch::kCPU);
-    shards_->load_full(loaded.parameters());
+    if (lora_) {  // the base stays as model_path has it; the adapter resumes from adapter/
+      const auto adapter = areal::torch_model::LoraAdapter::load((fs::path(dir) / "adapter").string(), model_->config(), torch::kCPU, master);
+      shards_->load_full(adapter.parameters());
+    } else {
+      auto loaded = areal::torch_model::DecoderModel::load(dir, master, torch::kCPU);
+      shards_->load_full(loaded.parameters());
+    }
     if (spec.value("optimizer", false)) {
       const std::string opt = optimizer_file(dir);
       if (!fs::exists(opt)) throw sdk::not_found("load: " + opt + " does not exist (saved without optimizer, or with another world_size?)");
@@ -367,7 +414,38 @@ class FsdpTrain {
     return shards_->shard().numel() * static_cast<int64_t>(shards_->shard().element_size()) + optimizer_->state_bytes();
   }
 
+  // A base weight with the adapter merged in (W + scaling * B A, in W's
+  // dtype); the weight itself when no adapter targets it.
+  torch::Tensor merged(const std::string& name, const torch::Tensor& w) const {
+    torch::Tensor out = w.detach();
+    if (!lora_) return out;
+    const std::string layers = "model.layers.";
+    if (name.rfind(layers, 0) != 0) return out;
+    const size_t dot = name.find('.', layers.size());
+    const int64_t layer = std::stoll(name.substr(layers.size(), dot - layers.size()));
+    for (size_t k = 0; k < areal::torch_model::kLoraModules; ++k) {
+      const auto m = static_cast<areal::torch_model::LoraModule>(k);
+      const std::string want = layers + std::to_string(layer) + "." + lora_module_parent(m) + "." + lora_module_name(m) + ".weight";
+      if (name != want || !lora_->a(layer, m).defined()) continue;
+      torch::NoGradGuard no_grad;
+      const torch::Tensor delta = torch::matmul(lora_->b(layer, m).detach(), lora_->a(layer, m).detach()) * lora_->config().scaling();
+      return (out.to(delta.scalar_type()) + delta).to(w.scalar_type());
+    }
+    return out;
+  }
+  // Adapter dropout off for the scope (log-prob recomputation).
+  struct AdapterEval {
+    explicit AdapterEval(areal::torch_model::LoraAdapter* a) : a_(a) {
+      if (a_) a_->set_training(false);
+    }
+    ~AdapterEval() {
+      if (a_) a_->set_training(true);
+    }
+    areal::torch_model::LoraAdapter* a_;
+  };
+
   std::unique_ptr<areal::torch_model::DecoderModel> model_;
+  std::shared_ptr<areal::torch_model::LoraAdapter> lora_;  // train.lora: the adapter trained instead of the weights
   std::unique_ptr<fsdp::ProcessGroup> group_;  // declared before the shards that use it
   std::unique_ptr<fsdp::FlatShards> shards_;
   std::unique_ptr<fsdp::ShardedAdamW> optimizer_;

@@ -8,6 +8,7 @@
 #   2. areal writes the adapter back out (--save-lora) and PEFT loads that
 #      folder: the same log-probs again, so what we write is what PEFT reads.
 # Two adapter shapes: all-linear r=4 alpha=8, and q/v/down r=8 alpha=16 with rsLoRA.
+#   3. an adapter areal trained (train.lora, a few sft steps): see below.
 #   lora_peft.sh AREAL_HOST SCORE_BIN SOURCE_DIR WORK
 set -euo pipefail
 host=$1 score=$2 src=$(cd "$3" && pwd) work=$4
@@ -49,5 +50,25 @@ for family in qwen3 qwen2 llama3; do
     compare "$dir/peft.json" "$dir/peft-reads-areal.json" "$family r=$rank $targets rslora=$rslora: the adapter areal wrote, read by PEFT"
   done
 done
+# 3. Training: `areal-host sft` with train.lora trains only the adapter; its
+#    final/ holds the merged model and final/adapter the adapter. PEFT's
+#    adapter on the untouched base, transformers on the merged folder and
+#    areal on either agree.
+dir=$work/trained
+"$host" init-model --family qwen3 --preset tiny --tokenizer bytes --out "$dir/model" --seed 21 2>/dev/null
+"$py" "$ref" sequences "$dir/model" "$dir/in.json" 21
+"$host" sft --config "$src/configs/quickstart_format.yaml" "train.model_path=$dir/model" "experiment.output_dir=$dir/runs" \
+  "sft.dataset=$src/configs/data/quickstart_format.jsonl" trainer.total_steps=8 train.lr=0.01 \
+  'train.lora={"rank": 4, "alpha": 8, "target_modules": ["q_proj", "o_proj", "up_proj"]}' 2> "$dir/sft.log" || { tail -20 "$dir/sft.log"; exit 1; }
+final=$dir/runs/quickstart_format/trial0/final
+[ -f "$final/adapter/adapter_config.json" ] || { echo "FAIL: $final/adapter has no adapter_config.json"; exit 1; }
+cmp -s "$dir/model/model.safetensors" "$final/model.safetensors" && { echo "FAIL: final/ is the untouched base"; exit 1; }
+"$py" "$peft" score "$dir/model" "$final/adapter" "$dir/in.json" "$dir/peft.json"
+"$py" "$ref" score "$final" "$dir/in.json" "$dir/merged-transformers.json"
+"$score" "$final" "$dir/in.json" "$dir/merged-areal.json"
+"$score" --lora "$final/adapter" "$dir/model" "$dir/in.json" "$dir/adapter-areal.json"
+compare "$dir/peft.json" "$dir/merged-transformers.json" "trained: PEFT (base + adapter/) vs transformers (merged final/)"
+compare "$dir/peft.json" "$dir/merged-areal.json" "trained: PEFT vs areal on the merged final/"
+compare "$dir/peft.json" "$dir/adapter-areal.json" "trained: PEFT vs areal on base + adapter/"
 echo "versions: $("$py" -c 'import peft, transformers, torch; print("peft", peft.__version__, "transformers", transformers.__version__, "torch", torch.__version__)')"
 echo "lora vs peft: $compared log-probs, $((runs - failed)) passed, $failed failed (bound $bound)"
