@@ -4,11 +4,14 @@
 //   areal_model_bench MODEL_DIR THREADS BATCH SEQLEN STEPS GEN_REQUESTS GEN_PROMPT GEN_TOKENS
 // Prints one JSON object: train tokens/s (forward+backward+AdamW), the
 // first step's loss (the reference must match it), generation tokens/s
-// (timed after a warm-up run of the same length). STEPS 0 skips training.
+// (timed after a warm-up run of the same length). STEPS 0 skips training,
+// GEN_REQUESTS 0 generation; AREAL_BENCH_TRAIN adds train-engine keys.
 // With AREAL_BENCH_CONSISTENCY set, the trainer (fsdp) also scores the
 // generated tokens: max and mean |engine log-prob - trainer log-prob|.
 // AREAL_BENCH_ENGINE, a JSON object, adds to both engines' configs (e.g.
 // {"device": "cuda", "dtype": "bfloat16"}; scripts/gpu_check.sh sets it).
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -62,11 +65,18 @@ int main(int argc, char** argv) {
       for (const auto& [k, v] : extra.items()) c[k] = v;
       return c.dump();
     };
+    // AREAL_BENCH_TRAIN: more keys for the train engine only (e.g. {"lora": {...}}: bench/model/lora.sh).
+    const char* train_env = std::getenv("AREAL_BENCH_TRAIN");
+    const nlohmann::json train_extra = train_env && *train_env ? nlohmann::json::parse(train_env) : nlohmann::json::object();
+    auto with_train_extra = [&](nlohmann::json c) {
+      for (const auto& [k, v] : train_extra.items()) c[k] = v;
+      return with_extra(std::move(c));
+    };
     const int64_t vocab = nlohmann::json::parse(std::ifstream(model + "/config.json"))["vocab_size"];
 
     if (steps > 0) {  // Training: one warm-up step, then `steps` timed steps on the same batch (STEPS 0: generation only).
       auto fsdp = catalog.resolve("fsdp", AREAL_KIND_TRAIN);
-      areal::PluginInstance engine(fsdp, with_extra({{"model_path", model}, {"lr", 1e-5}, {"threads", threads}, {"micro_batch_tokens", batch * seqlen}}),
+      areal::PluginInstance engine(fsdp, with_train_extra({{"model_path", model}, {"lr", 1e-5}, {"threads", threads}, {"micro_batch_tokens", batch * seqlen}}),
                                    &services);
       std::vector<int32_t> ids, cu{0}, mask;
       for (int s = 0; s < batch; ++s) {
@@ -81,7 +91,7 @@ int main(int argc, char** argv) {
         areal::StringCollector stats;
         areal::throw_if_status(fsdp->train()->train_step(engine.self(), b.get(), &loss, stats.writer()), "train_step");
         const auto j = nlohmann::json::parse(stats.text);
-        for (const char* k : {"device", "dtype", "peak_device_memory_bytes"})
+        for (const char* k : {"device", "dtype", "peak_device_memory_bytes", "resident_state_bytes"})
           if (j.contains(k)) out["train_" + std::string(k)] = j[k];
         return j["loss"].get<double>();
       };
@@ -92,7 +102,7 @@ int main(int argc, char** argv) {
       out["train_tokens_per_s"] = static_cast<double>(steps) * batch * seqlen / secs;
       out["train_step_s"] = secs / steps;
     }
-    {  // Generation: all requests at once, batched by the engine; ignore_eos.
+    if (gen_requests > 0) {  // Generation: all requests at once, batched by the engine; ignore_eos (GEN_REQUESTS 0 skips it).
       auto local = catalog.resolve("local", AREAL_KIND_INFERENCE);
       areal::PluginInstance engine(local, with_extra({{"model_path", model}, {"threads", threads}, {"max_batch", gen_requests}}), &services);
       std::vector<std::vector<int32_t>> prompts(gen_requests);
@@ -167,6 +177,9 @@ int main(int argc, char** argv) {
         out["engine_trainer_tokens"] = n;
       }
     }
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    out["peak_rss_bytes"] = static_cast<double>(usage.ru_maxrss) * 1024;  // the whole process: model load included
     std::cout << out.dump() << std::endl;
     return 0;
   } catch (const std::exception& e) {
