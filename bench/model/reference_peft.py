@@ -14,9 +14,7 @@ import time
 
 import torch
 
-
-def token(seq, pos, vocab):
-    return (seq * 7919 + pos * 104729 + 13) % vocab
+from reference_model import token  # beside this file: the batch areal_model_bench trains on
 
 
 def main():

@@ -64,8 +64,8 @@ void VocabularyTrie::build(uint32_t node, uint32_t depth, const std::vector<std:
 
 // Walks the trie below `node` with m the matcher after the node's bytes.
 // Under a budget, plain text in a free string value never lengthens the
-// shortest completion (the caller checked it fits before the walk), so those
-// subtrees are still taken whole; any other token is checked where it ends.
+// shortest completion (which the caller checked fits), so those subtrees are
+// still taken whole; any other token is checked where it ends.
 void VocabularyTrie::visit(uint32_t node, const JsonMatcher& m, std::vector<uint8_t>& allowed, size_t budget) const {
   const bool free_string = m.in_free_string();
   const bool free_name = budget != kUnlimited && free_string && m.in_free_property_name();
@@ -99,10 +99,6 @@ void VocabularyTrie::visit(uint32_t node, const JsonMatcher& m, std::vector<uint
 
 bool VocabularyTrie::allowed_tokens(const JsonMatcher& matcher, std::vector<uint8_t>& allowed, size_t completion_budget) const {
   allowed.assign(vocab_size_, 0);
-  if (completion_budget != kUnlimited) {
-    const auto rest = matcher.shortest_completion();
-    if (!rest || rest->size() > completion_budget) return false;  // no room: the caller closes by the fastest way
-  }
   visit(0, matcher, allowed, completion_budget);
   return std::find(allowed.begin(), allowed.end(), 1) != allowed.end();
 }

@@ -24,8 +24,9 @@ class VocabularyTrie {
   // Sets allowed[id] = 1 for every token the matcher accepts as its next
   // bytes (allowed is resized to the vocabulary and cleared first), and with
   // a completion budget only those after which the shortest completion
-  // (JsonMatcher::shortest_completion) has at most that many bytes. Returns
-  // whether any is. End of output is not a token here: the caller allows its
+  // (JsonMatcher::shortest_completion) has at most that many bytes; the
+  // caller checks the matcher's own shortest completion fits the budget
+  // first. Returns whether any is. End of output is not a token here: the caller allows its
   // stop tokens when matcher.complete().
   bool allowed_tokens(const JsonMatcher& matcher, std::vector<uint8_t>& allowed, size_t completion_budget = kUnlimited) const;
   static constexpr size_t kUnlimited = SIZE_MAX;

@@ -643,8 +643,8 @@ class LocalInference {
       budgeted = rest && left - 2 < static_cast<int64_t>(rest->size()) + kBudgetWindow;
       if (!budgeted) r.trie->allowed_tokens(*r.matcher, allowed_);
       else if (left < 2) allowed_.assign(r.trie->vocab_size(), 0);  // only the stop token
-      else if (!r.trie->allowed_tokens(*r.matcher, allowed_, static_cast<size_t>(left - 2)) && !rest->empty())
-        r.trie->prefix_tokens(*rest, allowed_);  // too little room even so: the fastest way to close
+      else if (static_cast<int64_t>(rest->size()) > left - 2 || !r.trie->allowed_tokens(*r.matcher, allowed_, static_cast<size_t>(left - 2)))
+        r.trie->prefix_tokens(*rest, allowed_);  // too little room: the fastest way to close
     }
     if (r.generated < r.min_new && !(budgeted && r.matcher->complete())) {  // too short to end yet
       const double kMasked = -std::numeric_limits<double>::infinity();

@@ -74,6 +74,10 @@ class LoraAdapter {
   // scaling * B (A dropout(x)) in x's dtype, computed in the adapter's
   // (float32); undefined when the module is not targeted.
   torch::Tensor delta(int64_t layer, LoraModule m, const torch::Tensor& x) const;
+  // The base weight of that HF name with the adapter merged in
+  // (W + scaling * B A, in W's dtype, no autograd); W itself when no adapter
+  // targets it. For handing the engine, or writing, a plain model.
+  torch::Tensor merged(const std::string& weight_name, const torch::Tensor& w) const;
 
  private:
   LoraAdapter(LoraConfig config, size_t layers);

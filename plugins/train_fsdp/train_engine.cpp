@@ -414,25 +414,8 @@ class FsdpTrain {
     return shards_->shard().numel() * static_cast<int64_t>(shards_->shard().element_size()) + optimizer_->state_bytes();
   }
 
-  // A base weight with the adapter merged in (W + scaling * B A, in W's
-  // dtype); the weight itself when no adapter targets it.
-  torch::Tensor merged(const std::string& name, const torch::Tensor& w) const {
-    torch::Tensor out = w.detach();
-    if (!lora_) return out;
-    const std::string layers = "model.layers.";
-    if (name.rfind(layers, 0) != 0) return out;
-    const size_t dot = name.find('.', layers.size());
-    const int64_t layer = std::stoll(name.substr(layers.size(), dot - layers.size()));
-    for (size_t k = 0; k < areal::torch_model::kLoraModules; ++k) {
-      const auto m = static_cast<areal::torch_model::LoraModule>(k);
-      const std::string want = layers + std::to_string(layer) + "." + lora_module_parent(m) + "." + lora_module_name(m) + ".weight";
-      if (name != want || !lora_->a(layer, m).defined()) continue;
-      torch::NoGradGuard no_grad;
-      const torch::Tensor delta = torch::matmul(lora_->b(layer, m).detach(), lora_->a(layer, m).detach()) * lora_->config().scaling();
-      return (out.to(delta.scalar_type()) + delta).to(w.scalar_type());
-    }
-    return out;
-  }
+  // A base weight as the engine and saved folders get it: merged with the adapter, if any.
+  torch::Tensor merged(const std::string& name, const torch::Tensor& w) const { return lora_ ? lora_->merged(name, w) : w.detach(); }
   // Adapter dropout off for the scope (log-prob recomputation).
   struct AdapterEval {
     explicit AdapterEval(areal::torch_model::LoraAdapter* a) : a_(a) {
