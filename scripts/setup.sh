@@ -148,10 +148,15 @@ fi
 # a cold build of what it needs takes about 3 minutes on 2 cores instead of
 # 6). The full setup turns them back on, one source a compiler run (what
 # ccache and an edit-compile loop want), in the same build folder: its first
-# build after a quickstart compiles everything once more.
-scope_args=(-DAREAL_BUILD_TESTS=ON -DAREAL_BUILD_BENCHMARKS=ON -DAREAL_WITH_PYTHON_INLINE=ON -DCMAKE_UNITY_BUILD=OFF)
+# build after a quickstart compiles everything once more. The quickstart
+# also compiles at -O1: a third less compile time (2 min 40 s -> 1 min 56 s
+# cold), for about 10% more time a training step (libtorch does the numeric
+# work either way); the full setup compiles at CMake's Release -O3.
+scope_args=(-DAREAL_BUILD_TESTS=ON -DAREAL_BUILD_BENCHMARKS=ON -DAREAL_WITH_PYTHON_INLINE=ON -DCMAKE_UNITY_BUILD=OFF
+            "-DCMAKE_CXX_FLAGS_RELEASE=-O3 -DNDEBUG")
 [ "$setup_for" = quickstart ] && scope_args=(-DAREAL_BUILD_TESTS=OFF -DAREAL_BUILD_BENCHMARKS=OFF -DAREAL_WITH_PYTHON_INLINE=OFF
-                                             -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=8)
+                                             -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=8
+                                             "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG")
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release "${torch_args[@]}" "${scope_args[@]}"
 build_target=()
 [ "$setup_for" = quickstart ] && build_target=(--target areal_quickstart)  # CMakeLists.txt says what it holds

@@ -17,6 +17,7 @@
 //   --group-size G    sessions per question, one GRPO group (default 8)
 //   --seed S          question order (default 1)
 import OpenAI from 'openai';
+import { keepAliveFetch } from './keep_alive_fetch.mjs';
 
 const arg = (name, dflt) => {
   const i = process.argv.indexOf(name);
@@ -51,7 +52,7 @@ export function reward(reply, answer) {
 }
 
 async function post(path, key, body) {
-  const r = await fetch(GATEWAY + path, {
+  const r = await keepAliveFetch(GATEWAY + path, {
     method: 'POST',
     headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json' },
     body: JSON.stringify(body),
@@ -73,7 +74,7 @@ async function startSession(taskId, groupId) {
 async function episode(question, answer, taskId, groupId) {
   const session = await startSession(taskId, groupId);
   if (!session) return;
-  const client = new OpenAI({ baseURL: `${GATEWAY}/v1`, apiKey: session.api_key, maxRetries: 2 });
+  const client = new OpenAI({ baseURL: `${GATEWAY}/v1`, apiKey: session.api_key, maxRetries: 2, fetch: keepAliveFetch });
   try {
     const completion = await client.chat.completions.create({
       model: 'default',
@@ -144,7 +145,7 @@ async function evaluate() {
   const greedy = process.env.AREAL_EVAL_GREEDY !== '0';
   const temperature = greedy ? 0 : Number(process.env.AREAL_EVAL_TEMPERATURE ?? 1);
   const n = Math.max(1, Number(process.env.AREAL_EVAL_N_SAMPLES ?? 1));
-  const client = new OpenAI({ baseURL: `${GATEWAY}/v1`, apiKey: ADMIN_KEY, maxRetries: 2 });
+  const client = new OpenAI({ baseURL: `${GATEWAY}/v1`, apiKey: ADMIN_KEY, maxRetries: 2, fetch: keepAliveFetch });
   const jobs = items.flatMap((item) => Array.from({ length: n }, () => item));
   const rewards = new Array(jobs.length);
   let next = 0;
