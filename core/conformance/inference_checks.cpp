@@ -206,6 +206,40 @@ void check_inference(const std::shared_ptr<LoadedPlugin>& p, const ConformanceOp
     for (auto& t : threads) t.join();
     expect(ok == 16, std::to_string(ok.load()) + "/16 completed" + (error.empty() ? "" : ": " + error));
   });
+  // ABI 1.6 adapters: what info says and the slots must agree, and every
+  // refusal is the documented code. (Serving a real adapter needs one made
+  // for the plugin's model: tests/torch/lora_serving_test.cpp does it for local.)
+  c.run("inference: info's \"adapters\" agrees with the load_adapter/unload_adapter slots", [&] {
+    StringCollector w;
+    throw_if_status(vt.info(self, w.writer()), "info");
+    const auto j = nlohmann::json::parse(w.text);
+    const bool slots = vt.struct_size >= AREAL_OFFSET_OF_END(areal_inference_vtable, unload_adapter) && vt.load_adapter && vt.unload_adapter;
+    expect(!j.contains("adapters") || j["adapters"].is_boolean(), "info's \"adapters\" must be a boolean, was " + w.text);
+    const bool says = j.value("adapters", false);
+    expect(says == slots, says ? "info says \"adapters\": true but load_adapter/unload_adapter are missing"
+                               : "the plugin has load_adapter/unload_adapter but info does not say \"adapters\": true");
+    if (says) expect(j.contains("loaded_adapters") && j["loaded_adapters"].is_array(), "info with \"adapters\": true must list \"loaded_adapters\"");
+  });
+  if (vt.struct_size >= AREAL_OFFSET_OF_END(areal_inference_vtable, unload_adapter) && vt.load_adapter && vt.unload_adapter) {
+    c.run("inference: adapters: unknown names are NOT_FOUND, bad specs INVALID_ARGUMENT", [&] {
+      const std::string unknown = "conformance-no-such-adapter";
+      int32_t code = code_of(vt.unload_adapter(self, areal_str{unknown.data(), unknown.size()}));
+      expect(code == AREAL_CODE_NOT_FOUND, std::string("unload_adapter of an unknown name returned ") + code_name(code));
+      Request r(4);
+      areal_gen_request req = r.get();
+      req.struct_size = AREAL_OFFSET_OF_END(areal_gen_request, adapter);
+      req.adapter = areal_str{unknown.data(), unknown.size()};
+      CollectingSink sink;
+      code = code_of(vt.submit(self, &req, sink.sink()));
+      expect(code == AREAL_CODE_NOT_FOUND, std::string("a request naming an unknown adapter returned ") + code_name(code));
+      expect(!sink.wait(100ms), "the sink was called for a rejected request");
+      for (const std::string bad : {std::string("{not json"), std::string(R"({"version": 1, "path": "/nonexistent"})"),
+                                    std::string(R"({"name": "x", "path": "/nonexistent"})")}) {
+        code = code_of(vt.load_adapter(self, areal_str{bad.data(), bad.size()}, nullptr));
+        expect(code == AREAL_CODE_INVALID_ARGUMENT, "load_adapter(" + bad + ") returned " + code_name(code));
+      }
+    });
+  }
   c.run("inference: update_weights rejects a malformed spec with a status", [&] {
     const std::string bad = "{not json";
     int32_t code = code_of(vt.update_weights(self, areal_str{bad.data(), bad.size()}));

@@ -168,3 +168,7 @@ AREAL_FROZEN(areal_gateway_vtable, export_session, 88);
 AREAL_FROZEN(areal_gateway_vtable, session_chat, 96);
 AREAL_FROZEN(areal_gateway_vtable, mark_sessions_trained, 104);
 AREAL_FROZEN(areal_gateway_vtable, commit_checkpoint, 112);
+// ABI 1.6: LoRA adapters (inference.h)
+AREAL_FROZEN(areal_gen_request, adapter, 56);
+AREAL_FROZEN(areal_inference_vtable, load_adapter, 96);
+AREAL_FROZEN(areal_inference_vtable, unload_adapter, 104);

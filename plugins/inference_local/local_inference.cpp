@@ -47,7 +47,9 @@
 #include "core/hf/tokenizer/tokenizer.hpp"
 #include "areal/sdk.hpp"
 #include "areal/sdk_json.hpp"
+#include "adapter_registry.hpp"
 #include "cuda_graph_cache.hpp"
+#include "float_tensor_view.hpp"
 #include "decoder_model.hpp"
 #include "device.hpp"
 
@@ -81,6 +83,10 @@ struct Request {
   std::optional<areal::structured_output::JsonMatcher> matcher;
   const areal::structured_output::VocabularyTrie* trie = nullptr;  // the engine's, with a matcher
   int64_t min_new = 0;  // stop ids and EOS masked until this many tokens (the engine's min_new_tokens)
+  // The LoRA adapter it runs with (ABI 1.6; empty name: the base model),
+  // looked up again before every step so a replaced adapter takes effect.
+  std::string adapter_name;
+  std::shared_ptr<const areal::local_inference::ServedAdapter> adapter;
   bool reshaped() const {
     return !logit_bias.empty() || sampling.frequency_penalty != 0 || sampling.presence_penalty != 0 || matcher.has_value() ||
            generated < min_new;
@@ -94,7 +100,9 @@ class LocalInference {
   static constexpr const char* kDescription =
       "Embedded libtorch inference: batched decoding with KV caches over the training model's code. Honours "
       "frequency_penalty, presence_penalty, logit_bias and structured output (JSON object / JSON Schema, by masking "
-      "the tokens that cannot continue a valid output); log-probs are those of the distribution actually sampled from.";
+      "the tokens that cannot continue a valid output); log-probs are those of the distribution actually sampled from. Serves "
+      "LoRA adapters beside the base model without merging them: each request names one (or none), and requests of "
+      "different adapters and of the base share one batch.";
   static constexpr const char* kConfigSchema = R"({"type": "object", "keys": {
     "model_path": {"type": "string", "format": "path", "doc": "Hugging Face model folder (config.json, safetensors, tokenizer files)."},
     "model": {"type": "string", "default": "", "doc": "Model name reported by info; empty: the folder name."},
@@ -106,7 +114,8 @@ class LocalInference {
     "min_new_tokens": {"type": "integer", "default": 0, "minimum": 0, "doc": "Stop ids and EOS are masked until a reply has this many tokens (vLLM's min_tokens, for every request). For random-weight test models whose end-of-turn logit is raised (init-model --end-turn-logit): with 1, a client sending temperature 0 gets a one-token reply instead of an empty one. The recorded log-probs are those of the masked distribution."},
     "max_prefill_tokens": {"type": "integer", "default": 16384, "minimum": 1, "doc": "Prompt tokens prefilled together in one forward pass (newly admitted requests are packed up to this; a longer prompt goes alone)."},
     "logprob_mode": {"type": "string", "enum": ["sampling", "raw"], "default": "sampling", "doc": "sampling: log-probs of softmax(logits / temperature), the ABI's convention and what training recomputes. raw: temperature-1 log-probs, which break that convention; only for test servers that emulate vLLM's or SGLang's raw mode."},
-    "threads": {"type": "integer", "default": 0, "minimum": 0, "doc": "Torch intra-op threads; 0 keeps the default."}
+    "threads": {"type": "integer", "default": 0, "minimum": 0, "doc": "Torch intra-op threads; 0 keeps the default."},
+    "adapters": {"type": "object", "default": {}, "doc": "LoRA adapters loaded at start, name -> PEFT adapter folder (adapter_config.json + adapter_model.safetensors), each at version 0. Requests choose one by name (the OpenAI 'model' field through the gateway); more can be loaded and replaced while serving (load_adapter)."}
   }})";
 
   explicit LocalInference(const sdk::CreateContext& ctx) {
@@ -137,6 +146,14 @@ class LocalInference {
     max_context_ = c.value("max_context", int64_t{0});
     if (max_context_ == 0) max_context_ = model_->config().max_position_embeddings;
     for (int s = max_batch_ - 1; s >= 0; --s) free_slots_.push_back(s);
+    adapters_ = std::make_unique<areal::local_inference::AdapterRegistry>(model_->config(), device_);
+    if (c.contains("adapters")) {
+      if (!c["adapters"].is_object()) throw sdk::invalid_argument("local: 'adapters' must be an object, name -> PEFT adapter folder");
+      for (const auto& [name, dir] : c["adapters"].items()) {
+        if (!dir.is_string()) throw sdk::invalid_argument("local: adapters." + name + " must be a folder path");
+        adapters_->load(json{{"name", name}, {"version", 0}, {"path", dir}}.dump(), nullptr);
+      }
+    }
     thread_ = sdk::guarded_thread("local", [this] { schedule(); });
   }
 
@@ -185,6 +202,11 @@ class LocalInference {
     r->rng.state = s.has_seed ? s.seed : r->id * 0x9e3779b97f4a7c15ULL;
     r->limit = std::min<int64_t>(s.max_new_tokens, max_context_ - static_cast<int64_t>(r->prompt.size()));
     r->min_new = s.ignore_eos ? 0 : min_new_tokens_;
+    if (req.struct_size >= AREAL_OFFSET_OF_END(areal_gen_request, adapter) && req.adapter.size > 0) {
+      r->adapter_name.assign(sdk::view(req.adapter));
+      r->adapter = adapters_->find(r->adapter_name);
+      if (!r->adapter) throw sdk::not_found("no adapter '" + r->adapter_name + "' is loaded");
+    }
     r->sink = sink;
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -301,26 +323,9 @@ class LocalInference {
     for (const auto& [name, param] : model_->named_parameters()) {
       auto it = by_name.find(name);
       if (it == by_name.end()) throw sdk::invalid_argument("update_weights_from_tensors: tensor '" + name + "' is missing");
-      const DLTensor& t = *it->second;
-      if ((t.device.device_type != kDLCPU && t.device.device_type != kDLCUDA) || t.dtype.lanes != 1 ||
-          (t.dtype.code != kDLFloat && t.dtype.code != kDLBfloat))
-        throw sdk::invalid_argument("update_weights_from_tensors: '" + name + "' must be a floating-point CPU or CUDA tensor");
-      if (t.device.device_type == kDLCUDA && !torch::cuda::is_available())
-        throw sdk::invalid_argument("update_weights_from_tensors: '" + name + "' is a CUDA tensor but this engine's libtorch has no CUDA");
-      if (t.strides != nullptr) throw sdk::invalid_argument("update_weights_from_tensors: '" + name + "' must be contiguous");
-      const std::vector<int64_t> shape(t.shape, t.shape + t.ndim);
-      if (c10::IntArrayRef(shape) != param.sizes())
-        throw sdk::invalid_argument("update_weights_from_tensors: '" + name + "' has the wrong shape");
-      torch::Dtype dt;
-      if (t.dtype.code == kDLBfloat && t.dtype.bits == 16) dt = torch::kBFloat16;
-      else if (t.dtype.bits == 16) dt = torch::kFloat16;
-      else if (t.dtype.bits == 32) dt = torch::kFloat32;
-      else if (t.dtype.bits == 64) dt = torch::kFloat64;
-      else throw sdk::invalid_argument("update_weights_from_tensors: '" + name + "' has an unsupported float width");
-      // A CUDA source on this engine's GPU is copied device to device, with no host round trip.
-      const torch::Device src = t.device.device_type == kDLCUDA ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(t.device.device_id))
-                                                                : torch::Device(torch::kCPU);
-      copies.emplace_back(param, torch::from_blob(static_cast<char*>(t.data) + t.byte_offset, shape, torch::TensorOptions().dtype(dt).device(src)));
+      torch::Tensor src = areal::local_inference::float_tensor_view(*it->second, "update_weights_from_tensors: '" + name + "'");
+      if (src.sizes() != param.sizes()) throw sdk::invalid_argument("update_weights_from_tensors: '" + name + "' has the wrong shape");
+      copies.emplace_back(param, std::move(src));
     }
     // Between two decode steps, all at once.
     std::lock_guard<std::mutex> step(step_mutex_);
@@ -349,9 +354,15 @@ class LocalInference {
                 {"dtype", areal::torch_model::dtype_name(dtype_)},
                 {"peak_device_memory_bytes", areal::torch_model::peak_memory_bytes(device_)},
                 {"cuda_graphs", graphs_on_},
-                {"decode_steps", decode_steps_.load()}}
+                {"decode_steps", decode_steps_.load()},
+                {"adapters", true},
+                {"loaded_adapters", adapters_->describe()}}
         .dump();
   }
+
+  // ABI 1.6: LoRA adapters served beside the base weights.
+  void load_adapter(std::string_view spec, const areal_tensor_map* tensors) { adapters_->load(spec, tensors); }
+  void unload_adapter(std::string_view name) { adapters_->unload(name); }
 
  private:
   // Raw log-probs of the last hidden row(s): [B, V] in float64 on the model's device.
@@ -381,6 +392,39 @@ class LocalInference {
     graphs_.clear();  // they captured the old cache's addresses
   }
 
+  // Routes a step's rows to the requests' adapters: each request's adapter
+  // is looked up again (one replaced by load_adapter takes effect from this
+  // step on), and `rows_of(i, rows)` appends request i's activation rows.
+  // Returns whether any row has an adapter; the routing lasts until the
+  // returned guard goes.
+  struct AdapterRouting {
+    areal::torch_model::DecoderModel* model;
+    bool any = false;
+    ~AdapterRouting() {
+      if (any) model->set_lora_rows({});
+    }
+  };
+  template <class RowsOf>
+  std::unique_ptr<AdapterRouting> route_adapters(const std::vector<Request*>& reqs, RowsOf rows_of) {
+    std::map<const areal::local_inference::ServedAdapter*, std::pair<std::shared_ptr<const areal::local_inference::ServedAdapter>, std::vector<int64_t>>> groups;
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      Request& r = *reqs[i];
+      if (r.adapter_name.empty()) continue;
+      if (auto now = adapters_->find(r.adapter_name)) r.adapter = std::move(now);  // unloaded: it finishes with the one it had
+      auto& g = groups[r.adapter.get()];
+      g.first = r.adapter;
+      rows_of(i, g.second);
+    }
+    auto routing = std::make_unique<AdapterRouting>();
+    routing->model = model_.get();
+    if (groups.empty()) return routing;
+    std::vector<areal::torch_model::DecoderModel::LoraRows> rows;
+    for (auto& [key, g] : groups) rows.push_back({g.first->lora, torch::tensor(g.second, torch::kInt64).to(device_)});
+    model_->set_lora_rows(std::move(rows));
+    routing->any = true;
+    return routing;
+  }
+
   // Prefills newly admitted requests together: their prompts packed into one
   // forward pass (projections and MLPs over all tokens at once, attention
   // within each prompt), each prompt's keys and values written to its slot,
@@ -398,6 +442,11 @@ class LocalInference {
       longest = std::max(longest, S);
     }
     ensure_capacity(longest);
+    std::vector<int64_t> starts = {0};
+    for (Request* r : reqs) starts.push_back(starts.back() + static_cast<int64_t>(r->prompt.size()));
+    const auto routing = route_adapters(reqs, [&](size_t i, std::vector<int64_t>& rows) {
+      for (int64_t t = starts[i]; t < starts[i + 1]; ++t) rows.push_back(t);
+    });
     const auto idx = torch::TensorOptions().dtype(torch::kInt64);
     const torch::Tensor rope = model_->rope_table(torch::tensor(pos, idx).to(device_));
     torch::Tensor x = torch::embedding(model_->p("model.embed_tokens.weight"), torch::tensor(ids, idx).to(device_));
@@ -465,7 +514,9 @@ class LocalInference {
     decode_inputs_.narrow(1, 0, rows).copy_(host);
     torch::Tensor hidden;
     auto step = [this, rows, keys] { return decode_rows(rows, keys); };
-    if (graphs_on_) {
+    // Rows with adapters: their index lists change every step, so such steps run without a captured graph.
+    const auto routing = route_adapters(batch, [&](size_t i, std::vector<int64_t>& out) { out.push_back(batch[i]->slot); });
+    if (graphs_on_ && !routing->any) {
       try {
         hidden = graphs_.run({rows, keys}, step);
       } catch (const std::exception& e) {
@@ -595,7 +646,9 @@ class LocalInference {
   void deliver(Request& r, int32_t tok, float lp) {
     const auto& s = r.sampling;
     int64_t version;
-    {
+    if (r.adapter) {
+      version = r.adapter->version;  // an adapter's tokens carry the adapter's version
+    } else {
       std::lock_guard<std::mutex> lock(mutex_);
       version = version_;
     }
@@ -778,6 +831,7 @@ class LocalInference {
   }
 
   std::unique_ptr<areal::torch_model::DecoderModel> model_;
+  std::unique_ptr<areal::local_inference::AdapterRegistry> adapters_;
   std::mutex trie_mutex_;
   std::unique_ptr<areal::structured_output::VocabularyTrie> trie_;
   std::vector<uint8_t> allowed_;  // scheduler thread's scratch mask

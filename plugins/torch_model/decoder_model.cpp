@@ -162,6 +162,13 @@ torch::Tensor DecoderModel::apply_rope(const torch::Tensor& x, const torch::Tens
 }
 
 torch::Tensor DecoderModel::with_lora(int64_t layer, LoraModule m, const torch::Tensor& x, torch::Tensor y) const {
+  if (!lora_rows_.empty()) {
+    for (const auto& g : lora_rows_) {
+      const torch::Tensor d = g.adapter->delta(layer, m, x.index_select(0, g.rows));
+      if (d.defined()) y = y.index_add(0, g.rows, d);
+    }
+    return y;
+  }
   if (!lora_) return y;
   const torch::Tensor d = lora_->delta(layer, m, x);
   return d.defined() ? y + d : y;

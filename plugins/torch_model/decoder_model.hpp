@@ -50,6 +50,17 @@ class DecoderModel {
   // training and serving alike; the base weights are untouched.
   void set_lora(std::shared_ptr<const LoraAdapter> adapter) { lora_ = std::move(adapter); }
   const LoraAdapter* lora() const { return lora_.get(); }
+  // Adapters by row, for a serving step that mixes requests of several
+  // adapters and of the base model in one batch: each group's low-rank term
+  // is added to its rows only (int64 indices into the step's activation
+  // rows: packed prompt tokens in prefill, batch rows in decoding, on the
+  // model's device); rows in no group compute the base model. Overrides
+  // set_lora while non-empty; an empty list clears it.
+  struct LoraRows {
+    std::shared_ptr<const LoraAdapter> adapter;
+    torch::Tensor rows;
+  };
+  void set_lora_rows(std::vector<LoraRows> groups) { lora_rows_ = std::move(groups); }
 
   std::vector<torch::Tensor> parameters() const;  // in config.weights() order
   const std::map<std::string, torch::Tensor>& named_parameters() const { return params_; }
@@ -100,6 +111,7 @@ class DecoderModel {
   torch::Device device_;
   std::map<std::string, torch::Tensor> params_;
   std::shared_ptr<const LoraAdapter> lora_;
+  std::vector<LoraRows> lora_rows_;
   torch::Tensor inv_freq_;  // [hd/2], float64 for precision, on the model's device
 };
 

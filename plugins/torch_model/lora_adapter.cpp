@@ -116,6 +116,69 @@ LoraAdapter LoraAdapter::init(const LoraConfig& config, const model::ModelConfig
   return adapter;
 }
 
+LoraConfig LoraConfig::from_peft_json(const J& j, const std::string& where) {
+  if (!j.is_object()) throw Error(AREAL_CODE_INVALID_ARGUMENT, where + ": must be a JSON object (PEFT's adapter_config.json)");
+  if (j.value("peft_type", std::string("LORA")) != "LORA")
+    throw Error(AREAL_CODE_UNSUPPORTED, where + ": peft_type '" + j.value("peft_type", std::string()) + "' is not LORA");
+  // What would change the math and is not implemented: refused by name, never ignored.
+  auto refuse_if = [&](const char* key, bool set) {
+    if (set) throw Error(AREAL_CODE_UNSUPPORTED, where + ": '" + key + "' = " + j[key].dump() + " is not supported");
+  };
+  auto non_empty = [&](const char* key) { return j.contains(key) && !j[key].is_null() && !j[key].empty(); };
+  refuse_if("use_dora", j.value("use_dora", false));
+  refuse_if("fan_in_fan_out", j.value("fan_in_fan_out", false));
+  refuse_if("bias", j.contains("bias") && j["bias"] != "none");
+  refuse_if("lora_bias", j.value("lora_bias", false));
+  refuse_if("rank_pattern", non_empty("rank_pattern"));
+  refuse_if("alpha_pattern", non_empty("alpha_pattern"));
+  refuse_if("layers_to_transform", j.contains("layers_to_transform") && !j["layers_to_transform"].is_null());
+  refuse_if("modules_to_save", non_empty("modules_to_save"));
+  refuse_if("exclude_modules", non_empty("exclude_modules"));
+  LoraConfig c;
+  if (!j.contains("r") || !j["r"].is_number_integer() || j["r"].get<int64_t>() < 1) throw Error(AREAL_CODE_INVALID_ARGUMENT, where + ": 'r' must be a positive integer");
+  c.rank = j["r"].get<int64_t>();
+  c.alpha = j.contains("lora_alpha") && j["lora_alpha"].is_number() ? j["lora_alpha"].get<double>() : 8.0;  // PEFT's default
+  c.dropout = j.contains("lora_dropout") && j["lora_dropout"].is_number() ? j["lora_dropout"].get<double>() : 0.0;
+  c.use_rslora = j.value("use_rslora", false);
+  if (!j.contains("target_modules") || j["target_modules"].is_null()) throw Error(AREAL_CODE_INVALID_ARGUMENT, where + ": 'target_modules' is missing");
+  c.targets = parse_targets(j["target_modules"], where + ": target_modules");
+  return c;
+}
+
+LoraAdapter LoraAdapter::from_tensors(const LoraConfig& c, const model::ModelConfig& model, const std::map<std::string, torch::Tensor>& tensors,
+                                      const std::string& where, torch::Device device, torch::Dtype dtype) {
+  LoraAdapter adapter(c, static_cast<size_t>(model.num_hidden_layers));
+  size_t used = 0;
+  for (int64_t l = 0; l < model.num_hidden_layers; ++l)
+    for (LoraModule m : kAll) {
+      if (!c.targets[static_cast<size_t>(m)]) continue;
+      const auto [in_features, out_features] = lora_module_shape(model, m);
+      for (const char which : {'A', 'B'}) {
+        const std::string key = peft_key(l, m, which);
+        const auto it = tensors.find(key);
+        if (it == tensors.end()) throw Error(AREAL_CODE_INVALID_ARGUMENT, where + ": tensor '" + key + "' is missing (target_modules names " + lora_module_name(m) + ")");
+        const std::vector<int64_t> want = which == 'A' ? std::vector<int64_t>{c.rank, in_features} : std::vector<int64_t>{out_features, c.rank};
+        if (it->second.sizes() != c10::IntArrayRef(want))
+          throw Error(AREAL_CODE_INVALID_ARGUMENT, where + ": tensor '" + key + "' has shape " + J(it->second.sizes().vec()).dump() + ", this model needs " + J(want).dump());
+        auto& slot = which == 'A' ? adapter.a_[static_cast<size_t>(l)][static_cast<size_t>(m)] : adapter.b_[static_cast<size_t>(l)][static_cast<size_t>(m)];
+        slot = it->second.to(device, dtype, /*non_blocking=*/false, /*copy=*/true).set_requires_grad(true);
+        ++used;
+      }
+    }
+  if (used != tensors.size()) {
+    for (const auto& [name, t] : tensors) {
+      bool known = false;
+      for (int64_t l = 0; l < model.num_hidden_layers && !known; ++l)
+        for (LoraModule m : kAll)
+          if (c.targets[static_cast<size_t>(m)] && (name == peft_key(l, m, 'A') || name == peft_key(l, m, 'B'))) known = true;
+      if (!known)
+        throw Error(AREAL_CODE_INVALID_ARGUMENT, where + ": tensor '" + name + "' belongs to no targeted module of this model" +
+                                                     (name.find(".default.") != std::string::npos ? " (keys must not carry the adapter name '.default.')" : ""));
+    }
+  }
+  return adapter;
+}
+
 LoraAdapter LoraAdapter::load(const std::string& dir, const model::ModelConfig& model, torch::Device device, torch::Dtype dtype) {
   const fs::path cfg_path = fs::path(dir) / "adapter_config.json";
   std::ifstream in(cfg_path);
@@ -126,65 +189,14 @@ LoraAdapter LoraAdapter::load(const std::string& dir, const model::ModelConfig& 
   } catch (const J::exception& e) {
     throw Error(AREAL_CODE_INVALID_ARGUMENT, cfg_path.string() + ": not JSON: " + e.what());
   }
-  const std::string where = cfg_path.string();
-  if (j.value("peft_type", std::string("LORA")) != "LORA")
-    throw Error(AREAL_CODE_UNSUPPORTED, where + ": peft_type '" + j.value("peft_type", std::string()) + "' is not LORA");
-  // What would change the math and is not implemented: refused by name, never ignored.
-  auto refuse_if = [&](const char* key, bool set) {
-    if (set) throw Error(AREAL_CODE_UNSUPPORTED, where + ": '" + key + "' = " + j[key].dump() + " is not supported");
-  };
-  refuse_if("use_dora", j.value("use_dora", false));
-  refuse_if("fan_in_fan_out", j.value("fan_in_fan_out", false));
-  refuse_if("bias", j.contains("bias") && j["bias"] != "none");
-  refuse_if("lora_bias", j.value("lora_bias", false));
-  refuse_if("rank_pattern", j.contains("rank_pattern") && !j["rank_pattern"].is_null() && !j["rank_pattern"].empty());
-  refuse_if("alpha_pattern", j.contains("alpha_pattern") && !j["alpha_pattern"].is_null() && !j["alpha_pattern"].empty());
-  refuse_if("layers_to_transform", j.contains("layers_to_transform") && !j["layers_to_transform"].is_null());
-  refuse_if("modules_to_save", j.contains("modules_to_save") && !j["modules_to_save"].is_null() && !j["modules_to_save"].empty());
-  refuse_if("exclude_modules", j.contains("exclude_modules") && !j["exclude_modules"].is_null() && !j["exclude_modules"].empty());
-  LoraConfig c;
-  if (!j.contains("r") || !j["r"].is_number_integer() || j["r"].get<int64_t>() < 1) throw Error(AREAL_CODE_INVALID_ARGUMENT, where + ": 'r' must be a positive integer");
-  c.rank = j["r"].get<int64_t>();
-  c.alpha = j.contains("lora_alpha") && j["lora_alpha"].is_number() ? j["lora_alpha"].get<double>() : 8.0;  // PEFT's default
-  c.dropout = j.contains("lora_dropout") && j["lora_dropout"].is_number() ? j["lora_dropout"].get<double>() : 0.0;
-  c.use_rslora = j.value("use_rslora", false);
-  if (!j.contains("target_modules") || j["target_modules"].is_null()) throw Error(AREAL_CODE_INVALID_ARGUMENT, where + ": 'target_modules' is missing");
-  c.targets = parse_targets(j["target_modules"], where + ": target_modules");
-
+  const LoraConfig c = LoraConfig::from_peft_json(j, cfg_path.string());
   const fs::path weights = fs::path(dir) / "adapter_model.safetensors";
   if (!fs::exists(weights))
     throw Error(AREAL_CODE_NOT_FOUND, weights.string() + ": missing" + (fs::exists(fs::path(dir) / "adapter_model.bin") ? " (adapter_model.bin, pickle, is not read: save with safe_serialization)" : ""));
   const model::SafetensorsFile file = model::SafetensorsFile::load(weights.string());
-  LoraAdapter adapter(c, static_cast<size_t>(model.num_hidden_layers));
-  size_t used = 0;
-  for (int64_t l = 0; l < model.num_hidden_layers; ++l)
-    for (LoraModule m : kAll) {
-      if (!c.targets[static_cast<size_t>(m)]) continue;
-      const auto [in_features, out_features] = lora_module_shape(model, m);
-      for (const char which : {'A', 'B'}) {
-        const std::string key = peft_key(l, m, which);
-        const model::TensorInfo* t = file.find(key);
-        if (!t) throw Error(AREAL_CODE_INVALID_ARGUMENT, weights.string() + ": tensor '" + key + "' is missing (target_modules names " + lora_module_name(m) + ")");
-        const std::vector<int64_t> want = which == 'A' ? std::vector<int64_t>{c.rank, in_features} : std::vector<int64_t>{out_features, c.rank};
-        if (t->shape != want)
-          throw Error(AREAL_CODE_INVALID_ARGUMENT, weights.string() + ": tensor '" + key + "' has shape " + J(t->shape).dump() + ", this model needs " + J(want).dump());
-        auto& slot = which == 'A' ? adapter.a_[static_cast<size_t>(l)][static_cast<size_t>(m)] : adapter.b_[static_cast<size_t>(l)][static_cast<size_t>(m)];
-        slot = tensor_from_file(*t, file.data(*t), dtype).to(device).set_requires_grad(true);
-        ++used;
-      }
-    }
-  if (used != file.tensors().size()) {
-    for (const auto& t : file.tensors()) {
-      bool known = false;
-      for (int64_t l = 0; l < model.num_hidden_layers && !known; ++l)
-        for (LoraModule m : kAll)
-          if (c.targets[static_cast<size_t>(m)] && (t.name == peft_key(l, m, 'A') || t.name == peft_key(l, m, 'B'))) known = true;
-      if (!known)
-        throw Error(AREAL_CODE_INVALID_ARGUMENT, weights.string() + ": tensor '" + t.name + "' belongs to no targeted module of this model" +
-                                                     (t.name.find(".default.") != std::string::npos ? " (keys must not carry the adapter name '.default.')" : ""));
-    }
-  }
-  return adapter;
+  std::map<std::string, torch::Tensor> tensors;
+  for (const auto& t : file.tensors()) tensors[t.name] = tensor_from_file(t, file.data(t), dtype);
+  return from_tensors(c, model, tensors, weights.string(), device, dtype);
 }
 
 void LoraAdapter::save(const std::string& dir, const std::string& base_model) const {

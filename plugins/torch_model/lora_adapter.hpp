@@ -14,6 +14,7 @@
 #pragma once
 
 #include <array>
+#include <map>
 #include <utility>
 #include <cstdint>
 #include <string>
@@ -43,6 +44,10 @@ struct LoraConfig {
   // target_modules a list of names or "all-linear"). Throws INVALID_ARGUMENT
   // naming `where` and the key.
   static LoraConfig from_json(const nlohmann::json& j, const std::string& where);
+  // From PEFT's adapter_config.json fields (r, lora_alpha, lora_dropout,
+  // target_modules, use_rslora); what would change the math (DoRA, biases,
+  // patterns, ...) is UNSUPPORTED by name. `where` names the source in errors.
+  static LoraConfig from_peft_json(const nlohmann::json& j, const std::string& where);
   double scaling() const;
 };
 
@@ -59,6 +64,11 @@ class LoraAdapter {
   // Adapters are float32 (PEFT's default); float64 for exact tests.
   static LoraAdapter load(const std::string& dir, const model::ModelConfig& model, torch::Device device = torch::kCPU,
                           torch::Dtype dtype = torch::kFloat32);
+  // From tensors by PEFT's keys (base_model.model.model.layers.N.self_attn.q_proj.lora_A.weight):
+  // every targeted module's A and B and nothing else, shapes checked,
+  // copied to `device` in `dtype`. Throws INVALID_ARGUMENT naming `where`.
+  static LoraAdapter from_tensors(const LoraConfig& config, const model::ModelConfig& model, const std::map<std::string, torch::Tensor>& tensors,
+                                  const std::string& where, torch::Device device = torch::kCPU, torch::Dtype dtype = torch::kFloat32);
   // Writes the folder in PEFT's format (float32 tensors); `base_model`
   // goes to base_model_name_or_path.
   void save(const std::string& dir, const std::string& base_model) const;

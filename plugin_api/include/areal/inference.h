@@ -63,12 +63,17 @@ typedef struct areal_sampling_params {
 /* One generation request.
  * OWNERSHIP: caller-owned; every pointer is borrowed for the submit call. */
 typedef struct areal_gen_request {
-  uint32_t struct_size;       /* AREAL_OFFSET_OF_END(areal_gen_request, sampling) */
+  uint32_t struct_size;       /* AREAL_OFFSET_OF_END(areal_gen_request, adapter) since 1.6; (.., sampling) before */
   uint64_t request_id;        /* unique within the host process; used by abort */
   areal_str affinity_key;     /* (optional) requests with the same key go to the same server */
   const int32_t* input_ids;   /* the full prompt, already templated and tokenized */
   size_t input_ids_count;     /* > 0 */
   const areal_sampling_params* sampling;
+  /* @since 1.6 (optional) the name of a LoRA adapter loaded with
+   * load_adapter; empty: the base model. A plugin whose info does not say
+   * "adapters": true never gets a non-empty one (the host refuses first);
+   * one that does answers NOT_FOUND for a name it has not loaded. */
+  areal_str adapter;
 } areal_gen_request;
 
 /* Why a generation ended. */
@@ -115,7 +120,8 @@ typedef struct areal_gen_sink {
  * THREADING: every slot may be called concurrently from many threads on the
  * same instance, except create/destroy. */
 typedef struct areal_inference_vtable {
-  uint32_t struct_size; /* AREAL_OFFSET_OF_END(areal_inference_vtable, update_weights_from_tensors) since 1.1; (.., info) in 1.0 */
+  uint32_t struct_size; /* AREAL_OFFSET_OF_END(areal_inference_vtable, unload_adapter) with adapters (1.6);
+                           (.., update_weights_from_tensors) since 1.1; (.., info) in 1.0 */
 
   /* Creates an instance from its config section (a JSON object).
    * OWNERSHIP: config_json and services borrowed for the call (services
@@ -164,6 +170,28 @@ typedef struct areal_inference_vtable {
    * host refuses to hand device memory to a plugin that does not say so).
    * OWNERSHIP: the map and tensors are borrowed for the call. */
   areal_status* (*update_weights_from_tensors)(void* self, const areal_tensor_map* weights, int64_t version) AREAL_MUST_USE;
+
+  /* --- ABI 1.6: LoRA adapters served beside the base model (optional, set
+   * together; a plugin with them says "adapters": true in its info) ------ */
+
+  /* Loads a LoRA adapter under a name, or replaces the one of that name.
+   * spec_json: {"name": str, "version": N, ...} and either
+   *   "path": DIR  a PEFT adapter folder (adapter_config.json +
+   *                adapter_model.safetensors); `tensors` is NULL; or
+   *   "config": {PEFT's adapter_config.json fields: "r", "lora_alpha",
+   *              "target_modules", "use_rslora", ...} with `tensors`: every
+   *              lora_A [r, in] and lora_B [out, r] by PEFT's name
+   *              (base_model.model.model.layers.N.self_attn.q_proj.lora_A.weight),
+   *              float of any width, CPU memory unless info says "device": "cuda:N".
+   * Applied between decoding steps: afterwards the adapter's requests, those
+   * in flight too, compute with it and their new tokens are stamped N (the
+   * adapter's version; base requests keep the base version). A bad spec or
+   * tensor is INVALID_ARGUMENT and leaves the adapter as it was.
+   * OWNERSHIP: spec_json, the map and its tensors are borrowed for the call. */
+  areal_status* (*load_adapter)(void* self, areal_str spec_json, const areal_tensor_map* tensors) AREAL_MUST_USE;
+  /* Forgets an adapter: new requests naming it are NOT_FOUND; requests in
+   * flight finish with it. Unknown names are NOT_FOUND. */
+  areal_status* (*unload_adapter)(void* self, areal_str name) AREAL_MUST_USE;
 } areal_inference_vtable;
 
 #ifdef __cplusplus

@@ -373,6 +373,14 @@ struct has_update_weights_from_tensors : std::false_type {};
 template <class T>
 struct has_update_weights_from_tensors<T, std::void_t<decltype(std::declval<T&>().update_weights_from_tensors(
                                               std::declval<const areal_tensor_map&>(), int64_t()))>> : std::true_type {};
+// Optional ABI 1.6 methods (both or neither):
+//   inference: void load_adapter(std::string_view spec_json, const areal_tensor_map* tensors)
+//              void unload_adapter(std::string_view name)
+template <class T, class = void>
+struct has_adapters : std::false_type {};
+template <class T>
+struct has_adapters<T, std::void_t<decltype(std::declval<T&>().load_adapter(std::string_view(), std::declval<const areal_tensor_map*>())),
+                                   decltype(std::declval<T&>().unload_adapter(std::string_view()))>> : std::true_type {};
 template <class T, class = void>
 struct has_export_weights : std::false_type {};
 template <class T>
@@ -389,10 +397,21 @@ struct InferenceAdapter {
       }
     });
   }
+  static areal_status* load_adapter(void* s, areal_str spec, const areal_tensor_map* m) {
+    return guard([&] {
+      if constexpr (has_adapters<T>::value) self_of<T>(s).load_adapter(view(spec), m);
+    });
+  }
+  static areal_status* unload_adapter(void* s, areal_str name) {
+    return guard([&] {
+      if constexpr (has_adapters<T>::value) self_of<T>(s).unload_adapter(view(name));
+    });
+  }
   static constexpr areal_inference_vtable vtable = {
-      /* .struct_size    = */ has_update_weights_from_tensors<T>::value
-          ? AREAL_OFFSET_OF_END(areal_inference_vtable, update_weights_from_tensors)
-          : AREAL_OFFSET_OF_END(areal_inference_vtable, info),
+      /* .struct_size    = */ has_adapters<T>::value ? AREAL_OFFSET_OF_END(areal_inference_vtable, unload_adapter)
+                              : has_update_weights_from_tensors<T>::value
+                                  ? AREAL_OFFSET_OF_END(areal_inference_vtable, update_weights_from_tensors)
+                                  : AREAL_OFFSET_OF_END(areal_inference_vtable, info),
       /* .create         = */ &create<T>,
       /* .destroy        = */ &destroy<T>,
       /* .submit         = */
@@ -419,6 +438,8 @@ struct InferenceAdapter {
       [](void* s, const areal_writer* w) { return guard([&] { write(w, self_of<T>(s).info()); }); },
       /* .update_weights_from_tensors = */
       has_update_weights_from_tensors<T>::value ? &InferenceAdapter::update_weights_from_tensors : nullptr,
+      /* .load_adapter   = */ has_adapters<T>::value ? &InferenceAdapter::load_adapter : nullptr,
+      /* .unload_adapter = */ has_adapters<T>::value ? &InferenceAdapter::unload_adapter : nullptr,
   };
 };
 
