@@ -62,6 +62,7 @@ struct GatewayState {
   std::unique_ptr<areal::gateway::AnthropicRoutes> anthropic_routes;
   std::unique_ptr<areal::gateway::ResponsesRoutes> responses_routes;
   std::unique_ptr<areal::gateway::WorkerRouter> router;  // router mode (gateway.workers) only
+  std::shared_ptr<areal::proxy::ChatService> chat;       // may be NULL (no tokenizer)
 };
 
 constexpr const char* kDefaultAdminKey = "areal-admin-key";
@@ -184,16 +185,24 @@ class Handler {
   }
 
   // The gateway serves one model under any name a client asks for (requests
-  // echo their `model`), so every id resolves; the list names the real one.
+  // echo their `model`), so every id resolves; the list names the real one,
+  // then the LoRA adapters it serves (each with the base as "parent", as vLLM lists them).
   static json model_object(const std::string& id) {
     return {{"id", id}, {"object", "model"}, {"created", 0}, {"owned_by", "areal"},
             {"type", "model"}, {"display_name", id}, {"created_at", "1970-01-01T00:00:00Z"}};  // Anthropic's fields too
   }
 
   void models(HTTPServerResponse& res) {
-    const json data = json::array({model_object(state_->model_name)});
+    json data = json::array({model_object(state_->model_name)});
+    if (state_->chat)
+      for (const auto& name : state_->chat->adapters().loaded()) {
+        json m = model_object(name);
+        m["parent"] = state_->model_name;
+        m["root"] = state_->model_name;
+        data.push_back(std::move(m));
+      }
     areal::gateway::send_json(res, 200, json{{"object", "list"}, {"data", data}, {"has_more", false},
-                                             {"first_id", state_->model_name}, {"last_id", state_->model_name}}.dump());
+                                             {"first_id", data.front()["id"]}, {"last_id", data.back()["id"]}}.dump());
   }
 
   void model(HTTPServerResponse& res, const std::string& id) {
@@ -357,6 +366,7 @@ class Gateway {
                                               chat->config().parsers.tool_call_parser +
                                               (cc.parsers.reasoning_parser == "auto" || cc.parsers.tool_call_parser == "auto" ? " (auto: chosen from the chat template)" : ""));
       state_->model_name = cc.model_name;
+      state_->chat = chat;
     }
     state_->control = std::make_unique<areal::gateway::SessionControl>(*state_->sessions, *state_->session_routes, chat);
     state_->chat_routes = std::make_unique<areal::gateway::ChatRoutes>(chat, *state_->session_routes, *state_->sessions, settings.max_request_bytes);

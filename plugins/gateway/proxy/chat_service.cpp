@@ -146,7 +146,11 @@ class StreamingSink {
 
 ChatService::ChatService(std::shared_ptr<const tokenizer::Tokenizer> tok, std::shared_ptr<const jinja::ChatTemplate> chat_template,
                          const areal_inference_ref* inference, ChatServiceConfig config)
-    : tok_(std::move(tok)), template_(std::move(chat_template)), inference_(inference), config_(std::move(config)) {
+    : tok_(std::move(tok)),
+      template_(std::move(chat_template)),
+      inference_(inference),
+      adapters_(std::make_unique<AdapterNames>(inference)),
+      config_(std::move(config)) {
   if (config_.prompt_mode != "hf" && config_.prompt_mode != "concat")
     throw Error(AREAL_CODE_INVALID_ARGUMENT, "prompt_mode must be hf or concat, got '" + config_.prompt_mode + "'");
   turn_end_id_ = config_token_id(*tok_, "eos_token");
@@ -213,9 +217,12 @@ Generated ChatService::generate(std::vector<int32_t> prompt, const ChatRequest& 
   s.logit_bias_count = bias.size();
   s.structured_output = req.structured_output;
   s.json_schema = areal_str{req.json_schema.data(), req.json_schema.size()};
+  // The request's `model` chooses a LoRA adapter when it names one the backend serves.
+  const std::string adapter = req.model == config_.model_name ? std::string() : adapters_->adapter_for(req.model);
   areal_gen_request r{};
-  r.struct_size = AREAL_OFFSET_OF_END(areal_gen_request, sampling);
+  r.struct_size = AREAL_OFFSET_OF_END(areal_gen_request, adapter);
   r.request_id = next_request_id();
+  r.adapter = areal_str{adapter.data(), adapter.size()};
   // A session's calls go to one server of a multi-server backend (its KV cache holds the prefix).
   r.affinity_key = areal_str{affinity_key.data(), affinity_key.size()};
   r.input_ids = prompt.data();

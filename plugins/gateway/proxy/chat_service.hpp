@@ -17,6 +17,7 @@
 #include <vector>
 #include <cstdint>
 
+#include "plugins/gateway/proxy/adapter_names.hpp"
 #include "plugins/gateway/proxy/chat_request.hpp"
 #include "plugins/gateway/proxy/output_parser.hpp"
 #include "plugins/gateway/proxy/session_store.hpp"
@@ -102,6 +103,8 @@ class ChatService {
   nlohmann::ordered_json logprobs_json(const Completed& c) const;
   const ChatServiceConfig& config() const { return config_; }
   const tokenizer::Tokenizer& tokenizer() const { return *tok_; }
+  // The backend's LoRA adapters a request's `model` may name.
+  AdapterNames& adapters() const { return *adapters_; }
 
  private:
   // How a forced tool call is sampled (output_parser.hpp), its schema checked by the compiler.
@@ -120,6 +123,7 @@ class ChatService {
   std::shared_ptr<const tokenizer::Tokenizer> tok_;
   std::shared_ptr<const jinja::ChatTemplate> template_;
   const areal_inference_ref* inference_;
+  std::unique_ptr<AdapterNames> adapters_;
   ChatServiceConfig config_;
   std::vector<int32_t> stop_ids_;  // eos (turn end) and pad
   int32_t turn_end_id_ = -1;
