@@ -10,6 +10,8 @@
 #include <vector>
 #include <memory>
 
+#include <nlohmann/json.hpp>
+
 #include "core/plugin_host/host_tensor.hpp"
 #include "core/plugin_host/plugin_instance.hpp"
 #include "checker.hpp"
@@ -124,6 +126,43 @@ void check_train(const std::shared_ptr<LoadedPlugin>& p, const ConformanceOption
     throw_if_status(vt.get_version(self, &v), "get_version");
     expect(v == 42, "get_version returned " + std::to_string(v));
   });
+  // ABI 1.6: a plugin training a LoRA adapter exports it in PEFT's terms
+  // (what an engine's load_adapter takes); one training every weight says NOT_FOUND.
+  if (vt.struct_size >= AREAL_OFFSET_OF_END(areal_train_vtable, export_adapter) && vt.export_adapter != nullptr) {
+    c.run("train: export_adapter gives PEFT's config and a lora_A/lora_B pair per module, or NOT_FOUND", [&] {
+      struct Seen {
+        int calls = 0;
+        nlohmann::json config;
+        size_t a = 0, b = 0;
+        std::string bad;
+      } seen;
+      auto fn = [](void* ctx, areal_str config, const areal_tensor_map* m) -> areal_status* {
+        auto* s = static_cast<Seen*>(ctx);
+        ++s->calls;
+        s->config = nlohmann::json::parse(std::string(config.data, config.size), nullptr, false);
+        for (size_t i = 0; i < m->count; ++i) {
+          const std::string name(m->names[i].data, m->names[i].size);
+          const DLTensor& t = *m->tensors[i];
+          if (t.ndim != 2 || t.dtype.code != kDLFloat) s->bad = name + " is not a 2-D float tensor";
+          if (name.find(".lora_A.weight") != std::string::npos) ++s->a;
+          else if (name.find(".lora_B.weight") != std::string::npos) ++s->b;
+          else s->bad = "'" + name + "' is not a PEFT lora_A/lora_B name";
+        }
+        return nullptr;
+      };
+      const int32_t code = code_of(vt.export_adapter(self, fn, &seen));
+      if (code == AREAL_CODE_NOT_FOUND) {
+        expect(seen.calls == 0, "export_adapter called fn and then said NOT_FOUND");
+        return;
+      }
+      expect(code == AREAL_CODE_OK, std::string("export_adapter returned ") + code_name(code));
+      expect(seen.calls == 1, "fn was called " + std::to_string(seen.calls) + " times");
+      expect(seen.config.is_object() && seen.config.contains("r") && seen.config.contains("target_modules"),
+             "the config is not PEFT's adapter_config (r, target_modules): " + seen.config.dump());
+      expect(seen.bad.empty(), seen.bad);
+      expect(seen.a > 0 && seen.a == seen.b, std::to_string(seen.a) + " lora_A and " + std::to_string(seen.b) + " lora_B tensors");
+    });
+  }
 }
 
 }  // namespace areal::conformance

@@ -172,3 +172,4 @@ AREAL_FROZEN(areal_gateway_vtable, commit_checkpoint, 112);
 AREAL_FROZEN(areal_gen_request, adapter, 56);
 AREAL_FROZEN(areal_inference_vtable, load_adapter, 96);
 AREAL_FROZEN(areal_inference_vtable, unload_adapter, 104);
+AREAL_FROZEN(areal_train_vtable, export_adapter, 80);

@@ -1,5 +1,7 @@
 #include "core/trainer/optimizer_step.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,13 +35,37 @@ std::vector<float> logprobs_of(const areal_train_vtable& vt, void* self, PackedB
   return std::vector<float>(p, p + batch.tokens());
 }
 
+// Token drift between rollout and training: on the tokens the engine sampled
+// with the very weights the trainer just recomputed with (their version is
+// the batch's policy version), both sides' log-probs must agree. The largest
+// difference and how many such tokens there were (0 when every sample is
+// stale); docs/algorithms.md says what to expect.
+json logprob_drift(PackedBatch& batch) {
+  const auto& mask = batch.loss_mask.values();
+  const auto& versions = batch.versions.values();
+  const auto& behave = batch.logprobs.values();
+  const auto& prox = batch.prox_logprobs.values();
+  const int64_t current = batch.policy_version.value();
+  double worst = 0;
+  size_t fresh = 0;
+  for (size_t i = 0; i < prox.size() && i < behave.size(); ++i) {
+    if (!mask[i] || versions[i] != current) continue;
+    worst = std::max(worst, static_cast<double>(std::abs(behave[i] - prox[i])));
+    ++fresh;
+  }
+  return {{"logprob_drift_max", worst}, {"logprob_drift_tokens", fresh}};
+}
+
 }  // namespace
 
 json optimizer_step(const StepPlugins& parts, PackedBatch& batch, float temperature, bool recompute_logprob) {
   const areal_train_vtable& train = *parts.train;
   const areal_algorithm_vtable& algo = *parts.algorithm;
-  if (recompute_logprob)
+  json drift;
+  if (recompute_logprob) {
     batch.prox_logprobs.values() = logprobs_of(train, parts.train_self, batch, temperature, "train compute_logprobs");
+    drift = logprob_drift(batch);
+  }
   if (parts.ref != nullptr)
     batch.ref_logprobs.values() = logprobs_of(*parts.ref, parts.ref_self, batch, temperature, "ref compute_logprobs");
   {
@@ -58,6 +84,7 @@ json optimizer_step(const StepPlugins& parts, PackedBatch& batch, float temperat
   json stats = json::parse(stats_text.text.empty() ? "{}" : stats_text.text);
   const json algo_stats = loss.averages();  // named: items() must not outlive a temporary
   for (const auto& [k, v] : algo_stats.items()) stats["algo_" + k] = v;
+  if (!drift.is_null()) stats.update(drift);
   return stats;
 }
 

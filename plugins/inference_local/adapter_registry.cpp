@@ -19,6 +19,8 @@ void AdapterRegistry::load(std::string_view spec_text, const areal_tensor_map* t
     throw sdk::invalid_argument("load_adapter: 'name' (a non-empty string) is required");
   if (!spec.contains("version") || !spec["version"].is_number_integer())
     throw sdk::invalid_argument("load_adapter: integer 'version' is required");
+  if (spec.contains("default") && !spec["default"].is_boolean()) throw sdk::invalid_argument("load_adapter: 'default' must be a boolean");
+  const bool is_default = spec.value("default", false);
   auto served = std::make_shared<ServedAdapter>();
   served->name = spec["name"].get<std::string>();
   served->version = spec["version"].get<int64_t>();
@@ -50,12 +52,20 @@ void AdapterRegistry::load(std::string_view spec_text, const areal_tensor_map* t
   }
   for (const auto& t : served->lora->parameters()) const_cast<torch::Tensor&>(t).set_requires_grad(false);  // served, never trained here
   std::lock_guard<std::mutex> lock(mutex_);
+  if (is_default) default_ = served->name;
+  else if (default_ == served->name) default_.clear();
   adapters_[served->name] = std::move(served);
 }
 
 void AdapterRegistry::unload(std::string_view name) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (adapters_.erase(std::string(name)) == 0) throw sdk::not_found("unload_adapter: no adapter '" + std::string(name) + "' is loaded");
+  if (default_ == name) default_.clear();
+}
+
+std::string AdapterRegistry::default_name() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return default_;
 }
 
 std::shared_ptr<const ServedAdapter> AdapterRegistry::find(const std::string& name) const {
@@ -73,7 +83,7 @@ json AdapterRegistry::describe() const {
     for (size_t m = 0; m < torch_model::kLoraModules; ++m)
       if (c.targets[m]) targets.push_back(torch_model::lora_module_name(static_cast<torch_model::LoraModule>(m)));
     out.push_back({{"name", name}, {"version", a->version}, {"rank", c.rank}, {"alpha", c.alpha}, {"use_rslora", c.use_rslora},
-                   {"target_modules", targets}, {"source", a->source}});
+                   {"target_modules", targets}, {"source", a->source}, {"default", name == default_}});
   }
   return out;
 }

@@ -44,7 +44,10 @@ class AdapterRegistry {
   void unload(std::string_view name);  // NOT_FOUND when not loaded
   // The adapter of that name now; null when none.
   std::shared_ptr<const ServedAdapter> find(const std::string& name) const;
-  // [{"name", "version", "rank", "alpha", "target_modules", "source"}] for info.
+  // The adapter of requests that name none (loaded with "default": true:
+  // a trainer's policy); empty when they get the base model.
+  std::string default_name() const;
+  // [{"name", "version", "rank", "alpha", "target_modules", "source", "default"}] for info.
   nlohmann::json describe() const;
 
  private:
@@ -52,6 +55,7 @@ class AdapterRegistry {
   torch::Device device_;
   mutable std::mutex mutex_;
   std::map<std::string, std::shared_ptr<const ServedAdapter>> adapters_;
+  std::string default_;
 };
 
 }  // namespace areal::local_inference

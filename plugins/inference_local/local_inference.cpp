@@ -206,6 +206,9 @@ class LocalInference {
       r->adapter_name.assign(sdk::view(req.adapter));
       r->adapter = adapters_->find(r->adapter_name);
       if (!r->adapter) throw sdk::not_found("no adapter '" + r->adapter_name + "' is loaded");
+    } else if (std::string policy = adapters_->default_name(); !policy.empty()) {
+      r->adapter = adapters_->find(policy);  // a trainer's policy adapter serves requests that name none
+      if (r->adapter) r->adapter_name = std::move(policy);
     }
     r->sink = sink;
     {

@@ -199,32 +199,41 @@ LoraAdapter LoraAdapter::load(const std::string& dir, const model::ModelConfig& 
   return from_tensors(c, model, tensors, weights.string(), device, dtype);
 }
 
-void LoraAdapter::save(const std::string& dir, const std::string& base_model) const {
-  fs::create_directories(dir);
+J LoraAdapter::peft_config(const std::string& base_model) const {
   J targets = J::array();
   for (LoraModule m : kAll)
     if (config_.targets[static_cast<size_t>(m)]) targets.push_back(lora_module_name(m));
-  const J cfg = {{"peft_type", "LORA"},        {"task_type", "CAUSAL_LM"},     {"base_model_name_or_path", base_model},
-                 {"r", config_.rank},          {"lora_alpha", config_.alpha},  {"lora_dropout", config_.dropout},
-                 {"target_modules", targets},  {"use_rslora", config_.use_rslora}, {"use_dora", false},
-                 {"bias", "none"},             {"fan_in_fan_out", false},      {"init_lora_weights", true},
-                 {"inference_mode", true},     {"modules_to_save", nullptr},   {"layers_to_transform", nullptr},
-                 {"rank_pattern", J::object()}, {"alpha_pattern", J::object()}};
-  model::SafetensorsWriter writer;
+  return {{"peft_type", "LORA"},        {"task_type", "CAUSAL_LM"},     {"base_model_name_or_path", base_model},
+          {"r", config_.rank},          {"lora_alpha", config_.alpha},  {"lora_dropout", config_.dropout},
+          {"target_modules", targets},  {"use_rslora", config_.use_rslora}, {"use_dora", false},
+          {"bias", "none"},             {"fan_in_fan_out", false},      {"init_lora_weights", true},
+          {"inference_mode", true},     {"modules_to_save", nullptr},   {"layers_to_transform", nullptr},
+          {"rank_pattern", J::object()}, {"alpha_pattern", J::object()}};
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> LoraAdapter::named_tensors() const {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
   for (size_t l = 0; l < a_.size(); ++l)
     for (LoraModule m : kAll) {
       if (!config_.targets[static_cast<size_t>(m)]) continue;
-      for (const char which : {'A', 'B'}) {
-        const torch::Tensor t = (which == 'A' ? a_[l] : b_[l])[static_cast<size_t>(m)].detach().to(torch::kCPU, torch::kFloat32).contiguous();
-        writer.add(peft_key(static_cast<int64_t>(l), m, which), model::DType::kF32, {t.size(0), t.size(1)}, t.data_ptr(),
-                   static_cast<size_t>(t.numel()) * sizeof(float));
-      }
+      out.emplace_back(peft_key(static_cast<int64_t>(l), m, 'A'), a_[l][static_cast<size_t>(m)]);
+      out.emplace_back(peft_key(static_cast<int64_t>(l), m, 'B'), b_[l][static_cast<size_t>(m)]);
     }
+  return out;
+}
+
+void LoraAdapter::save(const std::string& dir, const std::string& base_model) const {
+  fs::create_directories(dir);
+  model::SafetensorsWriter writer;
+  for (const auto& [key, tensor] : named_tensors()) {
+    const torch::Tensor t = tensor.detach().to(torch::kCPU, torch::kFloat32).contiguous();
+    writer.add(key, model::DType::kF32, {t.size(0), t.size(1)}, t.data_ptr(), static_cast<size_t>(t.numel()) * sizeof(float));
+  }
   // Written beside, then renamed: a reader never sees half a folder's file.
   const fs::path tmp = fs::path(dir) / "adapter_model.safetensors.tmp";
   writer.save(tmp.string());
   fs::rename(tmp, fs::path(dir) / "adapter_model.safetensors");
-  std::ofstream(fs::path(dir) / "adapter_config.json") << cfg.dump(2) << "\n";
+  std::ofstream(fs::path(dir) / "adapter_config.json") << peft_config(base_model).dump(2) << "\n";
 }
 
 std::vector<torch::Tensor> LoraAdapter::parameters() const {

@@ -74,6 +74,10 @@ class LoraAdapter {
   void save(const std::string& dir, const std::string& base_model) const;
 
   const LoraConfig& config() const { return config_; }
+  // PEFT's adapter_config.json for it (base_model_name_or_path = base_model).
+  nlohmann::json peft_config(const std::string& base_model) const;
+  // Every A and B by PEFT's key, layer by layer (the tensors themselves, not copies).
+  std::vector<std::pair<std::string, torch::Tensor>> named_tensors() const;
   // A [r, in] and B [out, r] of a layer's module; undefined when not targeted.
   const torch::Tensor& a(int64_t layer, LoraModule m) const { return a_[static_cast<size_t>(layer)][static_cast<size_t>(m)]; }
   const torch::Tensor& b(int64_t layer, LoraModule m) const { return b_[static_cast<size_t>(layer)][static_cast<size_t>(m)]; }

@@ -23,6 +23,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -88,6 +89,28 @@ DLDevice dl_device(const torch::Tensor& t) {
   return t.is_cuda() ? DLDevice{kDLCUDA, static_cast<int32_t>(t.get_device())} : DLDevice{kDLCPU, 0};
 }
 
+// Lends contiguous tensors, by name, as an areal_tensor_map for one call of
+// `fn`, on the device they are on (a colocated engine on the same GPU copies
+// device to device).
+void lend(const std::vector<std::string>& names, const std::vector<torch::Tensor>& held, const std::function<void(const areal_tensor_map&)>& fn) {
+  std::vector<std::vector<int64_t>> shapes;
+  for (const auto& t : held) shapes.emplace_back(t.sizes().begin(), t.sizes().end());
+  std::vector<DLTensor> dls(held.size());
+  std::vector<DLTensor*> ptrs;
+  std::vector<areal_str> strs;
+  for (size_t i = 0; i < held.size(); ++i) {
+    DLTensor& d = dls[i];
+    d.data = held[i].data_ptr();
+    d.device = dl_device(held[i]);
+    d.ndim = static_cast<int32_t>(shapes[i].size());
+    d.dtype = dl_float_type(held[i]);
+    d.shape = shapes[i].data();
+    ptrs.push_back(&d);
+    strs.push_back(areal::sdk::str(names[i]));
+  }
+  fn(areal_tensor_map{AREAL_OFFSET_OF_END(areal_tensor_map, count), strs.data(), ptrs.data(), ptrs.size()});
+}
+
 DLTensor view_of(torch::Tensor& t, int64_t* shape) {  // a 1-D host tensor, for the loss function
   *shape = t.numel();
   DLTensor d{};
@@ -125,7 +148,7 @@ class FsdpTrain {
     "rank": {"type": "integer", "default": 0, "minimum": 0, "doc": "This process's rank in [0, world_size); set by the launcher for each rank."},
     "init_method": {"type": "string", "default": "", "doc": "Where the ranks meet when world_size > 1: file:///PATH (a shared file) or tcp://HOST:PORT (rank 0 serves). Empty under `areal-host run`: tcp:// on rank 0's host at a port free there."},
     "timeout_seconds": {"type": "integer", "default": 300, "minimum": 1, "doc": "Collective and rendezvous timeout."},
-    "lora": {"type": "object", "default": null, "doc": "Train a LoRA adapter instead of every weight (issue #34), as PEFT's LoraConfig: the base weights are frozen (no gradients, no optimizer state), the adapter is float32 with its own AdamW. Checkpoints and final/ hold the merged model, and in their adapter/ folder the adapter in PEFT's format; the inference engine is handed the merged weights. null: full training.", "keys": {
+    "lora": {"type": "object", "default": null, "doc": "Train a LoRA adapter instead of every weight (issue #34), as PEFT's LoraConfig: the base weights are frozen (no gradients, no optimizer state), the adapter is float32 with its own AdamW. Checkpoints and final/ hold the merged model, and in their adapter/ folder the adapter in PEFT's format. After each step the inference engine is handed the adapter alone when it serves adapters (trainer.weight_update auto or adapter), else the merged weights. null: full training.", "keys": {
       "rank": {"type": "integer", "default": 8, "minimum": 1, "doc": "r: the adapter's rank."},
       "alpha": {"type": "number", "default": 16, "minimum": 0, "doc": "lora_alpha: the update is scaled by alpha / rank (alpha / sqrt(rank) with use_rslora)."},
       "dropout": {"type": "number", "default": 0, "minimum": 0, "maximum": 0.99, "doc": "lora_dropout on the adapter's input while training (not when log-probs are recomputed)."},
@@ -302,30 +325,28 @@ class FsdpTrain {
   // update (collective when world_size > 1: every rank gathers).
   void export_weights(const sdk::WeightsFn& fn) {
     Gathered full(*shards_);
-    const auto& params = model_->named_parameters();
     std::vector<std::string> names;
     std::vector<torch::Tensor> held;
-    std::vector<std::vector<int64_t>> shapes;
-    for (const auto& [name, t] : params) {
+    for (const auto& [name, t] : model_->named_parameters()) {
       names.push_back(name);
       held.push_back(merged(name, t).contiguous());
-      shapes.emplace_back(held.back().sizes().begin(), held.back().sizes().end());
     }
-    std::vector<DLTensor> dls(held.size());
-    std::vector<DLTensor*> ptrs;
-    std::vector<areal_str> strs;
-    for (size_t i = 0; i < held.size(); ++i) {
-      DLTensor& d = dls[i];  // on the training device: a colocated engine on the same GPU copies device to device
-      d.data = held[i].data_ptr();
-      d.device = dl_device(held[i]);
-      d.ndim = static_cast<int32_t>(shapes[i].size());
-      d.dtype = dl_float_type(held[i]);
-      d.shape = shapes[i].data();
-      ptrs.push_back(&d);
-      strs.push_back(sdk::str(names[i]));
+    lend(names, held, fn);
+  }
+
+  // ABI 1.6: the LoRA adapter alone (what the engine's load_adapter takes):
+  // megabytes a step instead of the model.
+  void export_adapter(const sdk::AdapterFn& fn) {
+    if (!lora_) throw sdk::not_found("fsdp trains every weight (no train.lora): there is no adapter to export");
+    Gathered full(*shards_);
+    std::vector<std::string> names;
+    std::vector<torch::Tensor> held;
+    for (const auto& [name, t] : lora_->named_tensors()) {
+      names.push_back(name);
+      held.push_back(t.detach().contiguous());
     }
-    const areal_tensor_map m{AREAL_OFFSET_OF_END(areal_tensor_map, count), strs.data(), ptrs.data(), ptrs.size()};
-    fn(m);
+    const std::string config = lora_->peft_config(model_path_).dump();
+    lend(names, held, [&](const areal_tensor_map& m) { fn(config, m); });
   }
 
   // Rank 0 writes the model folder; every rank writes its optimizer slice.

@@ -187,6 +187,10 @@ typedef struct areal_inference_vtable {
    * in flight too, compute with it and their new tokens are stamped N (the
    * adapter's version; base requests keep the base version). A bad spec or
    * tensor is INVALID_ARGUMENT and leaves the adapter as it was.
+   * "default": true makes it the adapter of requests that name none (the
+   * policy a trainer hands over after each step, areal_train_vtable.
+   * export_adapter); loading it again without, or unloading it, gives those
+   * back to the base.
    * OWNERSHIP: spec_json, the map and its tensors are borrowed for the call. */
   areal_status* (*load_adapter)(void* self, areal_str spec_json, const areal_tensor_map* tensors) AREAL_MUST_USE;
   /* Forgets an adapter: new requests naming it are NOT_FOUND; requests in

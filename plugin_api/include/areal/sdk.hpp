@@ -300,6 +300,8 @@ class Episode {
 // ---------------------------------------------------------------------------
 // What a train plugin's export_weights(fn) calls with its full weights (ABI 1.1).
 using WeightsFn = std::function<void(const areal_tensor_map&)>;
+// export_adapter's callback: PEFT's adapter_config fields (JSON) and the tensors.
+using AdapterFn = std::function<void(std::string_view config_json, const areal_tensor_map&)>;
 
 namespace detail {
 
@@ -381,6 +383,11 @@ struct has_adapters : std::false_type {};
 template <class T>
 struct has_adapters<T, std::void_t<decltype(std::declval<T&>().load_adapter(std::string_view(), std::declval<const areal_tensor_map*>())),
                                    decltype(std::declval<T&>().unload_adapter(std::string_view()))>> : std::true_type {};
+//   train:     void export_adapter(const AdapterFn& fn)  (ABI 1.6: call fn once with the LoRA adapter, or throw NOT_FOUND)
+template <class T, class = void>
+struct has_export_adapter : std::false_type {};
+template <class T>
+struct has_export_adapter<T, std::void_t<decltype(std::declval<T&>().export_adapter(std::declval<const AdapterFn&>()))>> : std::true_type {};
 template <class T, class = void>
 struct has_export_weights : std::false_type {};
 template <class T>
@@ -495,9 +502,18 @@ struct TrainAdapter {
       }
     });
   }
+  static areal_status* export_adapter(void* s, areal_status* (*fn)(void*, areal_str, const areal_tensor_map*), void* ctx) {
+    return guard([&] {
+      if constexpr (has_export_adapter<T>::value) {
+        if (fn == nullptr) throw invalid_argument("fn is required");
+        self_of<T>(s).export_adapter([&](std::string_view config, const areal_tensor_map& m) { throw_if_error(fn(ctx, str(config), &m)); });
+      }
+    });
+  }
   static constexpr areal_train_vtable vtable = {
-      /* .struct_size      = */ has_export_weights<T>::value ? AREAL_OFFSET_OF_END(areal_train_vtable, export_weights)
-                                                             : AREAL_OFFSET_OF_END(areal_train_vtable, set_version),
+      /* .struct_size      = */ has_export_adapter<T>::value   ? AREAL_OFFSET_OF_END(areal_train_vtable, export_adapter)
+                                : has_export_weights<T>::value ? AREAL_OFFSET_OF_END(areal_train_vtable, export_weights)
+                                                               : AREAL_OFFSET_OF_END(areal_train_vtable, set_version),
       /* .create           = */ &create<T>,
       /* .destroy          = */ &destroy<T>,
       /* .compute_logprobs = */
@@ -526,6 +542,7 @@ struct TrainAdapter {
       },
       /* .set_version      = */ [](void* s, int64_t v) { return guard([&] { self_of<T>(s).set_version(v); }); },
       /* .export_weights   = */ has_export_weights<T>::value ? &TrainAdapter::export_weights : nullptr,
+      /* .export_adapter   = */ has_export_adapter<T>::value ? &TrainAdapter::export_adapter : nullptr,
   };
 };
 

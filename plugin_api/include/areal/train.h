@@ -38,7 +38,8 @@ typedef struct areal_loss_fn {
 
 /* THREADING: an instance is used from one thread at a time. */
 typedef struct areal_train_vtable {
-  uint32_t struct_size; /* AREAL_OFFSET_OF_END(areal_train_vtable, export_weights) since 1.1; (.., set_version) in 1.0 */
+  uint32_t struct_size; /* AREAL_OFFSET_OF_END(areal_train_vtable, export_adapter) with it (1.6); (.., export_weights) since 1.1;
+                           (.., set_version) in 1.0 */
 
   /* As for areal_inference_vtable.create. */
   areal_status* (*create)(areal_str config_json, const areal_services* services, void** out_self) AREAL_MUST_USE;
@@ -85,6 +86,19 @@ typedef struct areal_train_vtable {
    * OWNERSHIP: the map, its names and tensors are plugin-owned and valid only
    * during fn. THREADING: fn runs on the calling thread. */
   areal_status* (*export_weights)(void* self, areal_status* (*fn)(void* ctx, const areal_tensor_map* weights), void* ctx) AREAL_MUST_USE;
+
+  /* --- ABI 1.6 (check struct_size; NULL when the plugin cannot) ---------- */
+
+  /* A plugin that trains a LoRA adapter on frozen base weights calls fn once
+   * with it: config_json holds PEFT's adapter_config.json fields ("r",
+   * "lora_alpha", "target_modules", "use_rslora", ...) and `tensors` every
+   * lora_A [r, in] and lora_B [out, r] by PEFT's name, float32, on the
+   * training device: exactly what areal_inference_vtable.load_adapter takes,
+   * so a step's weight update carries the adapter (megabytes) instead of the
+   * model. A plugin that trains every weight returns NOT_FOUND without
+   * calling fn. Collective and owned like export_weights. */
+  areal_status* (*export_adapter)(void* self, areal_status* (*fn)(void* ctx, areal_str config_json, const areal_tensor_map* tensors),
+                                  void* ctx) AREAL_MUST_USE;
 } areal_train_vtable;
 
 #ifdef __cplusplus
