@@ -28,6 +28,7 @@
 #include "core/structured_output/json_schema_matcher.hpp"
 #include "core/hf/tokenizer/tokenizer.hpp"
 #include "decoder_model.hpp"
+#include "local_engine.hpp"
 #include "test_temp_dir.hpp"
 
 namespace fs = std::filesystem;
@@ -52,13 +53,8 @@ std::string tiny_qwen3() {
   return dir;
 }
 
-struct Engine {
-  areal::PluginCatalog catalog{{AREAL_TEST_PLUGIN_DIR}};
-  std::shared_ptr<areal::LoadedPlugin> plugin = catalog.resolve("local", AREAL_KIND_INFERENCE);
-  std::string name = "test";
-  areal_services services = areal::make_services(name);
-  areal::PluginInstance instance;
-  explicit Engine(const std::string& model) : instance(plugin, nlohmann::json{{"model_path", model}}.dump(), &services) {}
+struct Engine : areal::testing::LocalEngine {
+  explicit Engine(const std::string& model) : LocalEngine(nlohmann::json{{"model_path", model}}) {}
 
   areal::GenerationResult run(const std::vector<int32_t>& prompt, const areal_sampling_params& s) {
     areal_gen_request r{AREAL_OFFSET_OF_END(areal_gen_request, sampling), areal::next_request_id(), {nullptr, 0}, prompt.data(), prompt.size(), &s};

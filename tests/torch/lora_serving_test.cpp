@@ -21,9 +21,8 @@
 #include "core/hf/model_files/safetensors.hpp"
 #include "core/plugin_host/error.hpp"
 #include "core/plugin_host/generation.hpp"
-#include "core/plugin_host/plugin_catalog.hpp"
-#include "core/plugin_host/plugin_instance.hpp"
 #include "decoder_model.hpp"
+#include "local_engine.hpp"
 #include "lora_adapter.hpp"
 #include "test_temp_dir.hpp"
 
@@ -71,14 +70,8 @@ const Fixture& fixture() {
   return f;
 }
 
-struct Engine {
-  areal::PluginCatalog catalog{{AREAL_TEST_PLUGIN_DIR}};
-  std::shared_ptr<areal::LoadedPlugin> plugin = catalog.resolve("local", AREAL_KIND_INFERENCE);
-  std::string name = "test";
-  areal_services services = areal::make_services(name);
-  areal::PluginInstance instance;
-  explicit Engine(const J& config) : instance(plugin, config.dump(), &services) {}
-  const areal_inference_vtable& vt() const { return *plugin->inference(); }
+struct Engine : areal::testing::LocalEngine {
+  explicit Engine(const J& config) : LocalEngine(config) {}
 
   // Submits each (prompt, adapter) while the engine is paused, so they are
   // admitted, prefilled and decoded together, then waits for all.
