@@ -3,7 +3,7 @@
 # step (trainer.weight_update auto -> adapter), and the engine serves it as
 # the policy without token drift. The quickstart's agent and model, 12 GRPO
 # steps at lr 0.01 with rollouts never stale (max_head_offpolicyness 0) and
-# the trainer recomputing every batch:
+# the trainer recomputing every batch, stopped after 6 steps and resumed:
 #   - every step's hand-off is the adapter: its bytes are the adapter's
 #     tensors (read from the saved adapter's safetensors header), not the model's;
 #   - on every step the engine's log-probs equal the trainer's recompute
@@ -20,9 +20,16 @@ cd "$src/configs"
 "$host" init-model --family qwen3 --preset tiny --tokenizer bytes --out "$work/model" --seed 1 2> /dev/null
 "$host" sft --config quickstart_format.yaml "train.model_path=$work/model" "experiment.output_dir=$work/runs" 2> "$work/sft.log"
 base=$work/runs/quickstart_format/trial0/final
-"$host" run --config quickstart.yaml "experiment.output_dir=$work/runs" "inference.model_path=$base" "gateway.tokenizer=$base" \
-  "train.model_path=$base" trainer.total_steps=12 train.lr=0.01 'train.lora={"rank": 8, "alpha": 16}' evaluation.every_steps=0 \
-  rollout.max_head_offpolicyness=0 trainer.recompute_logprob=true 2> "$work/run.log" || { tail -30 "$work/run.log"; exit 1; }
+args=("experiment.output_dir=$work/runs" "inference.model_path=$base" "gateway.tokenizer=$base" "train.model_path=$base"
+      train.lr=0.01 'train.lora={"rank": 8, "alpha": 16}' evaluation.every_steps=0 rollout.max_head_offpolicyness=0
+      trainer.recompute_logprob=true trainer.checkpoint_every=6)
+# 6 steps, then a resumed run to 12: the engine must get the checkpoint's
+# adapter on its untouched base (the merged checkpoint as its base would
+# count the adapter twice, and drift).
+"$host" run --config quickstart.yaml "${args[@]}" trainer.total_steps=6 2> "$work/run.log" || { tail -30 "$work/run.log"; exit 1; }
+"$host" run --config quickstart.yaml "${args[@]}" trainer.total_steps=12 trainer.resume=true 2> "$work/resume.log" \
+  || { tail -30 "$work/resume.log"; exit 1; }
+grep -q "resumed from" "$work/resume.log" || { echo "FAIL: the second run did not resume"; exit 1; }
 run=$work/runs/quickstart/trial0
 # The rollouts' sequences, for scoring with and without the trained adapter.
 /usr/bin/python3 - "$run/rollouts.jsonl" "$work/in.json" <<'PY'
