@@ -112,6 +112,18 @@ class Decoder(torch.nn.Module):
         return torch.nn.functional.linear(x, head)
 
 
+def time_training(step, steps, tokens_per_step):
+    """One warm-up call of step() (its loss is the first loss), then `steps` timed ones."""
+    out = {"first_loss": step()}
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step()
+    secs = time.perf_counter() - t0
+    out["train_tokens_per_s"] = steps * tokens_per_step / secs
+    out["train_step_s"] = secs / steps
+    return out
+
+
 def main():
     model_dir = sys.argv[1]
     threads, batch, seqlen, steps, gen_requests, gen_prompt, gen_tokens = map(int, sys.argv[2:9])
@@ -132,13 +144,7 @@ def main():
         opt.step()
         return loss.item()
 
-    out["first_loss"] = step()
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        step()
-    secs = time.perf_counter() - t0
-    out["train_tokens_per_s"] = steps * batch * seqlen / secs
-    out["train_step_s"] = secs / steps
+    out.update(time_training(step, steps, batch * seqlen))
 
     gen = torch.Generator().manual_seed(0)
 

@@ -10,11 +10,10 @@ tests/python/vllm/requirements.lock). Prints one JSON line.
 import json
 import resource
 import sys
-import time
 
 import torch
 
-from reference_model import token  # beside this file: the batch areal_model_bench trains on
+from reference_model import time_training, token  # beside this file: the batch areal_model_bench trains on, and its timing
 
 
 def main():
@@ -43,13 +42,7 @@ def main():
         return loss.item()
 
     out = {"impl": "peft " + __import__("peft").__version__ + " + torch " + torch.__version__, "threads": threads}
-    out["first_loss"] = step()
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        step()
-    secs = time.perf_counter() - t0
-    out["train_tokens_per_s"] = steps * batch * seqlen / secs
-    out["train_step_s"] = secs / steps
+    out.update(time_training(step, steps, batch * seqlen))
     # Kept between steps: the trainable parameters and AdamW's two moments (float32 each).
     out["resident_state_bytes"] = 3 * sum(p.numel() * p.element_size() for p in trainable)
     out["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
