@@ -398,17 +398,20 @@ class LocalInference {
   // Routes a step's rows to the requests' adapters: each request's adapter
   // is looked up again (one replaced by load_adapter takes effect from this
   // step on), and `rows_of(i, rows)` appends request i's activation rows.
-  // Returns whether any row has an adapter; the routing lasts until the
-  // returned guard goes.
+  // The returned guard says whether any row has an adapter; the routing
+  // lasts until it goes.
   struct AdapterRouting {
     areal::torch_model::DecoderModel* model;
-    bool any = false;
+    bool any;
+    AdapterRouting(areal::torch_model::DecoderModel* m, bool a) : model(m), any(a) {}
+    AdapterRouting(const AdapterRouting&) = delete;
+    AdapterRouting& operator=(const AdapterRouting&) = delete;
     ~AdapterRouting() {
       if (any) model->set_lora_rows({});
     }
   };
   template <class RowsOf>
-  std::unique_ptr<AdapterRouting> route_adapters(const std::vector<Request*>& reqs, RowsOf rows_of) {
+  AdapterRouting route_adapters(const std::vector<Request*>& reqs, RowsOf rows_of) {
     std::map<const areal::local_inference::ServedAdapter*, std::pair<std::shared_ptr<const areal::local_inference::ServedAdapter>, std::vector<int64_t>>> groups;
     for (size_t i = 0; i < reqs.size(); ++i) {
       Request& r = *reqs[i];
@@ -418,14 +421,12 @@ class LocalInference {
       g.first = r.adapter;
       rows_of(i, g.second);
     }
-    auto routing = std::make_unique<AdapterRouting>();
-    routing->model = model_.get();
-    if (groups.empty()) return routing;
-    std::vector<areal::torch_model::DecoderModel::LoraRows> rows;
-    for (auto& [key, g] : groups) rows.push_back({g.first->lora, torch::tensor(g.second, torch::kInt64).to(device_)});
-    model_->set_lora_rows(std::move(rows));
-    routing->any = true;
-    return routing;
+    if (!groups.empty()) {
+      std::vector<areal::torch_model::DecoderModel::LoraRows> rows;
+      for (auto& [key, g] : groups) rows.push_back({g.first->lora, torch::tensor(g.second, torch::kInt64).to(device_)});
+      model_->set_lora_rows(std::move(rows));
+    }
+    return AdapterRouting{model_.get(), !groups.empty()};
   }
 
   // Prefills newly admitted requests together: their prompts packed into one
@@ -519,7 +520,7 @@ class LocalInference {
     auto step = [this, rows, keys] { return decode_rows(rows, keys); };
     // Rows with adapters: their index lists change every step, so such steps run without a captured graph.
     const auto routing = route_adapters(batch, [&](size_t i, std::vector<int64_t>& out) { out.push_back(batch[i]->slot); });
-    if (graphs_on_ && !routing->any) {
+    if (graphs_on_ && !routing.any) {
       try {
         hidden = graphs_.run({rows, keys}, step);
       } catch (const std::exception& e) {
