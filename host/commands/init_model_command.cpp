@@ -1,6 +1,6 @@
 // `areal-host init-model --family qwen3|qwen2|llama3 --preset tiny|tiny-hd32|small|agent|0.6b
 //  --tokenizer DIR|bytes --out DIR [--seed N] [--dtype float32|bfloat16|float16] [--shard-mb N]
-//  [--max-position-embeddings N] [--end-turn-logit L]`
+//  [--max-position-embeddings N] [--end-turn-logit L] [--initializer-range S]`
 #include <fstream>
 #include <iostream>
 
@@ -18,7 +18,7 @@
 namespace areal::host {
 
 int init_model(const CommandLine& cl) {
-  static const std::set<std::string> kFlags = {"family", "preset", "tokenizer", "out", "seed", "dtype", "shard-mb", "max-position-embeddings", "end-turn-logit"};
+  static const std::set<std::string> kFlags = {"family", "preset", "tokenizer", "out", "seed", "dtype", "shard-mb", "max-position-embeddings", "end-turn-logit", "initializer-range"};
   for (const auto& [flag, _] : cl.flags)
     if (!kFlags.count(flag)) {
       std::cerr << "areal-host init-model: unknown flag --" << flag << "\n";
@@ -28,7 +28,7 @@ int init_model(const CommandLine& cl) {
     if (!cl.flags.count(required)) {
       std::cerr << "areal-host init-model: --" << required << " is required\n"
                 << "usage: areal-host init-model --family qwen3|qwen2|llama3 --preset tiny|tiny-hd32|small|agent|0.6b --tokenizer DIR|bytes --out DIR "
-                   "[--seed N] [--dtype float32|bfloat16|float16] [--shard-mb N] [--max-position-embeddings N] [--end-turn-logit L]\n";
+                   "[--seed N] [--dtype float32|bfloat16|float16] [--shard-mb N] [--max-position-embeddings N] [--end-turn-logit L] [--initializer-range S]\n";
       return 2;
     }
   try {
@@ -41,6 +41,7 @@ int init_model(const CommandLine& cl) {
     if (cl.flags.count("dtype")) o.dtype = cl.flags.at("dtype");
     if (cl.flags.count("shard-mb")) o.shard_mb = std::stoll(cl.flags.at("shard-mb"));
     if (cl.flags.count("end-turn-logit")) o.end_turn_logit = std::stod(cl.flags.at("end-turn-logit"));
+    if (cl.flags.count("initializer-range")) o.initializer_range = std::stod(cl.flags.at("initializer-range"));
     if (cl.flags.count("max-position-embeddings")) o.max_position_embeddings = std::stoll(cl.flags.at("max-position-embeddings"));
     const int64_t params = model::init_model(o);
     std::cerr << "init-model: wrote a " << o.preset << " " << o.family << " model (" << params << " parameters, " << o.dtype
@@ -55,7 +56,7 @@ int init_model(const CommandLine& cl) {
     std::cerr << "\n";
     return 0;
   } catch (const std::invalid_argument&) {
-    std::cerr << "areal-host init-model: --seed, --shard-mb and --max-position-embeddings take integers, --end-turn-logit a number\n";
+    std::cerr << "areal-host init-model: --seed, --shard-mb and --max-position-embeddings take integers, --end-turn-logit and --initializer-range numbers\n";
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "areal-host init-model: " << e.what() << "\n";

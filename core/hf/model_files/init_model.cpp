@@ -74,6 +74,9 @@ int64_t init_model(const InitModelOptions& o) {
   if (o.max_position_embeddings < 0 || o.max_position_embeddings > (int64_t{1} << 24))
     throw Error(AREAL_CODE_INVALID_ARGUMENT, "--max-position-embeddings must be between 1 and 16777216");
   if (o.max_position_embeddings > 0) c.max_position_embeddings = o.max_position_embeddings;
+  if (o.initializer_range < 0 || o.initializer_range > 10 || !std::isfinite(o.initializer_range))
+    throw Error(AREAL_CODE_INVALID_ARGUMENT, "--initializer-range must be a number in (0, 10]");
+  if (o.initializer_range > 0) c.initializer_range = o.initializer_range;
   auto special = [&](const char* key) -> int64_t {
     const auto& cfg = tok->config();
     if (!cfg.is_object() || !cfg.contains(key) || cfg[key].is_null()) return -1;

@@ -24,6 +24,12 @@ struct InitModelOptions {
   // tokens at 10 with a 151k vocabulary): for tests with agent programs,
   // which fail on a reply cut off by max_tokens.
   double end_turn_logit = 0;
+  // > 0: the standard deviation of the random weights, written to config.json
+  // as initializer_range (else HF's 0.02). Larger values spread the token
+  // embeddings apart, as pretraining does: a tied output head whose digit
+  // embeddings sit 0.24 apart caps their logit gap near 2 nats, which a LoRA
+  // adapter (embeddings frozen) cannot widen (docs/algorithms.md, LoRA).
+  double initializer_range = 0;
 };
 
 // Returns the number of parameters written. Throws areal::Error.
