@@ -21,7 +21,9 @@ json VLLMProtocol::generate_body(const Segment& seg) const {
             {"include_stop_str_in_output", true},
             {"stream", true},
             {"request_id", seg.rid}};
-  if (!model_.empty()) b["model"] = model_;
+  // vLLM picks a LoRA adapter by the model field (its lora_name).
+  if (!seg.adapter.empty()) b["model"] = seg.adapter;
+  else if (!model_.empty()) b["model"] = model_;
   if (s.top_k > 0) b["top_k"] = s.top_k;  // absent: off (0 and -1 mean off in different versions)
   if (s.has_seed) b["seed"] = s.seed;
   if (!s.stop_ids.empty()) b["stop_token_ids"] = s.stop_ids;
@@ -89,6 +91,32 @@ void VLLMProtocol::update_weights_from_disk(const Url& server, const std::string
   post_control(server, routes_.update_weights, {{"method", "reload_weights"}, {"kwargs", {{"weights_path", path}}}}, timeout_s,
                "POST " + routes_.update_weights + " (reload_weights)");
   post_control(server, "/reset_prefix_cache", json::object(), timeout_s, "POST /reset_prefix_cache");
+}
+
+namespace {
+
+// vLLM answers 404 for these routes unless started for runtime LoRA updates.
+std::string lora_route_hint(const ControlError& e) {
+  if (e.status != 404) return e.what();
+  return std::string(e.what()) + " (start vLLM with --enable-lora and the environment variable VLLM_ALLOW_RUNTIME_LORA_UPDATING=1; docs/backends.md)";
+}
+
+}  // namespace
+
+void VLLMProtocol::load_adapter(const Url& server, const std::string& served_name, const std::string& dir, double timeout_s) const {
+  try {
+    post_control(server, "/v1/load_lora_adapter", {{"lora_name", served_name}, {"lora_path", dir}}, timeout_s, "POST /v1/load_lora_adapter");
+  } catch (const ControlError& e) {
+    throw ControlError(e.status, lora_route_hint(e));
+  }
+}
+
+void VLLMProtocol::unload_adapter(const Url& server, const std::string& served_name, double timeout_s) const {
+  try {
+    post_control(server, "/v1/unload_lora_adapter", {{"lora_name", served_name}}, timeout_s, "POST /v1/unload_lora_adapter");
+  } catch (const ControlError& e) {
+    throw ControlError(e.status, lora_route_hint(e));
+  }
 }
 
 VLLMRoutes VLLMRoutes::from_config(const json& c) {

@@ -37,6 +37,12 @@ class VLLMProtocol : public BackendProtocol {
   void pause(const Url& server, double timeout_s) const override;
   void resume(const Url& server, double timeout_s) const override;
   void update_weights_from_disk(const Url& server, const std::string& path, int64_t version, double timeout_s) const override;
+  // LoRA adapters: POST /v1/load_lora_adapter {lora_name, lora_path} and
+  // /v1/unload_lora_adapter {lora_name} (vLLM started with --enable-lora
+  // and VLLM_ALLOW_RUNTIME_LORA_UPDATING=1); a request names one in "model".
+  bool serves_adapters() const override { return true; }
+  void load_adapter(const Url& server, const std::string& served_name, const std::string& dir, double timeout_s) const override;
+  void unload_adapter(const Url& server, const std::string& served_name, double timeout_s) const override;
   std::string logprob_fix() const override {
     return "start vLLM with --logprobs-mode processed_logprobs (its default, raw_logprobs, reports temperature-1 log-probs)";
   }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,7 @@ struct Segment {
   std::string rid;
   const std::vector<int32_t>* input_ids = nullptr;
   Sampling sampling;  // max_new_tokens = what is left
+  std::string adapter;  // the server's name of the LoRA adapter to generate with; empty: the base model
 };
 
 enum class Finish { kNone, kStop, kLength, kAbort };
@@ -72,13 +74,29 @@ class BackendProtocol {
   virtual void pause(const Url& server, double timeout_s) const = 0;
   virtual void resume(const Url& server, double timeout_s) const = 0;
   virtual void update_weights_from_disk(const Url& server, const std::string& path, int64_t version, double timeout_s) const = 0;
+  // LoRA adapters the server loads from a PEFT folder it can read, under a
+  // name requests then give (Segment::adapter). A protocol without them
+  // says false and is never asked.
+  virtual bool serves_adapters() const { return false; }
+  virtual void load_adapter(const Url& /*server*/, const std::string& /*served_name*/, const std::string& /*dir*/, double /*timeout_s*/) const {
+    throw std::runtime_error(name() + " serves no LoRA adapters");
+  }
+  virtual void unload_adapter(const Url& /*server*/, const std::string& /*served_name*/, double /*timeout_s*/) const {}
   // Best effort, after the connection is closed (vLLM aborts on disconnect).
   virtual void abort(const Url& /*server*/, const std::string& /*rid*/, double /*timeout_s*/) const {}
   // How to make a server report log-probs of the sampling distribution.
   virtual std::string logprob_fix() const = 0;
 };
 
-// POSTs a JSON body and throws std::runtime_error unless the server says 200
+// A control call the server refused or never answered; `status` is its
+// HTTP status (0: no answer), so a 4xx (the request's fault) can be told
+// from an unreachable server.
+struct ControlError : std::runtime_error {
+  ControlError(int http_status, const std::string& message) : std::runtime_error(message), status(http_status) {}
+  int status;
+};
+
+// POSTs a JSON body and throws ControlError unless the server says 200
 // (and "success" is not false). Returns the parsed body (null when not JSON).
 nlohmann::json post_control(const Url& server, const std::string& path, const nlohmann::json& body, double timeout_s,
                             const std::string& what);

@@ -10,11 +10,13 @@
 #include <stdexcept>
 #include <exception>
 #include <cstring>
+#include <filesystem>
 
 #include <Poco/Exception.h>
 
 #include "areal/sdk.hpp"
 #include "areal/sdk_json.hpp"
+#include "peft_folder.hpp"
 
 namespace areal::remote {
 
@@ -42,6 +44,7 @@ EngineOptions EngineOptions::from_json(const json& c) {
   o.pause_drain_timeout_s = c.value("pause_drain_timeout_s", 30.0);
   o.verify_logprobs = c.value("verify_logprobs", true);
   o.max_concurrency = c.value("max_concurrency", 1024);
+  o.adapter_dir = c.value("adapter_dir", std::string());
   return o;
 }
 
@@ -50,15 +53,15 @@ json post_control(const Url& server, const std::string& path, const json& body, 
   try {
     r = http_call(server, "POST", path, body.dump(), timeout_s);
   } catch (const Poco::Exception& e) {
-    throw std::runtime_error(what + " on " + server.text + " failed: " + e.displayText());
+    throw ControlError(0, what + " on " + server.text + " failed: " + e.displayText());
   } catch (const std::exception& e) {
-    throw std::runtime_error(what + " on " + server.text + " failed: " + e.what());
+    throw ControlError(0, what + " on " + server.text + " failed: " + e.what());
   }
-  if (r.status != 200) throw std::runtime_error(what + " on " + server.text + " answered " + std::to_string(r.status) + ": " + error_message(r.body));
+  if (r.status != 200) throw ControlError(r.status, what + " on " + server.text + " answered " + std::to_string(r.status) + ": " + error_message(r.body));
   json j = json::parse(r.body, nullptr, false);
   if (j.is_discarded()) return json();
   if (j.is_object() && j.contains("success") && j["success"] == false)
-    throw std::runtime_error(what + " on " + server.text + " failed: " + j.value("message", std::string("no message")));
+    throw ControlError(r.status, what + " on " + server.text + " failed: " + j.value("message", std::string("no message")));
   return j;
 }
 
@@ -74,6 +77,8 @@ struct RemoteEngine::Job {
   StreamCall* call = nullptr;
   int server = -1;
   std::string rid;
+  std::string adapter_name;                      // as the request named it; empty: the default adapter, if any
+  std::shared_ptr<const RemoteAdapter> adapter;  // what its last segment used (worker thread only)
 };
 
 namespace {
@@ -139,6 +144,9 @@ RemoteEngine::~RemoteEngine() {
   for (auto& t : workers_) t.join();
   if (health_.joinable()) health_.join();
   for (auto& j : queued) sdk::contain(protocol_->name(), [&] { j->sink.on_done(j->sink.ctx, AREAL_FINISH_ABORT, nullptr); });
+  // Folders written for the servers; they loaded them already.
+  std::error_code ignored;
+  if (adapter_root_owned_) std::filesystem::remove_all(adapter_root_, ignored);
 }
 
 void RemoteEngine::count(const char* what) const {
@@ -284,6 +292,12 @@ void RemoteEngine::submit(const areal_gen_request& req, const areal_gen_sink& si
   if (out.structured_output == AREAL_STRUCTURED_JSON_SCHEMA && nlohmann::json::parse(out.json_schema, nullptr, false).is_discarded())
     throw sdk::invalid_argument("json_schema is not JSON");
   job->affinity = std::string(sdk::view(req.affinity_key));
+  if (req.struct_size >= AREAL_OFFSET_OF_END(areal_gen_request, adapter)) job->adapter_name = std::string(sdk::view(req.adapter));
+  if (!job->adapter_name.empty()) {
+    if (!protocol_->serves_adapters()) throw sdk::unsupported(protocol_->name() + " serves no LoRA adapters (request names '" + job->adapter_name + "')");
+    std::shared_ptr<const RemoteAdapter> probe;
+    if (!adapters_.resolve(job->adapter_name, probe)) throw sdk::not_found("no adapter '" + job->adapter_name + "' is loaded");
+  }
   job->sink = sink;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -341,6 +355,7 @@ void RemoteEngine::run(Job& job, bool& done) {
   while (finish == 0) {
     int64_t version;
     uint64_t epoch;
+    std::string adapter;  // the servers' name of the segment's adapter
     {
       std::unique_lock<std::mutex> lock(mutex_);
       cv_.wait(lock, [&] { return !paused_ || job.aborted || stopping_; });
@@ -348,11 +363,17 @@ void RemoteEngine::run(Job& job, bool& done) {
         finish = AREAL_FINISH_ABORT;
         break;
       }
-      version = version_;
+      // Each segment takes the adapter's newest version (loads happen paused).
+      if (!adapters_.resolve(job.adapter_name, job.adapter)) {
+        finish = AREAL_FINISH_ERROR, error_code = AREAL_CODE_NOT_FOUND, error = "adapter '" + job.adapter_name + "' was unloaded";
+        break;
+      }
+      version = job.adapter ? job.adapter->version : version_;
+      if (job.adapter) adapter = job.adapter->served_name;
       epoch = pause_epoch_;
       ++segments_in_flight_;
     }
-    SegmentResult r = run_segment(job, version, epoch, segment++);
+    SegmentResult r = run_segment(job, version, epoch, segment++, adapter);
     bool paused_meanwhile;
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -411,9 +432,14 @@ void RemoteEngine::run(Job& job, bool& done) {
   } else {
     job.sink.on_done(job.sink.ctx, finish, nullptr);
   }
+  // A retired adapter leaves the servers once its last request is done.
+  if (job.adapter) {
+    job.adapter.reset();
+    release_retired_adapters();
+  }
 }
 
-RemoteEngine::SegmentResult RemoteEngine::run_segment(Job& job, int64_t version, uint64_t epoch, size_t index) {
+RemoteEngine::SegmentResult RemoteEngine::run_segment(Job& job, int64_t version, uint64_t epoch, size_t index, const std::string& adapter) {
   SegmentResult result;
   const int64_t produced = static_cast<int64_t>(job.tokens.size() - job.prompt_size);
   Segment seg;
@@ -422,6 +448,7 @@ RemoteEngine::SegmentResult RemoteEngine::run_segment(Job& job, int64_t version,
   seg.rid = rid;
   seg.input_ids = &job.tokens;
   seg.sampling = job.sampling;
+  seg.adapter = adapter;
   seg.sampling.max_new_tokens = static_cast<int32_t>(job.sampling.max_new_tokens - produced);
   if (index > 0 && seg.sampling.has_seed) seg.sampling.seed += index;  // a fresh stream, not a replay of the first
   const int server = pool_.acquire(job.affinity);
@@ -697,9 +724,127 @@ void RemoteEngine::set_version(int64_t v) {
 std::string RemoteEngine::info() {
   json servers = json::array();
   for (const auto& s : opt_.servers) servers.push_back(s);
-  return json{{"model", opt_.model.empty() ? protocol_->name() : opt_.model}, {"max_context", opt_.max_context}, {"backend", protocol_->name()},
-              {"servers", servers}}
-      .dump();
+  json out = {{"model", opt_.model.empty() ? protocol_->name() : opt_.model}, {"max_context", opt_.max_context}, {"backend", protocol_->name()},
+              {"servers", servers}};
+  if (protocol_->serves_adapters()) out["adapters"] = true, out["loaded_adapters"] = adapters_.describe();
+  return out.dump();
+}
+
+std::string RemoteEngine::adapter_folder_for(const std::string& name, int64_t version, const std::string& served_name) {
+  namespace fs = std::filesystem;
+  if (adapter_root_.empty()) {
+    if (!opt_.adapter_dir.empty()) {
+      adapter_root_ = fs::absolute(opt_.adapter_dir).string();
+    } else {
+      adapter_root_ = (fs::temp_directory_path() / (rid_prefix_ + "-adapters")).string();
+      adapter_root_owned_ = true;
+    }
+    fs::create_directories(adapter_root_);
+  }
+  // The load number keeps names unique; characters a path cannot hold become '_'.
+  std::string leaf = name + "-v" + std::to_string(version) + "-" + served_name.substr(served_name.rfind('@') + 1);
+  for (char& c : leaf)
+    if (c == '/' || c == '\\' || static_cast<unsigned char>(c) < 32) c = '_';
+  return (fs::path(adapter_root_) / leaf).string();
+}
+
+void RemoteEngine::load_served_adapter(std::string_view spec_text, const areal_tensor_map* tensors) {
+  namespace fs = std::filesystem;
+  const json spec = sdk::parse_object(spec_text, "load_adapter: spec");
+  if (!spec.contains("name") || !spec["name"].is_string() || spec["name"].get<std::string>().empty())
+    throw sdk::invalid_argument("load_adapter: 'name' (a non-empty string) is required");
+  if (!spec.contains("version") || !spec["version"].is_number_integer()) throw sdk::invalid_argument("load_adapter: integer 'version' is required");
+  if (spec.contains("default") && !spec["default"].is_boolean()) throw sdk::invalid_argument("load_adapter: 'default' must be a boolean");
+  auto adapter = std::make_shared<RemoteAdapter>();
+  adapter->name = spec["name"];
+  adapter->version = spec["version"];
+  adapter->served_name = adapters_.new_served_name(adapter->name);
+  const bool has_tensors = tensors != nullptr && tensors->count > 0;
+  if (spec.contains("path")) {
+    if (!spec["path"].is_string()) throw sdk::invalid_argument("load_adapter: 'path' must be a string");
+    if (has_tensors) throw sdk::invalid_argument("load_adapter: give 'path' or tensors with 'config', not both");
+    // Absolute: the servers do not share our working folder.
+    adapter->dir = fs::absolute(spec["path"].get<std::string>()).lexically_normal().string();
+    if (!fs::exists(fs::path(adapter->dir) / "adapter_config.json"))
+      throw sdk::invalid_argument("load_adapter: " + adapter->dir + " is not a PEFT adapter folder (no adapter_config.json)");
+    adapter->source = adapter->dir;
+  } else if (spec.contains("config")) {
+    if (!has_tensors) throw sdk::invalid_argument("load_adapter: 'config' comes with the adapter's tensors, and none were given");
+    adapter->dir = adapter_folder_for(adapter->name, adapter->version, adapter->served_name);
+    write_peft_folder(adapter->dir, spec["config"], *tensors);
+    adapter->owned_dir = true;
+    adapter->source = "memory";
+  } else {
+    throw sdk::invalid_argument("load_adapter: the spec needs 'path' (a PEFT adapter folder) or 'config' with the tensors");
+  }
+  // Like a weight update: no segment runs while the servers change, and
+  // interrupted segments resume with the new adapter.
+  std::lock_guard<std::mutex> control(control_mutex_);
+  bool was_paused;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    was_paused = paused_;
+  }
+  if (!was_paused) pause_locked();
+  std::string failures;
+  bool refused = false;  // a server answered 4xx: the adapter's fault, not the server's
+  std::vector<size_t> loaded_on;
+  for (size_t i = 0; i < pool_.size(); ++i) {
+    try {
+      protocol_->load_adapter(pool_.url(i), adapter->served_name, adapter->dir, opt_.control_timeout_s);
+      loaded_on.push_back(i);
+    } catch (const ControlError& e) {
+      refused = refused || (e.status >= 400 && e.status < 500);
+      failures += std::string(failures.empty() ? "" : "; ") + e.what();
+    } catch (const std::exception& e) {
+      failures += std::string(failures.empty() ? "" : "; ") + e.what();
+    }
+  }
+  if (loaded_on.size() < pool_.size() && (refused || loaded_on.empty())) {
+    // Nothing changes: unload it where it did load.
+    for (size_t i : loaded_on) {
+      try {
+        protocol_->unload_adapter(pool_.url(i), adapter->served_name, opt_.control_timeout_s);
+      } catch (const std::exception& e) {
+        log(AREAL_LOG_WARN, std::string("load_adapter: undoing a partial load: ") + e.what());
+      }
+    }
+    if (!was_paused) resume_locked();
+    std::error_code ignored;
+    if (adapter->owned_dir) fs::remove_all(adapter->dir, ignored);
+    const std::string msg = "load_adapter '" + adapter->name + "' (version " + std::to_string(adapter->version) + "): " + failures;
+    if (refused) throw sdk::invalid_argument(msg);
+    throw sdk::unavailable(msg);
+  }
+  // Servers that missed it leave rotation until a later load reaches them:
+  // serving without it would corrupt training data.
+  for (size_t i = 0; i < pool_.size(); ++i)
+    pool_.set_stale(static_cast<int>(i), std::find(loaded_on.begin(), loaded_on.end(), i) == loaded_on.end());
+  log(AREAL_LOG_INFO, "adapter '" + adapter->name + "' version " + std::to_string(adapter->version) + " loaded as '" + adapter->served_name + "' from " +
+                          adapter->dir + (spec.value("default", false) ? " (the default adapter)" : ""));
+  adapters_.install(std::move(adapter), spec.value("default", false));
+  if (!was_paused) resume_locked();
+  if (!failures.empty()) log(AREAL_LOG_ERROR, "load_adapter: some servers failed and get no requests until a later load reaches them: " + failures);
+  release_retired_adapters();
+}
+
+void RemoteEngine::unload_served_adapter(std::string_view name) {
+  if (!adapters_.uninstall(std::string(name))) throw sdk::not_found("unload_adapter: no adapter '" + std::string(name) + "' is loaded");
+  release_retired_adapters();
+}
+
+void RemoteEngine::release_retired_adapters() {
+  for (const auto& a : adapters_.take_unused_retired()) {
+    for (size_t i = 0; i < pool_.size(); ++i) {
+      try {
+        protocol_->unload_adapter(pool_.url(i), a->served_name, opt_.control_timeout_s);
+      } catch (const std::exception& e) {  // the server keeps an unused name; nothing is served wrong
+        log(AREAL_LOG_WARN, "unloading retired adapter '" + a->served_name + "': " + e.what());
+      }
+    }
+    std::error_code ignored;
+    if (a->owned_dir) std::filesystem::remove_all(a->dir, ignored);
+  }
 }
 
 void RemoteEngine::health_loop() {

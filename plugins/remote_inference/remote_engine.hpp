@@ -31,6 +31,7 @@
 
 #include "areal/inference.h"
 #include "backend_protocol.hpp"
+#include "served_adapters.hpp"
 #include "server_pool.hpp"
 
 namespace areal::remote {
@@ -49,6 +50,7 @@ struct EngineOptions {
   double pause_drain_timeout_s = 30;
   bool verify_logprobs = true;
   int max_concurrency = 1024;
+  std::string adapter_dir;  // where adapters handed over in memory are written for the servers; empty: a temporary folder
   static EngineOptions from_json(const nlohmann::json& config);  // the shared schema keys
 };
 
@@ -84,6 +86,13 @@ class RemoteEngine {
   int64_t version();
   void set_version(int64_t version);
   std::string info();
+  // ABI 1.6 load_adapter / unload_adapter, for a protocol that serves
+  // adapters (the plugin exposes them under those names only then). Each
+  // server loads the adapter's PEFT folder (a given path, or one written to
+  // adapter_dir from the tensors) under a new name; the requests' next
+  // segments use it. Paused around it, like a weight update.
+  void load_served_adapter(std::string_view spec_json, const areal_tensor_map* tensors);
+  void unload_served_adapter(std::string_view name);
 
  private:
   struct Job;
@@ -101,8 +110,11 @@ class RemoteEngine {
   int64_t fetch_max_context();
   void worker();
   void run(Job& job, bool& done);  // done: on_done was called
-  SegmentResult run_segment(Job& job, int64_t version, uint64_t epoch, size_t segment_index);
+  SegmentResult run_segment(Job& job, int64_t version, uint64_t epoch, size_t segment_index, const std::string& adapter);
   void health_loop();
+  // Unloads from every server the retired adapters no request holds.
+  void release_retired_adapters();
+  std::string adapter_folder_for(const std::string& name, int64_t version, const std::string& served_name);
   void log(int level, const std::string& message) const;
   // Counters on /metrics: areal_inference_<what>_total{backend="sglang"}.
   void count(const char* what) const;
@@ -123,6 +135,9 @@ class RemoteEngine {
   uint64_t pause_epoch_ = 0;
   int segments_in_flight_ = 0;
   int64_t version_ = 0;
+  ServedAdapters adapters_;
+  std::string adapter_root_;  // adapter_dir, or the temporary folder made on the first adapter from memory
+  bool adapter_root_owned_ = false;
   std::mutex control_mutex_;  // one pause/resume/update at a time
   std::thread health_;
   std::condition_variable health_cv_;

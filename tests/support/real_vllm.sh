@@ -2,7 +2,7 @@
 # tests/python/vllm/requirements.lock, installed into .venv-vllm by
 # scripts/setup.sh) on a free loopback port serving MODEL_DIR, and waits for
 # /health. Sets VLLM_URL and VLLM_PID; the caller stops it (stop_real_vllm).
-#   start_real_vllm SOURCE_DIR MODEL_DIR LOG
+#   start_real_vllm SOURCE_DIR MODEL_DIR LOG [MORE VLLM FLAGS...]
 # The flags are the ones areal needs (docs/backends.md, "Real vLLM on CPU"):
 # float32 (log-probs comparable with ours), processed_logprobs (the sampling
 # distribution's), dev mode (/pause, /resume, /collective_rpc reload_weights),
@@ -13,13 +13,14 @@ source "$(dirname "${BASH_SOURCE[0]}")/free_port.sh"
 
 start_real_vllm() {
   local src=$1 model=$2 log=$3 py=$1/.venv-vllm/bin/python
+  shift 3
   [ -x "$py" ] || { echo "FAIL: $py is missing: run scripts/setup.sh with AREAL_TEST_PYTHON=1 (scripts/test.sh does)"; return 1; }
   local port eager=(--enforce-eager)
   [ "${AREAL_VLLM_EAGER:-1}" = 0 ] && eager=()
   port=$(free_port)
   VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE:-1} VLLM_SERVER_DEV_MODE=1 VLLM_NO_USAGE_STATS=1 VLLM_DO_NOT_TRACK=1 HF_HUB_OFFLINE=1 \
     "$py" -m vllm.entrypoints.openai.api_server --model "$model" --host 127.0.0.1 --port "$port" --dtype float32 "${eager[@]}" \
-    --max-model-len 4096 --logprobs-mode processed_logprobs --enable-auto-tool-choice --tool-call-parser hermes > "$log" 2>&1 &
+    --max-model-len 4096 --logprobs-mode processed_logprobs --enable-auto-tool-choice --tool-call-parser hermes "$@" > "$log" 2>&1 &
   VLLM_PID=$!
   VLLM_URL=http://127.0.0.1:$port
   local start=$SECONDS

@@ -4,7 +4,9 @@ each in a session of its own; then exports each session and writes, per
 model served, the recorded sequences and log-probs:
   WORK/in-{a,b,base}.json        {"sequences": [[ids]]} (prompt + output)
   WORK/recorded-{a,b,base}.json  {"logprobs": [[...]], "loss_mask": [[...]], "versions": [[...]]}
-  chat_with_adapters.py URL ADMIN_KEY WORK
+  chat_with_adapters.py URL ADMIN_KEY WORK [--adapters-only]
+--adapters-only sends no base-model requests (vLLM on CPU applies an
+adapter to the base rows of a mixed batch: docs/backends.md).
 """
 import json
 import sys
@@ -14,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from openai import OpenAI
 
 url, admin_key, work = sys.argv[1:4]
+adapters_only = "--adapters-only" in sys.argv[4:]
 
 
 def admin(path, body):
@@ -32,7 +35,8 @@ for m in models.data[1:]:
     assert m.model_extra.get("parent") == base_name, f"{m.id}: parent is {m.model_extra.get('parent')}"
 
 # (model sent, which weights must have served it)
-jobs = [(name, served) for name, served in [("a", "a"), ("b", "b"), (base_name, "base"), ("gpt-4o", "base")] for _ in range(3)]
+served_by = [("a", "a"), ("b", "b")] + ([] if adapters_only else [(base_name, "base"), ("gpt-4o", "base")])
+jobs = [(name, served) for name, served in served_by for _ in range(3)]
 prompts = ["Say something about rivers.", "Count to five.", "What is LoRA?"]
 
 

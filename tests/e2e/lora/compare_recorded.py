@@ -2,12 +2,13 @@
 serve_adapters.sh): at every sampled position, |recorded - reference| <=
 BOUND; and adapter a's recording differs from the base's scoring of the
 same tokens (the adapter really served them).
-  compare_recorded.py WORK BOUND
+  compare_recorded.py WORK BOUND [SERVED...]   (default: a b base)
 """
 import json
 import sys
 
 work, bound = sys.argv[1], float(sys.argv[2])
+served_list = sys.argv[3:] or ["a", "b", "base"]
 
 
 def worst(recorded_path, reference_path):
@@ -20,7 +21,7 @@ def worst(recorded_path, reference_path):
 
 
 failed = 0
-for served in ("a", "b", "base"):
+for served in served_list:
     n, d = worst(f"{work}/recorded-{served}.json", f"{work}/ref-{served}.json")
     ok = d <= bound
     failed += not ok
