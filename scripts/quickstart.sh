@@ -4,12 +4,19 @@
 # warm it up on the reply format (configs/quickstart_format.yaml), and run
 # the CPU quickstart (configs/quickstart.yaml; README says what to expect).
 # Extra arguments are dotted overrides of the RL run, e.g. trainer.total_steps=200.
+# --lora first: the LoRA quickstart (configs/quickstart_lora.yaml) on its own
+# base, made with --initializer-range 0.1 (why: that file's header).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 AREAL_SETUP=quickstart scripts/setup.sh
-model=runs/quickstart-model
-if [ ! -f "$model/model.safetensors" ]; then
-  ./build/bin/areal-host init-model --family qwen3 --preset tiny --tokenizer bytes --out "$model" --seed 1
+model=runs/quickstart-model format=(experiment.name=quickstart_format) config=configs/quickstart.yaml init=()
+if [ "${1:-}" = --lora ]; then
+  shift
+  model=runs/quickstart-lora-model format=(experiment.name=quickstart_lora_format train.model_path=../$model)
+  config=configs/quickstart_lora.yaml init=(--initializer-range 0.1)
 fi
-./build/bin/areal-host sft --config configs/quickstart_format.yaml
-./build/bin/areal-host run --config configs/quickstart.yaml "$@"
+if [ ! -f "$model/model.safetensors" ]; then
+  ./build/bin/areal-host init-model --family qwen3 --preset tiny --tokenizer bytes --out "$model" --seed 1 "${init[@]}"
+fi
+./build/bin/areal-host sft --config configs/quickstart_format.yaml "${format[@]}"
+./build/bin/areal-host run --config "$config" "$@"
