@@ -8,6 +8,8 @@
 # the frozen base besides, counted in RSS). All first losses must agree
 # (a fresh adapter is the base model).
 #   bench/model/lora.sh [BUILD_DIR] [THREADS]
+# The 0.6b row (Qwen3-0.6B's shape, 151k vocabulary) needs about 12 GB of
+# memory for full training and takes a few minutes on 2 cores.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 src=$(cd "$here/../.." && pwd)
@@ -22,7 +24,8 @@ echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -
 lora='{"lora": {"rank": 16, "alpha": 32, "target_modules": "all-linear"}}'
 #            preset batch seqlen steps
 for row in "tiny   4     128    5" \
-           "small  4     128    3"; do
+           "small  4     128    3" \
+           "0.6b   1     256    2"; do
   set -- $row
   preset=$1 batch=$2 seqlen=$3 steps=$4
   "$build/bin/areal-host" init-model --family qwen3 --preset "$preset" --tokenizer "$tok" --out "$work/$preset" --seed 1 > /dev/null
