@@ -107,7 +107,9 @@ torch::Tensor rotate_half(const torch::Tensor& x) {
 }  // namespace
 
 DecoderModel::DecoderModel(model::ModelConfig config, torch::Dtype dtype, torch::Device device)
-    : config_(std::move(config)), dtype_(dtype), device_(device), inv_freq_(inverse_frequencies(config_).to(device)) {}
+    : config_(std::move(config)), dtype_(dtype), device_(device), inv_freq_(inverse_frequencies(config_).to(device)) {
+  for (int64_t l = 0, n = 0; l < config_.num_hidden_layers; ++l) moe_index_.push_back(config_.is_moe_layer(l) ? n++ : -1);
+}
 
 DecoderModel::DecoderModel(model::ModelConfig config, torch::Dtype dtype, uint64_t seed, torch::Device device)
     : DecoderModel(std::move(config), dtype, device) {
@@ -174,12 +176,71 @@ torch::Tensor DecoderModel::with_lora(int64_t layer, LoraModule m, const torch::
   return d.defined() ? y + d : y;
 }
 
-torch::Tensor DecoderModel::mlp(int64_t layer, const torch::Tensor& x) const {
+torch::Tensor DecoderModel::mlp(int64_t layer, const torch::Tensor& x, MoeRouting* routing) const {
+  if (moe_index_[static_cast<size_t>(layer)] >= 0) return moe(layer, x, routing);
   const std::string pre = "model.layers." + std::to_string(layer) + ".mlp.";
   const torch::Tensor gate = with_lora(layer, LoraModule::kGate, x, torch::linear(x, p(pre + "gate_proj.weight")));
   const torch::Tensor up = with_lora(layer, LoraModule::kUp, x, torch::linear(x, p(pre + "up_proj.weight")));
   const torch::Tensor act = torch::silu(gate) * up;
   return with_lora(layer, LoraModule::kDown, act, torch::linear(act, p(pre + "down_proj.weight")));
+}
+
+torch::Tensor DecoderModel::moe(int64_t layer, const torch::Tensor& x, MoeRouting* routing) const {
+  const std::string pre = "model.layers." + std::to_string(layer) + ".mlp.";
+  const int64_t T = x.size(0), E = config_.num_experts, k = config_.num_experts_per_tok;
+  // HF's Qwen3MoeTopKRouter: softmax over all experts in float32 at least,
+  // top-k, optionally renormalised, then back to the hidden dtype.
+  const torch::Tensor logits = torch::linear(x, p(pre + "gate.weight"));
+  const auto compute = x.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+  const torch::Tensor probs = torch::softmax(logits.to(compute), -1);
+  torch::Tensor weights, experts;
+  if (routing != nullptr && routing->replay.defined()) {
+    // Replay: the recorded experts, weighted by today's router.
+    experts = routing->replay.select(1, moe_index_[static_cast<size_t>(layer)]).to(x.device(), torch::kInt64);
+    if (experts.size(0) != T || experts.size(1) != k)
+      throw Error(AREAL_CODE_INVALID_ARGUMENT, "routing replay has " + std::to_string(experts.size(0)) + " x " + std::to_string(experts.size(1)) +
+                                                   " experts for a layer of " + std::to_string(T) + " tokens x top-" + std::to_string(k));
+    weights = probs.gather(1, experts);
+  } else {
+    std::tie(weights, experts) = probs.topk(k, -1);
+  }
+  if (config_.norm_topk_prob) weights = weights / weights.sum(-1, /*keepdim=*/true);
+  weights = weights.to(x.scalar_type());
+  if (routing != nullptr) {
+    if (routing->record) routing->chosen.push_back(experts.detach());
+    if (routing->keep_logits) routing->logits.push_back(logits);
+  }
+  // Each (token, slot) pair sorted by expert, so every expert runs once on
+  // its rows; the outputs are summed back per token.
+  const torch::Tensor flat = experts.reshape(-1);
+  const torch::Tensor order = flat.argsort();
+  const torch::Tensor token_of = order.div(k, "floor");
+  const torch::Tensor rows = x.index_select(0, token_of);
+  const torch::Tensor row_weights = weights.reshape(-1).index_select(0, order).unsqueeze(1);
+  const torch::Tensor counts = torch::bincount(flat, {}, E).to(torch::kCPU);
+  const auto* count = counts.data_ptr<int64_t>();
+  std::vector<torch::Tensor> outs;
+  for (int64_t e = 0, start = 0; e < E; start += count[e], ++e) {
+    if (count[e] == 0) continue;
+    const std::string xp = pre + "experts." + std::to_string(e) + ".";
+    const torch::Tensor in = rows.narrow(0, start, count[e]);
+    const torch::Tensor act = torch::silu(torch::linear(in, p(xp + "gate_proj.weight"))) * torch::linear(in, p(xp + "up_proj.weight"));
+    outs.push_back(torch::linear(act, p(xp + "down_proj.weight")) * row_weights.narrow(0, start, count[e]));
+  }
+  return torch::zeros_like(x).index_add(0, token_of, torch::cat(outs));
+}
+
+torch::Tensor load_balancing_loss(const std::vector<torch::Tensor>& router_logits, int64_t num_experts, int64_t top_k) {
+  if (router_logits.empty()) throw Error(AREAL_CODE_INTERNAL, "load_balancing_loss without router logits");
+  // As transformers' load_balancing_loss_func: every layer's rows together.
+  const torch::Tensor all = torch::cat(router_logits, 0);
+  const auto compute = all.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+  const torch::Tensor probs = torch::softmax(all, -1).to(compute);
+  const torch::Tensor chosen = std::get<1>(probs.topk(top_k, -1));
+  const double rows = static_cast<double>(all.size(0));
+  const torch::Tensor fraction = torch::bincount(chosen.reshape(-1), {}, num_experts).to(compute) / rows;  // sums to k
+  const torch::Tensor mean_prob = probs.sum(0) / rows;
+  return (fraction * mean_prob).sum() * static_cast<double>(num_experts);
 }
 
 void DecoderModel::qkv(int64_t layer, const torch::Tensor& x, const torch::Tensor& rope, torch::Tensor& q, torch::Tensor& k,
@@ -369,7 +430,8 @@ torch::Tensor DecoderModel::attend_cached(int64_t layer, const torch::Tensor& q,
   return o_proj(layer, o.reshape({B, -1}));
 }
 
-torch::Tensor DecoderModel::layer_forward(int64_t layer, const torch::Tensor& x, const torch::Tensor& rope, const torch::Tensor& cu) const {
+torch::Tensor DecoderModel::layer_forward(int64_t layer, const torch::Tensor& x, const torch::Tensor& rope, const torch::Tensor& cu,
+                                          MoeRouting* routing) const {
   const std::string pre = "model.layers." + std::to_string(layer) + ".";
   const torch::Tensor h = rms_norm(x, p(pre + "input_layernorm.weight"));
   torch::Tensor q, k, v;
@@ -377,10 +439,10 @@ torch::Tensor DecoderModel::layer_forward(int64_t layer, const torch::Tensor& x,
   // Attention never crosses sequence boundaries of the packed batch.
   const auto* b = cu.data_ptr<int64_t>();
   const torch::Tensor x2 = x + attend_packed(layer, q, k, v, std::vector<int64_t>(b, b + cu.size(0)));
-  return x2 + mlp(layer, rms_norm(x2, p(pre + "post_attention_layernorm.weight")));
+  return x2 + mlp(layer, rms_norm(x2, p(pre + "post_attention_layernorm.weight")), routing);
 }
 
-torch::Tensor DecoderModel::hidden(const torch::Tensor& ids, const torch::Tensor& cu_seqlens, bool checkpoint) const {
+torch::Tensor DecoderModel::hidden(const torch::Tensor& ids, const torch::Tensor& cu_seqlens, bool checkpoint, MoeRouting* routing) const {
   if (ids.dim() != 1 || cu_seqlens.dim() != 1 || cu_seqlens.size(0) < 2)
     throw Error(AREAL_CODE_INVALID_ARGUMENT, "input_ids must be [T] and cu_seqlens [B+1]");
   // Sequence bounds are read on the host; the tokens go to the model's device.
@@ -400,32 +462,49 @@ torch::Tensor DecoderModel::hidden(const torch::Tensor& ids, const torch::Tensor
   torch::Tensor x = torch::embedding(p("model.embed_tokens.weight"), ids.to(device_, torch::kInt64));
   for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
     if (checkpoint && x.requires_grad()) {
-      // Recompute this layer in backward: keep only its input.
+      // Recompute this layer in backward: keep only its input (and, for a
+      // MoE layer, the experts it chose, so the recompute routes the same).
+      // A MoE layer's router logits are a second output, so a loss on them
+      // (load balancing) reaches the router through the recompute too.
       struct Layer : torch::autograd::Function<Layer> {
-        static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor in, const DecoderModel* m, int64_t layer,
-                                     torch::Tensor rope, torch::Tensor cu) {
+        static torch::autograd::tensor_list forward(torch::autograd::AutogradContext* ctx, torch::Tensor in, const DecoderModel* m,
+                                                    int64_t layer, torch::Tensor rope, torch::Tensor cu, torch::Tensor replay) {
           ctx->saved_data["m"] = reinterpret_cast<int64_t>(m);
           ctx->saved_data["layer"] = layer;
-          ctx->save_for_backward({in, rope, cu});
           torch::NoGradGuard no_grad;
-          return m->layer_forward(layer, in, rope, cu);
+          MoeRouting r;
+          r.replay = replay;
+          r.record = r.keep_logits = true;
+          torch::Tensor out = m->layer_forward(layer, in, rope, cu, &r);
+          const bool moe = !r.chosen.empty();
+          ctx->save_for_backward({in, rope, cu, moe ? r.chosen[0] : torch::Tensor()});
+          if (!moe) return {out};
+          ctx->mark_non_differentiable({r.chosen[0]});
+          return {out, r.logits[0], r.chosen[0]};
         }
         static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx, torch::autograd::tensor_list grads) {
           auto saved = ctx->get_saved_variables();
           const auto* m = reinterpret_cast<const DecoderModel*>(ctx->saved_data["m"].toInt());
           const int64_t layer = ctx->saved_data["layer"].toInt();
           torch::Tensor in = saved[0].detach().requires_grad_(true);
-          torch::Tensor out;
+          MoeRouting r;
+          if (saved[3].defined()) {
+            const int64_t moe_layers = m->config().moe_layer_count();
+            r.replay = saved[3].unsqueeze(1).expand({saved[3].size(0), moe_layers, saved[3].size(1)});  // a view: every slot is this layer's
+            r.keep_logits = true;
+          }
+          std::vector<torch::Tensor> outs, out_grads;
           {
             torch::AutoGradMode enable(true);
-            out = m->layer_forward(layer, in, saved[1], saved[2]);
+            outs.push_back(m->layer_forward(layer, in, saved[1], saved[2], &r));
           }
+          out_grads.push_back(grads[0]);
+          if (!r.logits.empty() && grads.size() > 1 && grads[1].defined()) outs.push_back(r.logits[0]), out_grads.push_back(grads[1]);
           std::vector<torch::Tensor> inputs = {in};
           const std::string pre = "model.layers." + std::to_string(layer) + ".";
-          std::vector<std::string> names;
           for (const auto& [name, t] : m->named_parameters())
-            if (name.rfind(pre, 0) == 0) names.push_back(name), inputs.push_back(t);
-          auto g = torch::autograd::grad({out}, inputs, {grads[0]}, /*retain_graph=*/false, /*create_graph=*/false, /*allow_unused=*/true);
+            if (name.rfind(pre, 0) == 0) inputs.push_back(t);
+          auto g = torch::autograd::grad(outs, inputs, out_grads, /*retain_graph=*/false, /*create_graph=*/false, /*allow_unused=*/true);
           // Parameter grads accumulate directly; the input grad flows back.
           for (size_t i = 1; i < inputs.size(); ++i)
             if (g[i].defined()) {
@@ -433,12 +512,21 @@ torch::Tensor DecoderModel::hidden(const torch::Tensor& ids, const torch::Tensor
               if (p.grad().defined()) p.mutable_grad() += g[i];
               else p.mutable_grad() = g[i].clone();
             }
-          return {g[0], torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+          return {g[0], torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
         }
       };
-      x = Layer::apply(x, this, l, rope, cu);
+      const int64_t mi = moe_index_[static_cast<size_t>(l)];
+      torch::Tensor replay;
+      if (mi >= 0 && routing != nullptr && routing->replay.defined())
+        replay = routing->replay.narrow(1, mi, 1).expand({routing->replay.size(0), config_.moe_layer_count(), routing->replay.size(2)});
+      auto outs = Layer::apply(x, this, l, rope, cu, replay);
+      x = outs[0];
+      if (mi >= 0 && routing != nullptr) {
+        if (routing->keep_logits) routing->logits.push_back(outs[1]);
+        if (routing->record) routing->chosen.push_back(outs[2].detach());
+      }
     } else {
-      x = layer_forward(l, x, rope, cu);
+      x = layer_forward(l, x, rope, cu, routing);
     }
   }
   return rms_norm(x, p("model.norm.weight"));
@@ -493,12 +581,13 @@ struct TokenLogprob : torch::autograd::Function<TokenLogprob> {
 
 }  // namespace
 
-torch::Tensor DecoderModel::logprobs(const torch::Tensor& ids, const torch::Tensor& cu_seqlens, float temperature, bool checkpoint) const {
+torch::Tensor DecoderModel::logprobs(const torch::Tensor& ids, const torch::Tensor& cu_seqlens, float temperature, bool checkpoint,
+                                     MoeRouting* routing) const {
   if (!(temperature > 0)) throw Error(AREAL_CODE_INVALID_ARGUMENT, "temperature must be > 0 for log-probs");
   const torch::Tensor ids64 = ids.to(device_, torch::kInt64);
   // Float32 at least (as HF upcasts logits); a float64 model keeps float64.
   const auto compute = dtype_ == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
-  const torch::Tensor h = hidden(ids64, cu_seqlens, checkpoint);
+  const torch::Tensor h = hidden(ids64, cu_seqlens, checkpoint, routing);
   const int64_t T = ids64.size(0);
   // Position t scores token t from the hidden state at t-1; sequence starts get 0.
   const auto opts = torch::TensorOptions().dtype(compute).device(device_);

@@ -1,4 +1,4 @@
-// A decoder-only LLM (Qwen3, Qwen2/2.5, Llama 3) in libtorch, computing
+// A decoder-only LLM (Qwen3, Qwen3-MoE, Qwen2/2.5, Llama 3) in libtorch, computing
 // exactly what Hugging Face's implementations compute, over packed
 // variable-length sequences (no padding). Shared by the train plugin and the
 // local inference plugin, so sampled and trained log-probs come from one
@@ -21,6 +21,29 @@
 
 namespace areal::torch_model {
 
+// Expert routing of one forward pass of a mixture-of-experts model, MoE
+// layer by MoE layer (ModelConfig::is_moe_layer). Rows are the forward's
+// token rows.
+struct MoeRouting {
+  // In: the experts to use instead of the router's top-k (routing replay),
+  // [T, moe layers, k] integers; the weights still come from the router's
+  // current probabilities at those experts. Undefined: the router chooses.
+  torch::Tensor replay;
+  // Out, when `record`: the experts each MoE layer used, [T, k] int64.
+  bool record = false;
+  std::vector<torch::Tensor> chosen;
+  // Out, when `keep_logits`: each MoE layer's router logits [T, E] (with
+  // their graph, for the load-balancing loss).
+  bool keep_logits = false;
+  std::vector<torch::Tensor> logits;
+};
+
+// HF's auxiliary load-balancing loss (Switch Transformer's, as transformers'
+// load_balancing_loss_func computes it) over every MoE layer's router
+// logits: E * sum_e f_e * P_e, f_e the fraction of (token, slot) choices of
+// expert e and P_e its mean router probability; k when perfectly balanced.
+torch::Tensor load_balancing_loss(const std::vector<torch::Tensor>& router_logits, int64_t num_experts, int64_t top_k);
+
 class DecoderModel {
  public:
   // Random init (seeded, N(0, initializer_range), drawn on the CPU so a
@@ -38,12 +61,15 @@ class DecoderModel {
   // Hidden states of packed sequences: ids [T] (int64), cu_seqlens [B+1]
   // (int64). With `checkpoint`, each layer's activations are recomputed in
   // backward instead of stored.
-  torch::Tensor hidden(const torch::Tensor& ids, const torch::Tensor& cu_seqlens, bool checkpoint = false) const;
+  // `routing` (MoE models): replayed experts in, chosen experts and router
+  // logits out.
+  torch::Tensor hidden(const torch::Tensor& ids, const torch::Tensor& cu_seqlens, bool checkpoint = false, MoeRouting* routing = nullptr) const;
   torch::Tensor logits(const torch::Tensor& hidden) const;  // [T, vocab], float32 at least
   const torch::Tensor& head_weight() const;                 // lm_head, or the tied embedding
   // log p(ids[t] | ids[<t]) within each sequence at `temperature`; 0 at each
   // sequence's first position. [T], float32 (float64 for a float64 model).
-  torch::Tensor logprobs(const torch::Tensor& ids, const torch::Tensor& cu_seqlens, float temperature, bool checkpoint = false) const;
+  torch::Tensor logprobs(const torch::Tensor& ids, const torch::Tensor& cu_seqlens, float temperature, bool checkpoint = false,
+                         MoeRouting* routing = nullptr) const;
 
   // A LoRA adapter on the projections (null: none). Its low-rank term is
   // added to every targeted projection's output in forward and backward,
@@ -74,7 +100,8 @@ class DecoderModel {
   // once per forward for every layer: [2, S, 1, hd] in the model's dtype.
   torch::Tensor rope_table(const torch::Tensor& positions) const;
   torch::Tensor apply_rope(const torch::Tensor& x, const torch::Tensor& rope) const;  // x [S, heads, hd]
-  torch::Tensor mlp(int64_t layer, const torch::Tensor& x) const;
+  // The layer's MLP: dense, or (MoE layers) the router and its experts.
+  torch::Tensor mlp(int64_t layer, const torch::Tensor& x, MoeRouting* routing = nullptr) const;
   // q, k, v projections (+ bias, q/k norm, RoPE from rope_table); [S, heads, hd].
   void qkv(int64_t layer, const torch::Tensor& x, const torch::Tensor& rope, torch::Tensor& q, torch::Tensor& k, torch::Tensor& v) const;
   // Causal attention of q over k/v (k/v may include a cached prefix): [S, H*hd] after o_proj.
@@ -104,7 +131,11 @@ class DecoderModel {
   torch::Tensor o_proj(int64_t layer, const torch::Tensor& heads) const;  // [S, H*hd] -> [S, hidden]
   // y (x's projection through the base weight) plus the adapter's term, if any.
   torch::Tensor with_lora(int64_t layer, LoraModule m, const torch::Tensor& x, torch::Tensor y) const;
-  torch::Tensor layer_forward(int64_t layer, const torch::Tensor& x, const torch::Tensor& rope, const torch::Tensor& cu) const;
+  torch::Tensor layer_forward(int64_t layer, const torch::Tensor& x, const torch::Tensor& rope, const torch::Tensor& cu,
+                              MoeRouting* routing) const;
+  // A MoE layer's MLP: top-k experts a token, their outputs weighted by the
+  // router's (renormalised) probabilities.
+  torch::Tensor moe(int64_t layer, const torch::Tensor& x, MoeRouting* routing) const;
 
   model::ModelConfig config_;
   torch::Dtype dtype_;
@@ -113,6 +144,7 @@ class DecoderModel {
   std::shared_ptr<const LoraAdapter> lora_;
   std::vector<LoraRows> lora_rows_;
   torch::Tensor inv_freq_;  // [hd/2], float64 for precision, on the model's device
+  std::vector<int64_t> moe_index_;  // layer -> its index among MoE layers, -1 for dense ones
 };
 
 }  // namespace areal::torch_model

@@ -83,6 +83,19 @@ std::pair<int64_t, int64_t> lora_module_shape(const model::ModelConfig& c, LoraM
   return {0, 0};
 }
 
+namespace {
+
+// A MoE layer's MLP is a router and experts, not one gate/up/down projection.
+void refuse_expert_targets(const LoraConfig& c, const model::ModelConfig& model, const std::string& where) {
+  if (model.moe_layer_count() == 0) return;
+  for (LoraModule m : {LoraModule::kGate, LoraModule::kUp, LoraModule::kDown})
+    if (c.targets[static_cast<size_t>(m)])
+      throw Error(AREAL_CODE_UNSUPPORTED, where + ": LoRA on the experts of a mixture-of-experts model is not implemented; target the attention "
+                                                  "projections (target_modules: [q_proj, k_proj, v_proj, o_proj])");
+}
+
+}  // namespace
+
 LoraConfig LoraConfig::from_json(const J& j, const std::string& where) {
   if (!j.is_object()) throw Error(AREAL_CODE_INVALID_ARGUMENT, where + ": must be an object {rank, alpha, dropout, target_modules}");
   LoraConfig c;
@@ -102,6 +115,7 @@ double LoraConfig::scaling() const { return use_rslora ? alpha / std::sqrt(stati
 LoraAdapter::LoraAdapter(LoraConfig config, size_t layers) : config_(std::move(config)), a_(layers), b_(layers) {}
 
 LoraAdapter LoraAdapter::init(const LoraConfig& config, const model::ModelConfig& model, uint64_t seed, torch::Device device, torch::Dtype dtype) {
+  refuse_expert_targets(config, model, "lora");
   LoraAdapter adapter(config, static_cast<size_t>(model.num_hidden_layers));
   torch::manual_seed(seed);
   const auto f32 = torch::TensorOptions().dtype(torch::kFloat32);
@@ -147,6 +161,7 @@ LoraConfig LoraConfig::from_peft_json(const J& j, const std::string& where) {
 
 LoraAdapter LoraAdapter::from_tensors(const LoraConfig& c, const model::ModelConfig& model, const std::map<std::string, torch::Tensor>& tensors,
                                       const std::string& where, torch::Device device, torch::Dtype dtype) {
+  refuse_expert_targets(c, model, where);
   LoraAdapter adapter(c, static_cast<size_t>(model.num_hidden_layers));
   size_t used = 0;
   for (int64_t l = 0; l < model.num_hidden_layers; ++l)

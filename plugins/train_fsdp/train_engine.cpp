@@ -155,7 +155,9 @@ class FsdpTrain {
       "target_modules": {"type": "any", "default": "all-linear", "doc": "\"all-linear\" or a list of q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj (PEFT's names)."},
       "use_rslora": {"type": "boolean", "default": false, "doc": "Rank-stabilised scaling alpha / sqrt(rank)."}}},
     "lora_path": {"type": "string", "format": "path", "default": "", "doc": "With lora: start from this PEFT adapter folder (adapter_config.json + adapter_model.safetensors) instead of a fresh adapter; its own config then applies."},
-    "lora_seed": {"type": "integer", "default": 0, "minimum": 0, "doc": "Seed of a fresh adapter's A matrices."}
+    "lora_seed": {"type": "integer", "default": 0, "minimum": 0, "doc": "Seed of a fresh adapter's A matrices."},
+    "moe": {"type": "object", "default": {}, "doc": "Mixture-of-experts models (qwen3_moe).", "keys": {
+      "aux_loss_coef": {"type": "number", "default": -1, "doc": "Weight of the router's load-balancing loss (HF's load_balancing_loss_func over every MoE layer, added to the algorithm's loss as Qwen3MoeForCausalLM adds it); -1: config.json's router_aux_loss_coef (HF's default 0.001); 0: off. Reported as moe_aux_loss."}}}
   }})";
 
   explicit FsdpTrain(const sdk::CreateContext& ctx) {
@@ -184,6 +186,11 @@ class FsdpTrain {
     clip_ = c.value("grad_clip", 1.0);
     micro_tokens_ = c.value("micro_batch_tokens", int64_t{8192});
     checkpointing_ = c.value("gradient_checkpointing", false);
+    if (model_->config().moe_layer_count() > 0) {
+      const json moe = c.contains("moe") && c["moe"].is_object() ? c["moe"] : json::object();
+      const double coef = moe.value("aux_loss_coef", -1.0);
+      aux_loss_coef_ = coef < 0 ? model_->config().router_aux_loss_coef : coef;
+    }
     const auto betas = c.value("betas", std::vector<double>{0.9, 0.999});
     if (betas.size() != 2) throw sdk::invalid_argument("fsdp: 'betas' needs two numbers");
     group_ = std::make_unique<fsdp::ProcessGroup>(rank, world, c.value("init_method", std::string()), c.value("timeout_seconds", 300), device_,
@@ -265,14 +272,17 @@ class FsdpTrain {
     Gathered full(*shards_);
     const auto* bounds = cu.data_ptr<int64_t>();
     const int64_t B = cu.size(0) - 1;
-    double loss_sum = 0;
+    double loss_sum = 0, aux_sum = 0;
     int64_t micro = 0;
     for (int64_t b0 = 0; b0 < B;) {
       int64_t b1 = b0 + 1;  // whole sequences up to the token budget (at least one)
       while (b1 < B && bounds[b1 + 1] - bounds[b0] <= micro_tokens_) ++b1;
       const int64_t s = bounds[b0], len = bounds[b1] - bounds[b0];
       const torch::Tensor mcu = cu.narrow(0, b0, b1 - b0 + 1) - s;
-      torch::Tensor lp = model_->logprobs(ids.narrow(0, s, len), mcu, temperature, checkpointing_);
+      // MoE: the routers' logits come back for the load-balancing loss.
+      areal::torch_model::MoeRouting routing;
+      routing.keep_logits = aux_loss_coef_ > 0;
+      torch::Tensor lp = model_->logprobs(ids.narrow(0, s, len), mcu, temperature, checkpointing_, &routing);
       torch::Tensor lp_value = lp.detach().to(torch::kCPU, torch::kFloat32).contiguous();  // the ABI carries float32 host tensors
       torch::Tensor grad = torch::zeros({len}, torch::kFloat32);
       std::vector<std::string> names;
@@ -298,7 +308,14 @@ class FsdpTrain {
         throw sdk::Error(AREAL_CODE_INVALID_ARGUMENT, "the loss returned a non-finite value or gradient");
       // A per-token mean over this micro-batch, weighted by its share of the batch's loss tokens.
       const double share = std::max<double>(1.0, owned[0].numel() ? mask.narrow(0, s, len).ne(0).sum().item<double>() : 0.0) / total_loss_tokens;
-      lp.backward((grad * share).to(lp.device(), lp.scalar_type()));
+      if (routing.logits.empty()) {
+        lp.backward((grad * share).to(lp.device(), lp.scalar_type()));
+      } else {
+        const auto& mc = model_->config();
+        const torch::Tensor aux = areal::torch_model::load_balancing_loss(routing.logits, mc.num_experts, mc.num_experts_per_tok);
+        aux_sum += aux.item<double>() * share;
+        torch::autograd::backward({lp, aux * (aux_loss_coef_ * share)}, {(grad * share).to(lp.device(), lp.scalar_type()), torch::Tensor()});
+      }
       if (shards_->mixed_precision()) shards_->accumulate_gradients();  // micro-batches sum in float32
       loss_sum += value * share;
       ++micro;
@@ -306,7 +323,7 @@ class FsdpTrain {
     }
     torch::Tensor grad = shards_->reduce_gradients();  // this rank's slice of the global gradient
     const double local_norm = grad.norm().item<double>();  // no float64 copy of the gradient
-    torch::Tensor sums = torch::tensor({local_norm * local_norm, loss_sum}, torch::kFloat64);
+    torch::Tensor sums = torch::tensor({local_norm * local_norm, loss_sum, aux_sum}, torch::kFloat64);
     group_->all_reduce_sum(sums);
     const double norm = std::sqrt(sums[0].item<double>());
     if (const double k = areal::fsdp::clip_coefficient(norm, clip_); k < 1.0) grad.mul_(k);
@@ -314,11 +331,13 @@ class FsdpTrain {
     ++step_;
     optimizer_->step(shards_->shard(), grad, lr, step_);
     shards_->master_updated();
-    return json{{"loss", sums[1].item<double>()}, {"grad_norm", norm}, {"lr", lr}, {"tokens", counts[1].item<double>()},
-                {"loss_tokens", total_loss_tokens}, {"micro_batches", micro}, {"step", step_}, {"world_size", group_->world_size()},
-                {"resident_state_bytes", resident_state_bytes()}, {"peak_device_memory_bytes", areal::torch_model::peak_memory_bytes(device_)},
-                {"device", areal::torch_model::device_name(device_)}, {"dtype", areal::torch_model::dtype_name(dtype_)}}
-        .dump();
+    json stats = {{"loss", sums[1].item<double>()}, {"grad_norm", norm}, {"lr", lr}, {"tokens", counts[1].item<double>()},
+                  {"loss_tokens", total_loss_tokens}, {"micro_batches", micro}, {"step", step_}, {"world_size", group_->world_size()},
+                  {"resident_state_bytes", resident_state_bytes()}, {"peak_device_memory_bytes", areal::torch_model::peak_memory_bytes(device_)},
+                  {"device", areal::torch_model::device_name(device_)}, {"dtype", areal::torch_model::dtype_name(dtype_)}};
+    // The balancing loss (its k when perfectly balanced), share-weighted over micro-batches and ranks.
+    if (aux_loss_coef_ > 0) stats["moe_aux_loss"] = sums[2].item<double>();
+    return stats.dump();
   }
 
   // The full weights as DLPack views, by HF name, for an in-memory weight
@@ -459,6 +478,7 @@ class FsdpTrain {
   double lr_ = 1e-5, min_lr_ratio_ = 0, clip_ = 1.0;
   int64_t warmup_ = 0, total_ = 1000, micro_tokens_ = 8192, step_ = 0, version_ = 0;
   bool checkpointing_ = false;
+  double aux_loss_coef_ = 0;  // MoE models: weight of the router load-balancing loss
 };
 
 }  // namespace

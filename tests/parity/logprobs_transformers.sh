@@ -2,9 +2,10 @@
 # areal's log-probs (plugins/torch_model, through areal_score_logprobs)
 # against Hugging Face transformers' own model classes
 # (reference_logprobs_transformers.py in .venv-vllm), fp32, every family and
-# shape we make: qwen3, qwen2 and llama3 in the tiny preset (16-wide heads,
-# tied embeddings but llama3's) and tiny-hd32 (32-wide, untied), every
-# tensor perturbed. Bound: 1e-5 on every token of sequences of 2 to 130.
+# shape we make: qwen3, qwen2, llama3 and qwen3_moe (Qwen3MoeForCausalLM)
+# in the tiny preset (16-wide heads, tied embeddings but llama3's; MoE: every
+# layer 8 experts, top 2) and tiny-hd32 (32-wide, untied; MoE: a dense layer,
+# then an expert layer), every tensor perturbed. Bound: 1e-5 on every token of sequences of 2 to 130.
 #   logprobs_transformers.sh AREAL_HOST SCORE_BIN SOURCE_DIR WORK
 set -euo pipefail
 host=$1 score=$2 src=$(cd "$3" && pwd) work=$4
@@ -13,7 +14,7 @@ ref=$src/tests/parity/reference_logprobs_transformers.py
 [ -x "$py" ] || { echo "FAIL: $py is missing: run scripts/setup.sh with AREAL_TEST_PYTHON=1 (scripts/test.sh does)"; exit 1; }
 rm -rf "$work" && mkdir -p "$work"
 bound=1e-5 failed=0 compared=0 seed=0
-for family in qwen3 qwen2 llama3; do
+for family in qwen3 qwen2 llama3 qwen3_moe; do
   for preset in tiny tiny-hd32; do
     seed=$((seed + 1))
     dir=$work/$family-$preset
@@ -30,6 +31,20 @@ diffs = [abs(a - b) for x, y in zip(hf, ours) for a, b in zip(x, y)]
 print(len(diffs), max(diffs))
 PY
 )
+    if [ "$family" = qwen3_moe ]; then
+      # The routers chose the same experts for every token and layer, and the
+      # load-balancing loss is transformers' (1e-5).
+      /usr/bin/python3 - "$dir/hf.json" "$dir/areal.json" <<'PY' || failed=$((failed + 1))
+import json, sys
+hf, ours = (json.load(open(p)) for p in sys.argv[1:3])
+same = sum(a == b for x, y in zip(hf["experts"], ours["experts"]) for a, b in zip(x, y))
+total = sum(len(x) for x in hf["experts"])
+aux = max(abs(a - b) for a, b in zip(hf["aux_loss"], ours["aux_loss"]))
+print(f"{'ok' if same == total and aux <= 1e-5 else 'FAIL'} routing: {same}/{total} tokens with the same experts in every layer; "
+      f"aux loss max |transformers - areal| = {aux:.3g} (values {min(ours['aux_loss']):.4f}..{max(ours['aux_loss']):.4f})")
+sys.exit(0 if same == total and aux <= 1e-5 else 1)
+PY
+    fi
     compared=$((compared + n))
     ok=$(/usr/bin/python3 -c "print(int($worst <= $bound))")
     echo "$([ "$ok" = 1 ] && echo ok || echo FAIL) $family $preset: $n log-probs, max |transformers - areal| = $worst"
@@ -37,5 +52,5 @@ PY
   done
 done
 echo "versions: $("$py" -c 'import transformers, torch; print("transformers", transformers.__version__, "torch", torch.__version__)')"
-echo "logprobs vs transformers: $compared log-probs, $((6 - failed)) passed, $failed failed (bound $bound)"
+echo "logprobs vs transformers: $compared log-probs, $((8 - failed)) passed, $failed failed (bound $bound)"
 [ "$failed" = 0 ]

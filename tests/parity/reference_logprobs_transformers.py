@@ -11,7 +11,10 @@ tests/python/vllm/requirements.lock).
   reference_logprobs_transformers.py sequences MODEL_DIR OUT.json SEED
       random token sequences over the model's vocabulary
   reference_logprobs_transformers.py score MODEL_DIR IN.json OUT.json
-      IN: {"sequences": [[ids]]} -> OUT: {"logprobs": [[log p(ids[t] | ids[<t]), t >= 1]]}
+      IN: {"sequences": [[ids]]} -> OUT: {"logprobs": [[log p(ids[t] | ids[<t]), t >= 1]]};
+      a mixture-of-experts model adds "experts" (each token's top-k experts per
+      MoE layer, sorted) and "aux_loss" (transformers' load_balancing_loss_func
+      of each sequence, as Qwen3MoeForCausalLM computes it)
 """
 import json
 import sys
@@ -41,8 +44,24 @@ def score(model_dir, path_in, path_out):
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager")
-    out = sequence_logprobs(model, path_in)
-    json.dump({"logprobs": out, "transformers": __import__("transformers").__version__, "torch": torch.__version__}, open(path_out, "w"))
+    out = {"logprobs": sequence_logprobs(model, path_in), "transformers": __import__("transformers").__version__, "torch": torch.__version__}
+    if getattr(model.config, "num_experts", 0):
+        out.update(moe_routing(model, path_in))
+    json.dump(out, open(path_out, "w"))
+
+
+def moe_routing(model, path_in):
+    """Each token's experts per MoE layer (top-k of the softmax of the router
+    logits transformers returns) and transformers' own aux_loss."""
+    k = model.config.num_experts_per_tok
+    experts, aux = [], []
+    with torch.no_grad():
+        for seq in json.load(open(path_in))["sequences"]:
+            out = model(input_ids=torch.tensor([seq]), output_router_logits=True)
+            chosen = [torch.softmax(l.float(), -1).topk(k, -1).indices.sort(-1).values for l in out.router_logits]  # [T, k] per layer
+            experts.append(torch.stack(chosen, 1).tolist())
+            aux.append(float(out.aux_loss))
+    return {"experts": experts, "aux_loss": aux}
 
 
 def sequence_logprobs(model, path_in):

@@ -5,7 +5,10 @@
 // any of them, or a real server's recorded log-probs, on the same ids.
 //   areal_score_logprobs [--lora ADAPTER_DIR] [--save-lora OUT_DIR] MODEL_DIR IN.json OUT.json [TEMPERATURE]
 // IN: {"sequences": [[token ids], ...]}
-// OUT: {"logprobs": [[log p(ids[t] | ids[<t]) for t >= 1], ...]}
+// OUT: {"logprobs": [[log p(ids[t] | ids[<t]) for t >= 1], ...]}, and for a
+// mixture-of-experts model also "experts": [[[[expert, ...] per MoE layer]
+// per token] per sequence] (what the routers chose) and "aux_loss": [the
+// load-balancing loss of each sequence].
 // --lora scores through a PEFT adapter folder (LoraAdapter::load);
 // --save-lora writes that adapter back out (LoraAdapter::save).
 #include <fstream>
@@ -49,7 +52,24 @@ int main(int argc, char** argv) {
       const auto ids = seq.get<std::vector<int64_t>>();
       if (ids.size() < 2) throw std::runtime_error("every sequence needs at least 2 tokens");
       const torch::Tensor t = torch::tensor(ids, torch::kInt64);
-      const torch::Tensor lp = model.logprobs(t, torch::tensor({int64_t{0}, static_cast<int64_t>(ids.size())}, torch::kInt64), temperature);
+      areal::torch_model::MoeRouting routing;
+      routing.record = routing.keep_logits = model.config().moe_layer_count() > 0;
+      const torch::Tensor lp = model.logprobs(t, torch::tensor({int64_t{0}, static_cast<int64_t>(ids.size())}, torch::kInt64), temperature, false, &routing);
+      if (routing.record) {
+        const torch::Tensor experts = torch::stack(routing.chosen, 1).contiguous();  // [T, moe layers, k]
+        nlohmann::json per_token = nlohmann::json::array();
+        for (int64_t i = 0; i < experts.size(0); ++i) {
+          nlohmann::json layers = nlohmann::json::array();
+          for (int64_t l = 0; l < experts.size(1); ++l) {
+            const torch::Tensor e = std::get<0>(experts[i][l].sort()).contiguous();  // as a set: the order of equal-weight picks is not the math
+            layers.push_back(std::vector<int64_t>(e.data_ptr<int64_t>(), e.data_ptr<int64_t>() + e.numel()));
+          }
+          per_token.push_back(layers);
+        }
+        out["experts"].push_back(per_token);
+        const auto& c = model.config();
+        out["aux_loss"].push_back(areal::torch_model::load_balancing_loss(routing.logits, c.num_experts, c.num_experts_per_tok).item<double>());
+      }
       const torch::Tensor tail = lp.narrow(0, 1, lp.size(0) - 1).to(torch::kFloat64).contiguous();
       out["logprobs"].push_back(std::vector<double>(tail.data_ptr<double>(), tail.data_ptr<double>() + tail.numel()));
     }

@@ -28,9 +28,10 @@ ModelConfig ModelConfig::from_hf_json(const nlohmann::json& j, const std::string
   ModelConfig c;
   const std::string type = j.value("model_type", "");
   if (type == "qwen3") c.family = "qwen3", c.qk_norm = true;
+  else if (type == "qwen3_moe") c.family = "qwen3_moe", c.qk_norm = true;
   else if (type == "qwen2") c.family = "qwen2", c.qkv_bias = true;
   else if (type == "llama") c.family = "llama3";
-  else bad(where, "model_type '" + type + "' is not supported (qwen3, qwen2, llama)");
+  else bad(where, "model_type '" + type + "' is not supported (qwen3, qwen3_moe, qwen2, llama)");
   c.vocab_size = positive(j, "vocab_size", where);
   c.hidden_size = positive(j, "hidden_size", where);
   c.intermediate_size = positive(j, "intermediate_size", where);
@@ -44,6 +45,9 @@ ModelConfig ModelConfig::from_hf_json(const nlohmann::json& j, const std::string
   c.max_position_embeddings = j.value("max_position_embeddings", int64_t{4096});
   c.rms_norm_eps = j.value("rms_norm_eps", 1e-6);
   c.rope_theta = j.value("rope_theta", 10000.0);
+  // transformers 5 writes the rotary settings as rope_parameters.
+  if (j.contains("rope_parameters") && j["rope_parameters"].is_object() && !j.contains("rope_theta"))
+    c.rope_theta = j["rope_parameters"].value("rope_theta", c.rope_theta);
   c.initializer_range = j.value("initializer_range", 0.02);
   c.rope_scaling = j.value("rope_scaling", nlohmann::json());
   if (c.rope_scaling.is_object()) {
@@ -53,7 +57,24 @@ ModelConfig ModelConfig::from_hf_json(const nlohmann::json& j, const std::string
   }
   c.tie_word_embeddings = j.value("tie_word_embeddings", false);
   if (c.family == "llama3") c.qkv_bias = j.value("attention_bias", false);
-  if (c.family == "qwen3") c.qkv_bias = j.value("attention_bias", false);
+  if (c.family == "qwen3" || c.family == "qwen3_moe") c.qkv_bias = j.value("attention_bias", false);
+  if (c.family == "qwen3_moe") {
+    // Qwen's checkpoints say num_experts; transformers 5 writes num_local_experts.
+    c.num_experts = j.contains("num_experts") ? positive(j, "num_experts", where) : positive(j, "num_local_experts", where);
+    c.num_experts_per_tok = positive(j, "num_experts_per_tok", where);
+    c.moe_intermediate_size = positive(j, "moe_intermediate_size", where);
+    if (c.num_experts_per_tok > c.num_experts) bad(where, "num_experts_per_tok must not exceed num_experts");
+    c.decoder_sparse_step = j.contains("decoder_sparse_step") ? positive(j, "decoder_sparse_step", where) : 1;
+    c.norm_topk_prob = j.value("norm_topk_prob", false);  // HF's Qwen3MoeConfig default
+    c.router_aux_loss_coef = j.value("router_aux_loss_coef", 0.001);
+    if (j.contains("mlp_only_layers") && !j["mlp_only_layers"].is_null()) {
+      if (!j["mlp_only_layers"].is_array()) bad(where, "'mlp_only_layers' must be a list of layer indices");
+      for (const auto& l : j["mlp_only_layers"]) {
+        if (!l.is_number_integer()) bad(where, "'mlp_only_layers' must be a list of layer indices");
+        c.mlp_only_layers.push_back(l.get<int64_t>());
+      }
+    }
+  }
   auto token = [&](const char* key) -> int64_t {
     if (!j.contains(key) || j[key].is_null()) return -1;
     if (j[key].is_array()) return j[key].empty() ? -1 : j[key][0].get<int64_t>();
@@ -68,8 +89,21 @@ ModelConfig ModelConfig::from_hf_json(const nlohmann::json& j, const std::string
 nlohmann::json ModelConfig::to_hf_json() const {
   nlohmann::json j;
   const bool qwen = family != "llama3";
-  j["architectures"] = {family == "qwen3" ? "Qwen3ForCausalLM" : family == "qwen2" ? "Qwen2ForCausalLM" : "LlamaForCausalLM"};
+  j["architectures"] = {family == "qwen3"       ? "Qwen3ForCausalLM"
+                        : family == "qwen3_moe" ? "Qwen3MoeForCausalLM"
+                        : family == "qwen2"     ? "Qwen2ForCausalLM"
+                                                : "LlamaForCausalLM"};
   j["model_type"] = family == "llama3" ? "llama" : family;
+  if (is_moe()) {
+    j["num_experts"] = num_experts;
+    j["num_experts_per_tok"] = num_experts_per_tok;
+    j["moe_intermediate_size"] = moe_intermediate_size;
+    j["decoder_sparse_step"] = decoder_sparse_step;
+    j["mlp_only_layers"] = mlp_only_layers;
+    j["norm_topk_prob"] = norm_topk_prob;
+    j["router_aux_loss_coef"] = router_aux_loss_coef;
+    j["output_router_logits"] = false;
+  }
   j["vocab_size"] = vocab_size;
   j["hidden_size"] = hidden_size;
   j["intermediate_size"] = intermediate_size;
@@ -119,6 +153,16 @@ std::vector<WeightSpec> ModelConfig::weights() const {
     }
     w.push_back({p + "self_attn.o_proj.weight", {hidden_size, q}});
     w.push_back({p + "post_attention_layernorm.weight", {hidden_size}, WeightSpec::kOnes});
+    if (is_moe_layer(i)) {
+      w.push_back({p + "mlp.gate.weight", {num_experts, hidden_size}});
+      for (int64_t e = 0; e < num_experts; ++e) {
+        const std::string x = p + "mlp.experts." + std::to_string(e) + ".";
+        w.push_back({x + "gate_proj.weight", {moe_intermediate_size, hidden_size}});
+        w.push_back({x + "up_proj.weight", {moe_intermediate_size, hidden_size}});
+        w.push_back({x + "down_proj.weight", {hidden_size, moe_intermediate_size}});
+      }
+      continue;
+    }
     w.push_back({p + "mlp.gate_proj.weight", {intermediate_size, hidden_size}});
     w.push_back({p + "mlp.up_proj.weight", {intermediate_size, hidden_size}});
     w.push_back({p + "mlp.down_proj.weight", {hidden_size, intermediate_size}});
@@ -126,6 +170,20 @@ std::vector<WeightSpec> ModelConfig::weights() const {
   w.push_back({"model.norm.weight", {hidden_size}, WeightSpec::kOnes});
   if (!tie_word_embeddings) w.push_back({"lm_head.weight", {vocab_size, hidden_size}});
   return w;
+}
+
+bool ModelConfig::is_moe_layer(int64_t layer) const {
+  // HF's Qwen3MoeDecoderLayer: experts where (layer + 1) % decoder_sparse_step == 0, unless listed dense.
+  if (!is_moe()) return false;
+  for (int64_t l : mlp_only_layers)
+    if (l == layer) return false;
+  return (layer + 1) % decoder_sparse_step == 0;
+}
+
+int64_t ModelConfig::moe_layer_count() const {
+  int64_t n = 0;
+  for (int64_t i = 0; i < num_hidden_layers; ++i) n += is_moe_layer(i);
+  return n;
 }
 
 void ModelConfig::check(const Checkpoint& c) const {
@@ -142,11 +200,11 @@ void ModelConfig::check(const Checkpoint& c) const {
 }
 
 ModelConfig preset(const std::string& family, const std::string& size, int64_t vocab_size) {
-  if (family != "qwen3" && family != "qwen2" && family != "llama3")
-    throw Error(AREAL_CODE_INVALID_ARGUMENT, "--family must be qwen3, qwen2 or llama3, got '" + family + "'");
+  if (family != "qwen3" && family != "qwen2" && family != "llama3" && family != "qwen3_moe")
+    throw Error(AREAL_CODE_INVALID_ARGUMENT, "--family must be qwen3, qwen3_moe, qwen2 or llama3, got '" + family + "'");
   ModelConfig c;
   c.family = family;
-  c.qk_norm = family == "qwen3";
+  c.qk_norm = family == "qwen3" || family == "qwen3_moe";
   c.qkv_bias = family == "qwen2";
   c.vocab_size = (vocab_size + 63) / 64 * 64;  // embedding rows for every tokenizer id, padded as HF models are
   c.max_position_embeddings = 4096;
@@ -164,15 +222,26 @@ ModelConfig preset(const std::string& family, const std::string& size, int64_t v
     // Qwen3-0.6B's shape (about 0.6B parameters with its 151k vocabulary): the GPU check's model.
     c.hidden_size = 1024, c.intermediate_size = 3072, c.num_hidden_layers = 28, c.num_attention_heads = 16, c.num_key_value_heads = 8, c.head_dim = 128;
     c.max_position_embeddings = 40960;
+  } else if (size == "30b-a3b" && family == "qwen3_moe") {
+    // Qwen3-30B-A3B's shape: 48 layers of 128 experts, 8 routed a token (3.3B active of 30.5B).
+    c.hidden_size = 2048, c.intermediate_size = 6144, c.num_hidden_layers = 48, c.num_attention_heads = 32, c.num_key_value_heads = 4, c.head_dim = 128;
+    c.num_experts = 128, c.num_experts_per_tok = 8, c.moe_intermediate_size = 768;
+    c.max_position_embeddings = 40960;
   } else {
-    throw Error(AREAL_CODE_INVALID_ARGUMENT, "--preset must be tiny, tiny-hd32, small, agent or 0.6b, got '" + size + "'");
+    throw Error(AREAL_CODE_INVALID_ARGUMENT, "--preset must be tiny, tiny-hd32, small, agent, 0.6b or (qwen3_moe) 30b-a3b, got '" + size + "'");
+  }
+  // The smaller MoE presets: every layer routes among 8 experts (top 2) of a
+  // quarter of the dense width, as Qwen3-MoE's ratios go.
+  if (family == "qwen3_moe" && c.num_experts == 0) {
+    c.num_experts = 8, c.num_experts_per_tok = 2, c.moe_intermediate_size = c.intermediate_size / 4;
+    if (size == "tiny-hd32") c.decoder_sparse_step = 2;  // layer 0 dense, layer 1 experts: both kinds in one model
   }
   c.rms_norm_eps = 1e-6;
   c.rope_theta = family == "llama3" ? 500000.0 : 1000000.0;
   if (family == "llama3")
     c.rope_scaling = {{"factor", 8.0}, {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 1024}, {"rope_type", "llama3"}};
   // tiny-hd32 is untied: vLLM's reload_weights leaves a tied lm_head stale.
-  c.tie_word_embeddings = family != "llama3" && size != "tiny-hd32";
+  c.tie_word_embeddings = family != "llama3" && size != "tiny-hd32" && size != "30b-a3b";
   return c;
 }
 

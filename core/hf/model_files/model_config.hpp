@@ -1,5 +1,6 @@
 // Decoder-only model configs in Hugging Face's config.json form, for the
-// families areal trains and serves: Qwen3, Qwen2/2.5 and Llama 3. Knows
+// families areal trains and serves: Qwen3, Qwen2/2.5, Llama 3 and the
+// Qwen3 mixture-of-experts models (Qwen3-30B-A3B, 235B-A22B). Knows
 // every weight's HF name and shape, so a checkpoint that does not fit its
 // config is refused with the tensor named.
 #pragma once
@@ -21,7 +22,7 @@ struct WeightSpec {
 };
 
 struct ModelConfig {
-  std::string family;  // "qwen3" | "qwen2" | "llama3"
+  std::string family;  // "qwen3" | "qwen2" | "llama3" | "qwen3_moe"
   int64_t vocab_size = 0, hidden_size = 0, intermediate_size = 0, num_hidden_layers = 0;
   int64_t num_attention_heads = 0, num_key_value_heads = 0, head_dim = 0, max_position_embeddings = 0;
   double rms_norm_eps = 1e-6, rope_theta = 10000.0, initializer_range = 0.02;
@@ -31,6 +32,17 @@ struct ModelConfig {
   bool qk_norm = false;   // Qwen3
   int64_t bos_token_id = -1, eos_token_id = -1;
   std::string torch_dtype = "float32";
+  // Mixture of experts (qwen3_moe; num_experts 0: dense). A layer's MLP is
+  // a router (mlp.gate) over num_experts expert MLPs of moe_intermediate_size,
+  // each token going to its top num_experts_per_tok; dense layers keep
+  // intermediate_size (is_moe_layer says which).
+  int64_t num_experts = 0, num_experts_per_tok = 0, moe_intermediate_size = 0, decoder_sparse_step = 1;
+  std::vector<int64_t> mlp_only_layers;
+  bool norm_topk_prob = true;         // renormalise the top-k routing weights to sum to 1
+  double router_aux_loss_coef = 0.001;  // HF's default weight of the load-balancing loss
+  bool is_moe() const { return num_experts > 0; }
+  bool is_moe_layer(int64_t layer) const;
+  int64_t moe_layer_count() const;
 
   // From config.json; throws INVALID_ARGUMENT naming `where` and the key.
   static ModelConfig from_hf_json(const nlohmann::json& j, const std::string& where);
@@ -41,7 +53,8 @@ struct ModelConfig {
   void check(const Checkpoint& c) const;
 };
 
-// Presets for init-model: "tiny" (tests) and "small" (quickstart, benchmarks).
+// Presets for init-model: "tiny" (tests) and "small" (quickstart, benchmarks);
+// qwen3_moe also has "30b-a3b" (Qwen3-30B-A3B's shape).
 ModelConfig preset(const std::string& family, const std::string& size, int64_t vocab_size);
 
 }  // namespace areal::model
