@@ -473,11 +473,11 @@ torch::Tensor DecoderModel::hidden(const torch::Tensor& ids, const torch::Tensor
           ctx->saved_data["layer"] = layer;
           torch::NoGradGuard no_grad;
           MoeRouting r;
-          r.replay = replay;
+          if (replay.numel() > 0) r.replay = replay;  // empty: the router chooses (custom functions take no undefined tensors)
           r.record = r.keep_logits = true;
           torch::Tensor out = m->layer_forward(layer, in, rope, cu, &r);
           const bool moe = !r.chosen.empty();
-          ctx->save_for_backward({in, rope, cu, moe ? r.chosen[0] : torch::Tensor()});
+          ctx->save_for_backward({in, rope, cu, moe ? r.chosen[0] : torch::empty({0}, torch::kInt64)});
           if (!moe) return {out};
           ctx->mark_non_differentiable({r.chosen[0]});
           return {out, r.logits[0], r.chosen[0]};
@@ -488,7 +488,7 @@ torch::Tensor DecoderModel::hidden(const torch::Tensor& ids, const torch::Tensor
           const int64_t layer = ctx->saved_data["layer"].toInt();
           torch::Tensor in = saved[0].detach().requires_grad_(true);
           MoeRouting r;
-          if (saved[3].defined()) {
+          if (saved[3].numel() > 0) {
             const int64_t moe_layers = m->config().moe_layer_count();
             r.replay = saved[3].unsqueeze(1).expand({saved[3].size(0), moe_layers, saved[3].size(1)});  // a view: every slot is this layer's
             r.keep_logits = true;
@@ -516,7 +516,7 @@ torch::Tensor DecoderModel::hidden(const torch::Tensor& ids, const torch::Tensor
         }
       };
       const int64_t mi = moe_index_[static_cast<size_t>(l)];
-      torch::Tensor replay;
+      torch::Tensor replay = torch::empty({0}, torch::kInt64);
       if (mi >= 0 && routing != nullptr && routing->replay.defined())
         replay = routing->replay.narrow(1, mi, 1).expand({routing->replay.size(0), config_.moe_layer_count(), routing->replay.size(2)});
       auto outs = Layer::apply(x, this, l, rope, cu, replay);
