@@ -6,17 +6,22 @@
 # Extra arguments are dotted overrides of the RL run, e.g. trainer.total_steps=200.
 # --lora first: the LoRA quickstart (configs/quickstart_lora.yaml) on its own
 # base, made with --initializer-range 0.1 (why: that file's header).
+# --moe first: the quickstart on a tiny Qwen3-MoE model (configs/quickstart_moe.yaml).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 AREAL_SETUP=quickstart scripts/setup.sh
-model=runs/quickstart-model format=(experiment.name=quickstart_format) config=configs/quickstart.yaml init=()
+model=runs/quickstart-model format=(experiment.name=quickstart_format) config=configs/quickstart.yaml init=() family=qwen3
 if [ "${1:-}" = --lora ]; then
   shift
   model=runs/quickstart-lora-model format=(experiment.name=quickstart_lora_format train.model_path=../$model)
   config=configs/quickstart_lora.yaml init=(--initializer-range 0.1)
+elif [ "${1:-}" = --moe ]; then
+  shift
+  model=runs/quickstart-moe-model format=(experiment.name=quickstart_moe_format train.model_path=../$model)
+  config=configs/quickstart_moe.yaml family=qwen3_moe
 fi
 if [ ! -f "$model/model.safetensors" ]; then
-  ./build/bin/areal-host init-model --family qwen3 --preset tiny --tokenizer bytes --out "$model" --seed 1 "${init[@]}"
+  ./build/bin/areal-host init-model --family "$family" --preset tiny --tokenizer bytes --out "$model" --seed 1 "${init[@]}"
 fi
 ./build/bin/areal-host sft --config configs/quickstart_format.yaml "${format[@]}"
 ./build/bin/areal-host run --config "$config" "$@"
