@@ -206,6 +206,30 @@ void check_inference(const std::shared_ptr<LoadedPlugin>& p, const ConformanceOp
     for (auto& t : threads) t.join();
     expect(ok == 16, std::to_string(ok.load()) + "/16 completed" + (error.empty() ? "" : ": " + error));
   });
+  // ABI 1.7 routing: a plugin whose info says "routing": true reports each
+  // position's experts once, before on_done; any other ignores the flag.
+  c.run("inference: record_routing gets one on_routing covering every computed position, or is ignored", [&] {
+    StringCollector w;
+    throw_if_status(vt.info(self, w.writer()), "info");
+    const auto j = nlohmann::json::parse(w.text);
+    expect(!j.contains("routing") || j["routing"].is_boolean(), "info's \"routing\" must be a boolean, was " + w.text);
+    const bool routes = j.value("routing", false);
+    Request r(5);
+    areal_gen_request req = r.get();
+    req.struct_size = AREAL_OFFSET_OF_END(areal_gen_request, record_routing);
+    req.record_routing = 1;
+    const GenerationResult out = generate_blocking(vt, self, req, 60s);
+    if (!routes) {
+      expect(out.on_routing_calls == 0, "on_routing was called by a plugin whose info does not say \"routing\": true");
+      return;
+    }
+    expect(out.on_routing_calls == 1, "on_routing was called " + std::to_string(out.on_routing_calls) + " times, not once");
+    const size_t want = r.input.size() + out.output_ids.size() - 1;
+    expect(out.routing_positions == want, "on_routing covered " + std::to_string(out.routing_positions) + " positions, not prompt + output - 1 = " +
+                                              std::to_string(want));
+    expect(out.routing.size() == out.routing_positions * out.routing_layers * out.routing_top_k, "on_routing's experts do not fill its shape");
+    for (uint16_t e : out.routing) expect(e < out.routing_experts, "an expert id is not below num_experts");
+  });
   // ABI 1.6 adapters: what info says and the slots must agree, and every
   // refusal is the documented code. (Serving a real adapter needs one made
   // for the plugin's model: tests/torch/lora_serving_test.cpp does it for local.)
@@ -233,7 +257,7 @@ void check_inference(const std::shared_ptr<LoadedPlugin>& p, const ConformanceOp
       code = code_of(vt.submit(self, &req, sink.sink()));
       expect(code == AREAL_CODE_NOT_FOUND, std::string("a request naming an unknown adapter returned ") + code_name(code));
       expect(!sink.wait(100ms), "the sink was called for a rejected request");
-      for (const std::string bad : {std::string("{not json"), std::string(R"({"version": 1, "path": "/nonexistent"})"),
+      for (const std::string& bad : {std::string("{not json"), std::string(R"({"version": 1, "path": "/nonexistent"})"),
                                     std::string(R"({"name": "x", "path": "/nonexistent"})")}) {
         code = code_of(vt.load_adapter(self, areal_str{bad.data(), bad.size()}, nullptr));
         expect(code == AREAL_CODE_INVALID_ARGUMENT, "load_adapter(" + bad + ") returned " + code_name(code));

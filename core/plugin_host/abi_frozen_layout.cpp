@@ -173,3 +173,12 @@ AREAL_FROZEN(areal_gen_request, adapter, 56);
 AREAL_FROZEN(areal_inference_vtable, load_adapter, 96);
 AREAL_FROZEN(areal_inference_vtable, unload_adapter, 104);
 AREAL_FROZEN(areal_train_vtable, export_adapter, 80);
+
+// ABI 1.7: mixture-of-experts routing, recorded for routing replay (inference.h)
+AREAL_FROZEN(areal_gen_request, record_routing, 72);
+AREAL_FROZEN(areal_gen_sink, on_routing, 32);
+AREAL_FROZEN(areal_routing, moe_layers, 4);
+AREAL_FROZEN(areal_routing, top_k, 8);
+AREAL_FROZEN(areal_routing, num_experts, 12);
+AREAL_FROZEN(areal_routing, positions, 16);
+AREAL_FROZEN(areal_routing, experts, 24);

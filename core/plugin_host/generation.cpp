@@ -7,10 +7,23 @@
 namespace areal {
 
 CollectingSink::CollectingSink() {
-  sink_.struct_size = AREAL_OFFSET_OF_END(areal_gen_sink, on_done);
+  sink_.struct_size = AREAL_OFFSET_OF_END(areal_gen_sink, on_routing);
   sink_.ctx = this;
   sink_.on_tokens = &CollectingSink::on_tokens;
   sink_.on_done = &CollectingSink::on_done;
+  sink_.on_routing = &CollectingSink::on_routing;
+}
+
+void CollectingSink::on_routing(void* ctx, const areal_routing* routing) {
+  auto* self = static_cast<CollectingSink*>(ctx);
+  std::lock_guard<std::mutex> lock(self->mutex_);
+  auto& r = self->result_;
+  ++r.on_routing_calls;
+  if (routing == nullptr || routing->struct_size < AREAL_OFFSET_OF_END(areal_routing, experts)) return;
+  r.routing_layers = routing->moe_layers, r.routing_top_k = routing->top_k, r.routing_experts = routing->num_experts;
+  r.routing_positions = routing->positions;
+  const size_t n = routing->positions * routing->moe_layers * routing->top_k;
+  if (routing->experts != nullptr) r.routing.assign(routing->experts, routing->experts + n);
 }
 
 areal_status* CollectingSink::on_tokens(void* ctx, const areal_gen_chunk* chunk) {

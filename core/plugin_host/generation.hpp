@@ -22,6 +22,11 @@ struct GenerationResult {
   std::string error_message;
   int on_done_calls = 0;   // must end at exactly 1 (checked by conformance)
   size_t chunks = 0;
+  // ABI 1.7, for a request with record_routing: what on_routing reported.
+  int on_routing_calls = 0;
+  uint32_t routing_layers = 0, routing_top_k = 0, routing_experts = 0;
+  size_t routing_positions = 0;
+  std::vector<uint16_t> routing;  // [positions][layers][top_k]
 };
 
 // A sink that collects one request's output. Its address is the sink ctx,
@@ -42,6 +47,7 @@ class CollectingSink {
  private:
   static areal_status* on_tokens(void* ctx, const areal_gen_chunk* chunk);
   static void on_done(void* ctx, int32_t reason, const areal_status* error);
+  static void on_routing(void* ctx, const areal_routing* routing);
 
   areal_gen_sink sink_;
   mutable std::mutex mutex_;

@@ -66,7 +66,7 @@ std::shared_ptr<Generation> Engine::generate(const std::string& rid, const std::
   g->rid = rid;
   g->id = next_request_id();
   g->engine_ = this;
-  g->sink_ = areal_gen_sink{AREAL_OFFSET_OF_END(areal_gen_sink, on_done), g.get(), &Generation::on_tokens, &Generation::on_done};
+  g->sink_ = areal_gen_sink{AREAL_OFFSET_OF_END(areal_gen_sink, on_done), g.get(), &Generation::on_tokens, &Generation::on_done, nullptr};
   std::vector<areal_str> stops;
   for (const auto& t : s.stop_strings) stops.push_back(areal_str{t.data(), t.size()});
   areal_sampling_params p{};

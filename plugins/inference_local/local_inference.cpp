@@ -35,6 +35,7 @@
 #include <string_view>
 #include <vector>
 #include <algorithm>
+#include <functional>
 #include <exception>
 #include <cstring>
 #include <cmath>
@@ -87,6 +88,10 @@ struct Request {
   // looked up again before every step so a replaced adapter takes effect.
   std::string adapter_name;
   std::shared_ptr<const areal::local_inference::ServedAdapter> adapter;
+  // ABI 1.7: the experts each position was routed to (MoE models, when the
+  // request asked): [positions][moe layers][top k], flattened.
+  bool record_routing = false;
+  std::vector<uint16_t> routing;
   bool reshaped() const {
     return !logit_bias.empty() || sampling.frequency_penalty != 0 || sampling.presence_penalty != 0 || matcher.has_value() ||
            generated < min_new;
@@ -210,6 +215,8 @@ class LocalInference {
       r->adapter = adapters_->find(policy);  // a trainer's policy adapter serves requests that name none
       if (r->adapter) r->adapter_name = std::move(policy);
     }
+    r->record_routing = req.struct_size >= AREAL_OFFSET_OF_END(areal_gen_request, record_routing) && req.record_routing != 0 &&
+                        model_->config().moe_layer_count() > 0;
     r->sink = sink;
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -359,7 +366,9 @@ class LocalInference {
                 {"cuda_graphs", graphs_on_},
                 {"decode_steps", decode_steps_.load()},
                 {"adapters", true},
-                {"loaded_adapters", adapters_->describe()}}
+                {"loaded_adapters", adapters_->describe()},
+                // ABI 1.7: a mixture-of-experts model reports its routing when a request asks.
+                {"routing", c.moe_layer_count() > 0}}
         .dump();
   }
 
@@ -454,6 +463,8 @@ class LocalInference {
     const auto idx = torch::TensorOptions().dtype(torch::kInt64);
     const torch::Tensor rope = model_->rope_table(torch::tensor(pos, idx).to(device_));
     torch::Tensor x = torch::embedding(model_->p("model.embed_tokens.weight"), torch::tensor(ids, idx).to(device_));
+    areal::torch_model::MoeRouting moe;
+    moe.record = std::any_of(reqs.begin(), reqs.end(), [](const Request* r) { return r->record_routing; });
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
       const std::string pre = "model.layers." + std::to_string(l) + ".";
       torch::Tensor q, k, v;
@@ -466,7 +477,12 @@ class LocalInference {
         bounds.push_back(start + S);
       }
       x = x + model_->attend_packed(l, q, k, v, bounds);  // each prompt attends to itself only
-      x = x + model_->mlp(l, model_->rms_norm(x, model_->p(pre + "post_attention_layernorm.weight")));
+      x = x + model_->mlp(l, model_->rms_norm(x, model_->p(pre + "post_attention_layernorm.weight")), &moe);
+    }
+    if (moe.record) {
+      const std::vector<int64_t> rows(starts.begin(), starts.end());
+      for (size_t i = 0; i < reqs.size(); ++i)
+        if (reqs[i]->record_routing) append_routing(*reqs[i], moe.chosen, rows[i], rows[i + 1] - rows[i]);
     }
     for (Request* r : reqs) r->length = static_cast<int64_t>(r->prompt.size());
     const torch::Tensor h = model_->rms_norm(x.index_select(0, torch::tensor(last, idx).to(device_)), model_->p("model.norm.weight"));
@@ -517,10 +533,15 @@ class LocalInference {
     }
     decode_inputs_.narrow(1, 0, rows).copy_(host);
     torch::Tensor hidden;
-    auto step = [this, rows, keys] { return decode_rows(rows, keys); };
+    std::function<torch::Tensor()> step = [this, rows, keys] { return decode_rows(rows, keys); };
     // Rows with adapters: their index lists change every step, so such steps run without a captured graph.
     const auto routing = route_adapters(batch, [&](size_t i, std::vector<int64_t>& out) { out.push_back(batch[i]->slot); });
-    if (graphs_on_ && !routing.any) {
+    // Steps that record MoE routing run without a captured graph too (the
+    // routers' choices come back to the host).
+    areal::torch_model::MoeRouting moe;
+    moe.record = std::any_of(batch.begin(), batch.end(), [](const Request* r) { return r->record_routing; });
+    if (moe.record) step = [this, rows, keys, &moe] { return decode_rows(rows, keys, &moe); };
+    if (graphs_on_ && !routing.any && !moe.record) {
       try {
         hidden = graphs_.run({rows, keys}, step);
       } catch (const std::exception& e) {
@@ -534,6 +555,10 @@ class LocalInference {
       hidden = step();
     }
     ++decode_steps_;
+    // Each row's input was its last sampled token: its routing is that position's.
+    if (moe.record)
+      for (Request* r : batch)
+        if (r->record_routing) append_routing(*r, moe.chosen, r->slot, 1);
     for (Request* r : batch) ++r->length;
     const torch::Tensor h = hidden.index_select(0, torch::tensor(slots, torch::kInt64).to(device_));
     sample(batch, raw_log_probs(h));
@@ -541,7 +566,7 @@ class LocalInference {
 
   // The decode step over slot rows [0, rows) and `keys` cached positions,
   // reading its inputs from decode_inputs_: final hidden states [rows, hidden].
-  torch::Tensor decode_rows(int64_t rows, int64_t keys) {
+  torch::Tensor decode_rows(int64_t rows, int64_t keys, areal::torch_model::MoeRouting* moe = nullptr) {
     const auto& c = model_->config();
     const torch::Tensor tokens = decode_inputs_[0].narrow(0, 0, rows), positions = decode_inputs_[1].narrow(0, 0, rows);
     const torch::Tensor key_counts = decode_inputs_[2].narrow(0, 0, rows), write_slots = decode_inputs_[3].narrow(0, 0, rows);
@@ -563,9 +588,19 @@ class LocalInference {
       const torch::Tensor kb = k_cache_[l].narrow(0, 0, rows).narrow(2, 0, keys);
       const torch::Tensor vb = v_cache_[l].narrow(0, 0, rows).narrow(2, 0, keys);
       x = x + model_->attend_cached(l, q, kb, vb, allowed);
-      x = x + model_->mlp(l, model_->rms_norm(x, model_->p(pre + "post_attention_layernorm.weight")));
+      x = x + model_->mlp(l, model_->rms_norm(x, model_->p(pre + "post_attention_layernorm.weight")), moe);
     }
     return model_->rms_norm(x, model_->p("model.norm.weight"));
+  }
+
+  // Appends rows [first, first + count) of a step's recorded routing (one
+  // [rows, k] tensor per MoE layer) to a request's, position by position.
+  void append_routing(Request& r, const std::vector<torch::Tensor>& chosen, int64_t first, int64_t count) {
+    std::vector<torch::Tensor> layers;
+    for (const auto& t : chosen) layers.push_back(t.narrow(0, first, count));
+    const torch::Tensor rows = torch::stack(layers, 1).to(torch::kCPU, torch::kInt32).contiguous();  // [count, layers, k]
+    const auto* v = rows.data_ptr<int32_t>();
+    for (int64_t i = 0; i < rows.numel(); ++i) r.routing.push_back(static_cast<uint16_t>(v[i]));
   }
 
   // Whether a request's next token can be drawn by the batched device sampler:
@@ -824,6 +859,14 @@ class LocalInference {
     if (free_slots_.size() == static_cast<size_t>(max_batch_) && !graphs_on_) drop_cache();
     for (auto& r : done)  // one sink's failure is that request's alone
       sdk::contain("local", [&] {
+        if (r->record_routing && r->sink.struct_size >= AREAL_OFFSET_OF_END(areal_gen_sink, on_routing) && r->sink.on_routing != nullptr) {
+          const auto& c = model_->config();
+          const size_t per_position = static_cast<size_t>(c.moe_layer_count() * c.num_experts_per_tok);
+          const areal_routing routing{AREAL_OFFSET_OF_END(areal_routing, experts), static_cast<uint32_t>(c.moe_layer_count()),
+                                      static_cast<uint32_t>(c.num_experts_per_tok), static_cast<uint32_t>(c.num_experts),
+                                      r->routing.size() / per_position, r->routing.data()};
+          r->sink.on_routing(r->sink.ctx, &routing);
+        }
         if (r->finish == AREAL_FINISH_ERROR) {
           areal_status* st = sdk::host().status_new(AREAL_CODE_INTERNAL, sdk::str(r->error));
           r->sink.on_done(r->sink.ctx, r->finish, st);

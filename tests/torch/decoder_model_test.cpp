@@ -282,7 +282,7 @@ double generation_vs_training(const std::vector<std::vector<int32_t>>& prompts, 
     s.has_seed = 1;
     s.ignore_eos = 1;
     areal_gen_request r{AREAL_OFFSET_OF_END(areal_gen_request, sampling), areal::next_request_id(), {nullptr, 0},
-                        prompts[i].data(), prompts[i].size(), &s, {nullptr, 0}};
+                        prompts[i].data(), prompts[i].size(), &s, {nullptr, 0}, 0};
     sinks.push_back(std::make_unique<areal::CollectingSink>());
     areal::throw_if_status(local->inference()->submit(gen.self(), &r, sinks.back()->sink()), "submit");
   }
@@ -373,7 +373,7 @@ TEST_P(WeightUpdate, ServesTheTrainedWeights) {
     areal_sampling_params s{};
     s.struct_size = AREAL_OFFSET_OF_END(areal_sampling_params, stop_strings_count);
     s.temperature = 1.0f, s.top_p = 1.0f, s.max_new_tokens = 8, s.seed = seed, s.has_seed = 1, s.ignore_eos = 1;
-    areal_gen_request r{AREAL_OFFSET_OF_END(areal_gen_request, sampling), areal::next_request_id(), {nullptr, 0}, prompt.data(), prompt.size(), &s, {nullptr, 0}};
+    areal_gen_request r{AREAL_OFFSET_OF_END(areal_gen_request, sampling), areal::next_request_id(), {nullptr, 0}, prompt.data(), prompt.size(), &s, {nullptr, 0}, 0};
     areal::CollectingSink sink;
     areal::throw_if_status(local->inference()->submit(gen.self(), &r, sink.sink()), "submit");
     EXPECT_TRUE(sink.wait(std::chrono::seconds(60)));

@@ -57,7 +57,7 @@ struct Engine : areal::testing::LocalEngine {
   explicit Engine(const std::string& model) : LocalEngine(nlohmann::json{{"model_path", model}}) {}
 
   areal::GenerationResult run(const std::vector<int32_t>& prompt, const areal_sampling_params& s) {
-    areal_gen_request r{AREAL_OFFSET_OF_END(areal_gen_request, sampling), areal::next_request_id(), {nullptr, 0}, prompt.data(), prompt.size(), &s, {nullptr, 0}};
+    areal_gen_request r{AREAL_OFFSET_OF_END(areal_gen_request, sampling), areal::next_request_id(), {nullptr, 0}, prompt.data(), prompt.size(), &s, {nullptr, 0}, 0};
     areal::CollectingSink sink;
     areal::throw_if_status(plugin->inference()->submit(instance.self(), &r, sink.sink()), "submit");
     EXPECT_TRUE(sink.wait(std::chrono::seconds(120)));
@@ -262,7 +262,7 @@ TEST(LocalSampling, BadReshapingInputIsRefusedAtSubmit) {
   Engine engine(tiny_qwen3());
   const std::vector<int32_t> prompt = {1, 2, 3};
   auto submit = [&](const areal_sampling_params& s) {
-    areal_gen_request r{AREAL_OFFSET_OF_END(areal_gen_request, sampling), areal::next_request_id(), {nullptr, 0}, prompt.data(), prompt.size(), &s, {nullptr, 0}};
+    areal_gen_request r{AREAL_OFFSET_OF_END(areal_gen_request, sampling), areal::next_request_id(), {nullptr, 0}, prompt.data(), prompt.size(), &s, {nullptr, 0}, 0};
     areal::CollectingSink sink;
     areal_status* st = engine.plugin->inference()->submit(engine.instance.self(), &r, sink.sink());
     const int32_t code = areal::status_code(st);
@@ -323,7 +323,7 @@ TEST(LocalSampling, BatchedSamplerDrawsWhatTheHostSamplerDraws) {
   }
   std::vector<std::unique_ptr<areal::CollectingSink>> sinks;
   for (int r = 0; r < 6; ++r) {
-    areal_gen_request req{AREAL_OFFSET_OF_END(areal_gen_request, sampling), areal::next_request_id(), {nullptr, 0}, prompts[r].data(), prompts[r].size(), &params[r], {nullptr, 0}};
+    areal_gen_request req{AREAL_OFFSET_OF_END(areal_gen_request, sampling), areal::next_request_id(), {nullptr, 0}, prompts[r].data(), prompts[r].size(), &params[r], {nullptr, 0}, 0};
     sinks.push_back(std::make_unique<areal::CollectingSink>());
     areal::throw_if_status(e.plugin->inference()->submit(e.instance.self(), &req, sinks.back()->sink()), "submit");
   }

@@ -195,7 +195,7 @@ TEST(MixedPrecision, LocalEngineInBfloat16ServesABfloat16Trainer) {
   areal_sampling_params s{};
   s.struct_size = AREAL_OFFSET_OF_END(areal_sampling_params, stop_strings_count);
   s.temperature = 1.0f, s.top_p = 1.0f, s.max_new_tokens = 12, s.seed = 7, s.has_seed = 1, s.ignore_eos = 1;
-  areal_gen_request r{AREAL_OFFSET_OF_END(areal_gen_request, sampling), areal::next_request_id(), {nullptr, 0}, prompt.data(), prompt.size(), &s, {nullptr, 0}};
+  areal_gen_request r{AREAL_OFFSET_OF_END(areal_gen_request, sampling), areal::next_request_id(), {nullptr, 0}, prompt.data(), prompt.size(), &s, {nullptr, 0}, 0};
   areal::CollectingSink sink;
   areal::throw_if_status(local->inference()->submit(gen.self(), &r, sink.sink()), "submit");
   ASSERT_TRUE(sink.wait(std::chrono::seconds(60)));

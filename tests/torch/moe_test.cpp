@@ -12,7 +12,9 @@
 
 #include "core/hf/model_files/init_model.hpp"
 #include "core/plugin_host/error.hpp"
+#include "core/plugin_host/generation.hpp"
 #include "decoder_model.hpp"
+#include "local_engine.hpp"
 #include "lora_adapter.hpp"
 #include "test_temp_dir.hpp"
 
@@ -22,8 +24,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// float64, so recompute and replay must agree to rounding.
-DecoderModel tiny_moe(const std::string& preset) {
+std::string tiny_moe_dir(const std::string& preset) {
   const std::string dir = areal::testing::test_temp_dir("moe-" + preset);
   if (!fs::exists(dir + "/config.json")) {
     areal::model::InitModelOptions o;
@@ -31,8 +32,11 @@ DecoderModel tiny_moe(const std::string& preset) {
     o.initializer_range = 0.2;  // routers far from uniform
     areal::model::init_model(o);
   }
-  return DecoderModel::load(dir, torch::kFloat64);
+  return dir;
 }
+
+// float64, so recompute and replay must agree to rounding.
+DecoderModel tiny_moe(const std::string& preset) { return DecoderModel::load(tiny_moe_dir(preset), torch::kFloat64); }
 
 struct Batch {
   torch::Tensor ids, cu;
@@ -130,6 +134,58 @@ TEST(Moe, BalancingLossIsTopKWhenRoutingIsUniform) {
   // whichever experts the ties pick, so E * sum_e f_e P_e = k.
   const torch::Tensor flat = torch::zeros({64, 8}, torch::kFloat64);
   EXPECT_NEAR(areal::torch_model::load_balancing_loss({flat}, 8, 2).item<double>(), 2.0, 1e-12);
+}
+
+// ABI 1.7: the local engine reports, for a request with record_routing, the
+// experts of every position it computed (prompt in prefill, each fed-back
+// token in decoding); they must be the experts a training forward over
+// prompt + output chooses (float64 engine and model: no near-tie flips).
+TEST(Moe, TheLocalEngineRecordsTheRoutingATrainingForwardReplays) {
+  const std::string dir = tiny_moe_dir("tiny-hd32");
+  areal::testing::LocalEngine engine(nlohmann::json{{"model_path", dir}, {"dtype", "float64"}, {"max_batch", 4}});
+  std::string info;
+  areal_writer w{AREAL_OFFSET_OF_END(areal_writer, write), &info, [](void* ctx, areal_str chunk) -> areal_status* {
+                   static_cast<std::string*>(ctx)->append(chunk.data, chunk.size);
+                   return nullptr;
+                 }};
+  areal::throw_if_status(engine.vt().info(engine.instance.self(), &w), "info");
+  EXPECT_TRUE(nlohmann::json::parse(info).value("routing", false)) << info;
+  const DecoderModel model = DecoderModel::load(dir, torch::kFloat64);
+  std::vector<std::vector<int32_t>> prompts = {{5, 9, 33, 2, 71}, {100, 4}, {7, 7, 7, 8, 9, 10, 11, 12}};
+  std::vector<std::unique_ptr<areal::CollectingSink>> sinks;
+  areal_sampling_params s{};
+  s.struct_size = AREAL_OFFSET_OF_END(areal_sampling_params, json_schema);
+  s.temperature = 1.0f, s.top_p = 1.0f, s.max_new_tokens = 12, s.ignore_eos = 1;
+  for (auto& p : prompts) {
+    areal_gen_request r{};
+    r.struct_size = AREAL_OFFSET_OF_END(areal_gen_request, record_routing);
+    r.request_id = areal::next_request_id();
+    r.input_ids = p.data(), r.input_ids_count = p.size(), r.sampling = &s;
+    r.record_routing = 1;
+    sinks.push_back(std::make_unique<areal::CollectingSink>());
+    areal::throw_if_status(engine.vt().submit(engine.instance.self(), &r, sinks.back()->sink()), "submit");
+  }
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    ASSERT_TRUE(sinks[i]->wait(std::chrono::seconds(60)));
+    const auto out = sinks[i]->result();
+    ASSERT_EQ(out.on_routing_calls, 1);
+    ASSERT_EQ(out.output_ids.size(), 12u);
+    // Every position but the last sampled token's, one MoE layer, top 2.
+    const size_t positions = prompts[i].size() + out.output_ids.size() - 1;
+    ASSERT_EQ(out.routing_positions, positions);
+    ASSERT_EQ(out.routing_layers, 1u);
+    ASSERT_EQ(out.routing_top_k, 2u);
+    EXPECT_EQ(out.routing_experts, 8u);
+    std::vector<int64_t> seq(prompts[i].begin(), prompts[i].end());
+    seq.insert(seq.end(), out.output_ids.begin(), out.output_ids.end() - 1);
+    MoeRouting r;
+    r.record = true;
+    torch::NoGradGuard no_grad;
+    model.hidden(torch::tensor(seq, torch::kInt64), torch::tensor(std::vector<int64_t>{0, static_cast<int64_t>(seq.size())}, torch::kInt64), false, &r);
+    const torch::Tensor want = std::get<0>(r.chosen[0].sort(-1));  // [positions, 2]
+    const torch::Tensor got = std::get<0>(torch::tensor(std::vector<int64_t>(out.routing.begin(), out.routing.end())).view({-1, 2}).sort(-1));
+    EXPECT_TRUE(torch::equal(got, want)) << "request " << i;
+  }
 }
 
 TEST(Moe, LoraOnExpertsIsRefusedByName) {

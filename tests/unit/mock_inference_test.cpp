@@ -156,7 +156,7 @@ TEST_F(MockInference, DestroyWithRequestsInFlightCallsEveryOnDone) {
   s.max_new_tokens = 1000;
   for (int i = 0; i < 4; ++i) {
     sinks.push_back(std::make_unique<areal::CollectingSink>());
-    areal_gen_request r{AREAL_OFFSET_OF_END(areal_gen_request, sampling), areal::next_request_id(), {}, input.data(), 1, &s};
+    areal_gen_request r{AREAL_OFFSET_OF_END(areal_gen_request, sampling), areal::next_request_id(), {}, input.data(), 1, &s, {}, 0};
     areal::throw_if_status(vt.submit(inst_->self(), &r, sinks.back()->sink()), "submit");
   }
   inst_.reset();  // destroy: one running, three queued

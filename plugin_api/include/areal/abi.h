@@ -32,7 +32,7 @@ extern "C" {
 #define AREAL_ABI_MAJOR 1
 /* Bump when anything is appended to any struct or enum in this directory, or
  * when a member's documented meaning is refined (see the @since notes). */
-#define AREAL_ABI_MINOR 6
+#define AREAL_ABI_MINOR 7
 
 /* On every slot that returns a status: ignoring one drops an error and leaks
  * the status object, so compilers that can say so warn (-Wunused-result). */

@@ -63,7 +63,7 @@ typedef struct areal_sampling_params {
 /* One generation request.
  * OWNERSHIP: caller-owned; every pointer is borrowed for the submit call. */
 typedef struct areal_gen_request {
-  uint32_t struct_size;       /* AREAL_OFFSET_OF_END(areal_gen_request, adapter) since 1.6; (.., sampling) before */
+  uint32_t struct_size;       /* AREAL_OFFSET_OF_END(areal_gen_request, record_routing) since 1.7; (.., adapter) in 1.6; (.., sampling) before */
   uint64_t request_id;        /* unique within the host process; used by abort */
   areal_str affinity_key;     /* (optional) requests with the same key go to the same server */
   const int32_t* input_ids;   /* the full prompt, already templated and tokenized */
@@ -74,6 +74,11 @@ typedef struct areal_gen_request {
    * "adapters": true never gets a non-empty one (the host refuses first);
    * one that does answers NOT_FOUND for a name it has not loaded. */
   areal_str adapter;
+  /* @since 1.7 (optional) non-zero: report the experts a mixture-of-experts
+   * model routed each position to, through the sink's on_routing (once,
+   * before on_done). A plugin whose info does not say "routing": true
+   * ignores it. */
+  uint32_t record_routing;
 } areal_gen_request;
 
 /* Why a generation ended. */
@@ -99,13 +104,29 @@ typedef struct areal_gen_chunk {
   size_t count;             /* >= 1 */
 } areal_gen_chunk;
 
+/* @since 1.7 The experts a mixture-of-experts model routed a request's
+ * positions to: for each position p (the prompt's, then every generated
+ * token's but the last, which is never fed back), for each MoE layer l (in
+ * layer order), the top_k experts, at experts[(p * moe_layers + l) * top_k + j].
+ * Position p is the one whose token is the input there, as a training
+ * forward over prompt + output routes it: what routing replay feeds back.
+ * OWNERSHIP: plugin-owned; borrowed by on_routing for that call only. */
+typedef struct areal_routing {
+  uint32_t struct_size;   /* AREAL_OFFSET_OF_END(areal_routing, experts) */
+  uint32_t moe_layers;
+  uint32_t top_k;
+  uint32_t num_experts;   /* every id is below it */
+  size_t positions;
+  const uint16_t* experts;
+} areal_routing;
+
 /* Where a request's output goes. Host-owned.
  * OWNERSHIP: the sink struct and ctx are owned by the caller of submit and
  * stay valid until on_done has returned.
  * THREADING: the plugin calls on_tokens and on_done from any thread, never
  * concurrently for the same request, and never after on_done. */
 typedef struct areal_gen_sink {
-  uint32_t struct_size; /* AREAL_OFFSET_OF_END(areal_gen_sink, on_done) */
+  uint32_t struct_size; /* AREAL_OFFSET_OF_END(areal_gen_sink, on_done); (.., on_routing) for a host that takes routing (1.7) */
   void* ctx;
   /* Zero or more times. A non-NULL return (owned by the plugin, which frees
    * it) asks the plugin to abort this request; on_done then follows with
@@ -114,6 +135,11 @@ typedef struct areal_gen_sink {
   /* Exactly once per successfully submitted request. `error` is non-NULL only
    * with AREAL_FINISH_ERROR. OWNERSHIP: error is borrowed for the call. */
   void (*on_done)(void* ctx, int32_t finish_reason, const areal_status* error);
+  /* @since 1.7 (optional) For a request with record_routing, once, before
+   * on_done (whatever the finish reason): the routing of every position the
+   * model computed. A plugin calls it only when the sink's struct_size covers
+   * it and it is not NULL. */
+  void (*on_routing)(void* ctx, const areal_routing* routing);
 } areal_gen_sink;
 
 /* The inference function table.

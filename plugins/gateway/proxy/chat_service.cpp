@@ -33,7 +33,7 @@ class StreamingSink {
                 const std::vector<int32_t>& stop_ids, std::function<void(const std::string&)> on_delta)
       : decoder_(tok, false), stops_(std::move(stops)), stop_ids_(stop_ids), on_delta_(std::move(on_delta)) {
     for (const auto& s : stops_) hold_ = std::max(hold_, s.size() - 1);
-    sink_ = {AREAL_OFFSET_OF_END(areal_gen_sink, on_done), this, &StreamingSink::on_tokens, &StreamingSink::on_done};
+    sink_ = {AREAL_OFFSET_OF_END(areal_gen_sink, on_done), this, &StreamingSink::on_tokens, &StreamingSink::on_done, nullptr};
   }
   const areal_gen_sink* sink() const { return &sink_; }
 
