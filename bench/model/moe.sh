@@ -10,7 +10,7 @@
 #               is off on our side (train.moe.aux_loss_coef 0), as the
 #               reference's loss has none.
 #   generation  areal's local engine (areal_model_bench, all requests in one
-#               batch) vs transformers' generate() (reference_transformers_generate.py)
+#               batch) vs transformers' generate() (bench/real_peers/reference_transformers_generate.py)
 #   bench/model/moe.sh [BUILD_DIR] [THREADS]
 # Needs a build and .venv-vllm (AREAL_TEST_PYTHON=1 scripts/setup.sh).
 set -euo pipefail
@@ -33,7 +33,7 @@ for row in "tiny   4     128    5     8            32         64" \
   "$build/bin/areal-host" init-model --family qwen3_moe --preset "$preset" --tokenizer "$tok" --out "$work/$preset" --seed 1 2>&1 | head -1
   AREAL_BENCH_TRAIN='{"moe": {"aux_loss_coef": 0}}' "$build/bin/areal_model_bench" "$work/$preset" "$threads" "$@" > "$work/$preset.areal.json"
   HF_HUB_OFFLINE=1 "$py" "$src/bench/real_peers/reference_transformers_train.py" "$work/$preset" "$threads" "$batch" "$seqlen" "$steps" > "$work/$preset.train.json"
-  HF_HUB_OFFLINE=1 "$py" "$here/reference_transformers_generate.py" "$work/$preset" "$threads" "$requests" "$prompt" "$new" > "$work/$preset.gen.json"
+  HF_HUB_OFFLINE=1 "$py" "$src/bench/real_peers/reference_transformers_generate.py" "$work/$preset" "$threads" "$requests" "$prompt" "$new" > "$work/$preset.gen.json"
   /usr/bin/python3 - "$preset" "$work/$preset".{areal,train,gen}.json "$*" <<'PY'
 import json, sys
 preset, a, t, g, args = sys.argv[1], *(json.load(open(p)) for p in sys.argv[2:5]), sys.argv[5].split()

@@ -665,6 +665,27 @@ void RemoteEngine::resume_locked() {
   cv_.notify_all();
 }
 
+class RemoteEngine::ControlPause {
+ public:
+  explicit ControlPause(RemoteEngine& engine) : engine_(engine), control_(engine.control_mutex_) {
+    {
+      std::lock_guard<std::mutex> lock(engine.mutex_);
+      was_paused_ = engine.paused_;
+    }
+    if (!was_paused_) engine.pause_locked();
+  }
+  ~ControlPause() {
+    if (!was_paused_) sdk::contain(engine_.protocol_->name(), [&] { engine_.resume_locked(); });
+  }
+  ControlPause(const ControlPause&) = delete;
+  ControlPause& operator=(const ControlPause&) = delete;
+
+ private:
+  RemoteEngine& engine_;
+  std::lock_guard<std::mutex> control_;
+  bool was_paused_ = false;
+};
+
 void RemoteEngine::update_weights(std::string_view spec_text) {
   const json spec = sdk::parse_object(spec_text, "update_weights: spec");
   const std::string type = spec.value("type", "");
@@ -675,16 +696,10 @@ void RemoteEngine::update_weights(std::string_view spec_text) {
     throw sdk::invalid_argument("update_weights: string 'path' and integer 'version' are required");
   const std::string path = spec["path"];
   const int64_t version = spec["version"];
-  // A segment must never span two weight versions: pause around the update
-  // unless the caller (the trainer) already did, all under one control lock
-  // so a concurrent pause, resume or update cannot interleave.
-  std::lock_guard<std::mutex> control(control_mutex_);
-  bool was_paused;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    was_paused = paused_;
-  }
-  if (!was_paused) pause_locked();
+  // A segment must never span two weight versions: paused around the
+  // update, under the control lock so a concurrent pause, resume or update
+  // cannot interleave.
+  ControlPause paused(*this);
   std::string failures;
   size_t updated = 0;
   for (size_t i = 0; i < pool_.size(); ++i) {
@@ -702,7 +717,6 @@ void RemoteEngine::update_weights(std::string_view spec_text) {
     std::lock_guard<std::mutex> lock(mutex_);
     version_ = version;
   }
-  if (!was_paused) resume_locked();
   if (!failures.empty()) {
     const std::string msg = "update_weights to version " + std::to_string(version) + " failed on " + std::to_string(pool_.size() - updated) +
                             " of " + std::to_string(pool_.size()) + " servers (they get no requests until an update reaches them): " + failures;
@@ -779,51 +793,45 @@ void RemoteEngine::load_served_adapter(std::string_view spec_text, const areal_t
   }
   // Like a weight update: no segment runs while the servers change, and
   // interrupted segments resume with the new adapter.
-  std::lock_guard<std::mutex> control(control_mutex_);
-  bool was_paused;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    was_paused = paused_;
-  }
-  if (!was_paused) pause_locked();
   std::string failures;
-  bool refused = false;  // a server answered 4xx: the adapter's fault, not the server's
-  std::vector<size_t> loaded_on;
-  for (size_t i = 0; i < pool_.size(); ++i) {
-    try {
-      protocol_->load_adapter(pool_.url(i), adapter->served_name, adapter->dir, opt_.control_timeout_s);
-      loaded_on.push_back(i);
-    } catch (const ControlError& e) {
-      refused = refused || (e.status >= 400 && e.status < 500);
-      failures += std::string(failures.empty() ? "" : "; ") + e.what();
-    } catch (const std::exception& e) {
-      failures += std::string(failures.empty() ? "" : "; ") + e.what();
-    }
-  }
-  if (loaded_on.size() < pool_.size() && (refused || loaded_on.empty())) {
-    // Nothing changes: unload it where it did load.
-    for (size_t i : loaded_on) {
+  {  // paused while the servers load it
+    ControlPause paused(*this);
+    bool refused = false;  // a server answered 4xx: the adapter's fault, not the server's
+    std::vector<size_t> loaded_on;
+    for (size_t i = 0; i < pool_.size(); ++i) {
       try {
-        protocol_->unload_adapter(pool_.url(i), adapter->served_name, opt_.control_timeout_s);
+        protocol_->load_adapter(pool_.url(i), adapter->served_name, adapter->dir, opt_.control_timeout_s);
+        loaded_on.push_back(i);
+      } catch (const ControlError& e) {
+        refused = refused || (e.status >= 400 && e.status < 500);
+        failures += std::string(failures.empty() ? "" : "; ") + e.what();
       } catch (const std::exception& e) {
-        log(AREAL_LOG_WARN, std::string("load_adapter: undoing a partial load: ") + e.what());
+        failures += std::string(failures.empty() ? "" : "; ") + e.what();
       }
     }
-    if (!was_paused) resume_locked();
-    std::error_code ignored;
-    if (adapter->owned_dir) fs::remove_all(adapter->dir, ignored);
-    const std::string msg = "load_adapter '" + adapter->name + "' (version " + std::to_string(adapter->version) + "): " + failures;
-    if (refused) throw sdk::invalid_argument(msg);
-    throw sdk::unavailable(msg);
+    if (loaded_on.size() < pool_.size() && (refused || loaded_on.empty())) {
+      // Nothing changes: unload it where it did load.
+      for (size_t i : loaded_on) {
+        try {
+          protocol_->unload_adapter(pool_.url(i), adapter->served_name, opt_.control_timeout_s);
+        } catch (const std::exception& e) {
+          log(AREAL_LOG_WARN, std::string("load_adapter: undoing a partial load: ") + e.what());
+        }
+      }
+      std::error_code ignored;
+      if (adapter->owned_dir) fs::remove_all(adapter->dir, ignored);
+      const std::string msg = "load_adapter '" + adapter->name + "' (version " + std::to_string(adapter->version) + "): " + failures;
+      if (refused) throw sdk::invalid_argument(msg);
+      throw sdk::unavailable(msg);
+    }
+    // Servers that missed it leave rotation until a later load reaches them:
+    // serving without it would corrupt training data.
+    for (size_t i = 0; i < pool_.size(); ++i)
+      pool_.set_stale(static_cast<int>(i), std::find(loaded_on.begin(), loaded_on.end(), i) == loaded_on.end());
+    log(AREAL_LOG_INFO, "adapter '" + adapter->name + "' version " + std::to_string(adapter->version) + " loaded as '" + adapter->served_name + "' from " +
+                            adapter->dir + (spec.value("default", false) ? " (the default adapter)" : ""));
+    adapters_.install(std::move(adapter), spec.value("default", false));
   }
-  // Servers that missed it leave rotation until a later load reaches them:
-  // serving without it would corrupt training data.
-  for (size_t i = 0; i < pool_.size(); ++i)
-    pool_.set_stale(static_cast<int>(i), std::find(loaded_on.begin(), loaded_on.end(), i) == loaded_on.end());
-  log(AREAL_LOG_INFO, "adapter '" + adapter->name + "' version " + std::to_string(adapter->version) + " loaded as '" + adapter->served_name + "' from " +
-                          adapter->dir + (spec.value("default", false) ? " (the default adapter)" : ""));
-  adapters_.install(std::move(adapter), spec.value("default", false));
-  if (!was_paused) resume_locked();
   if (!failures.empty()) log(AREAL_LOG_ERROR, "load_adapter: some servers failed and get no requests until a later load reaches them: " + failures);
   release_retired_adapters();
 }

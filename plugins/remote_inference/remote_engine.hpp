@@ -105,6 +105,10 @@ class RemoteEngine {
 
   void pause_locked();   // control_mutex_ held
   void resume_locked();  // control_mutex_ held
+  // A control call's scope (weight update, adapter load): holds the control
+  // lock and keeps the engine paused, pausing unless the caller (the
+  // trainer) already had, and resuming at scope exit only then.
+  class ControlPause;
   void wait_for_servers();
   void verify_logprob_convention();
   int64_t fetch_max_context();

@@ -7,6 +7,7 @@
 #include <numeric>
 #include <optional>
 #include <vector>
+#include <tuple>
 
 #include <ATen/Context.h>
 #include <torch/utils.h>

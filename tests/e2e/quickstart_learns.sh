@@ -14,7 +14,7 @@ set -euo pipefail
 host=$1 src=$2 work=$3
 source "$src/tests/support/trainer_runs.sh"
 require_agent_modules "$src"
-fresh_model_workdir "$work" 1
+fresh_model_workdir "$work" 1 --initializer-range 0.1  # the base scripts/quickstart.sh makes
 format_warmup "$src" "$work"
 common=(experiment.trial=t experiment.seed=7 trainer.checkpoint_every=50)
 run_config "$src/configs/quickstart.yaml" "$work" "$work/first.log" "${common[@]}" trainer.total_steps=300

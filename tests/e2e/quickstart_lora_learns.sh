@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The LoRA quickstart as `scripts/quickstart.sh --lora` runs it, seeded: a
-# base made by init-model --initializer-range 0.1, the format stage (full
-# weights), then configs/quickstart_lora.yaml with the real example agent.
+# The LoRA quickstart as `scripts/quickstart.sh --lora` runs it, seeded: the
+# quickstart's base (init-model --initializer-range 0.1), the format stage
+# (full weights), then configs/quickstart_lora.yaml with the real example agent.
 # Checks what issue #34 promises for it:
 #   - the task is mastered: the last 50 steps' mean reward >= 0.9 and the
 #     greedy evaluation of the final weights on held-out phrasings is 1.0;

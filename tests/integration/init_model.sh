@@ -22,7 +22,12 @@ grep -q '"max_position_embeddings": 8192' "$work/ctx/config.json"
 if "$host" init-model --family qwen3 --preset tiny --tokenizer "$toks/tokenizer-qwen3/models" --out "$work/x" --max-position-embeddings -5 2> "$work/err"; then exit 1; fi
 grep -q "max-position-embeddings must be between" "$work/err"
 if "$host" init-model --family gpt2 --preset tiny --tokenizer "$toks/tokenizer-qwen3/models" --out "$work/x" 2> "$work/err"; then exit 1; fi
-grep -q "family must be qwen3, qwen2 or llama3" "$work/err"
+grep -q "family must be qwen3, qwen3_moe, qwen2 or llama3" "$work/err"
+# --initializer-range: written to config.json (the Python check below measures the embedding's std); out of range refused.
+"$host" init-model --family qwen3 --preset tiny --tokenizer bytes --out "$work/wide" --initializer-range 0.1
+grep -q '"initializer_range": 0.1' "$work/wide/config.json"
+if "$host" init-model --family qwen3 --preset tiny --tokenizer bytes --out "$work/x" --initializer-range -1 2> "$work/err"; then exit 1; fi
+grep -q "initializer-range must be a number" "$work/err"
 /usr/bin/python3 - "$work" <<'PY'
 import json, math, os, struct, sys
 work = sys.argv[1]
@@ -86,6 +91,11 @@ for family in ["qwen3", "qwen2", "llama3"]:
     mean = sum(emb) / len(emb)
     std = math.sqrt(sum((x - mean) ** 2 for x in emb) / len(emb))
     assert abs(mean) < 1e-3 and abs(std - 0.02) < 1e-3, (family, mean, std)
+    if family == "qwen3":  # the same family made with --initializer-range 0.1
+        wide_header, wide_data = read(os.path.join(work, "wide", "model.safetensors"))
+        wide = values(wide_header["model.embed_tokens.weight"], wide_data)
+        wide_std = math.sqrt(sum(x * x for x in wide) / len(wide))
+        assert abs(wide_std - 0.1) < 0.01, wide_std
     assert all(v == 1.0 for v in values(*tensors["model.norm.weight"]))
     tok = json.load(open(os.path.join(d, "tokenizer.json")))
     assert V >= max(t["id"] for t in tok["added_tokens"]) + 1, "every tokenizer id has an embedding row"

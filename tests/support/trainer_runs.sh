@@ -1,10 +1,12 @@
 # Shared by the trainer's shell tests (sourced): a fresh work folder with a
 # byte-vocabulary model, and a run of a shipped config against that model.
 
-# fresh_model_workdir WORK SEED: empties WORK and writes WORK/model.
+# fresh_model_workdir WORK SEED [INIT-MODEL FLAGS...]: empties WORK and writes WORK/model.
 fresh_model_workdir() {
-  rm -rf "$1" && mkdir -p "$1"
-  "$host" init-model --family qwen3 --preset tiny --tokenizer bytes --out "$1/model" --seed "$2" >/dev/null
+  local dir=$1 seed=$2
+  shift 2
+  rm -rf "$dir" && mkdir -p "$dir"
+  "$host" init-model --family qwen3 --preset tiny --tokenizer bytes --out "$dir/model" --seed "$seed" "$@" >/dev/null
 }
 
 # format_warmup SRC WORK: the quickstart's first stage (areal-host sft with

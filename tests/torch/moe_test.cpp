@@ -7,6 +7,9 @@
 #include <filesystem>
 #include <string>
 #include <vector>
+#include <memory>
+#include <chrono>
+#include <algorithm>
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,5 @@
-"""Generation reference for bench/model/moe.sh: Hugging Face transformers'
+"""Generation reference for bench/model/moe.sh (beside the training
+reference, whose token ids it shares): Hugging Face transformers'
 own model class (from_pretrained on our folder, fp32, eager attention) and
 its generate(): all requests in one batch, sampling at temperature 1, every
 request running the full length (no end of turn), as areal_model_bench's
@@ -16,9 +17,7 @@ import torch
 import transformers
 from transformers import AutoModelForCausalLM
 
-
-def token(seq, pos, vocab):
-    return (seq * 7919 + pos * 104729 + 13) % vocab
+from reference_transformers_train import token  # beside this file
 
 
 def main():
