@@ -35,7 +35,6 @@
 #include <string_view>
 #include <vector>
 #include <algorithm>
-#include <functional>
 #include <exception>
 #include <cstring>
 #include <cmath>
@@ -533,14 +532,13 @@ class LocalInference {
     }
     decode_inputs_.narrow(1, 0, rows).copy_(host);
     torch::Tensor hidden;
-    std::function<torch::Tensor()> step = [this, rows, keys] { return decode_rows(rows, keys); };
     // Rows with adapters: their index lists change every step, so such steps run without a captured graph.
     const auto routing = route_adapters(batch, [&](size_t i, std::vector<int64_t>& out) { out.push_back(batch[i]->slot); });
     // Steps that record MoE routing run without a captured graph too (the
     // routers' choices come back to the host).
     areal::torch_model::MoeRouting moe;
     moe.record = std::any_of(batch.begin(), batch.end(), [](const Request* r) { return r->record_routing; });
-    if (moe.record) step = [this, rows, keys, &moe] { return decode_rows(rows, keys, &moe); };
+    auto step = [this, rows, keys, &moe] { return decode_rows(rows, keys, moe.record ? &moe : nullptr); };
     if (graphs_on_ && !routing.any && !moe.record) {
       try {
         hidden = graphs_.run({rows, keys}, step);
