@@ -145,6 +145,7 @@ int run_training(const ResolvedConfig& rc, const RolloutPlan& plan, const Runnin
                                 plan.base_url};
   target.gateway = running.sessions;
   target.turn_discount = h.rollout.openai.turn_discount;
+  target.record_routing = h.rollout.record_routing;
 
   auto log = logging::get("trainer");
   log->info("training ({} mode): {} steps x {} groups x {} samples | max_head_offpolicyness {} | records {} | run dir {}",

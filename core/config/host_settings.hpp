@@ -33,6 +33,7 @@ struct HostSettings {
   struct Rollout {
     std::string dataset, output;
     size_t episodes = 0, concurrency = 4, n_samples = 1, max_concurrent_rollouts = 0;
+    bool record_routing = false;
     int64_t max_head_offpolicyness = 0;
     std::string dynamic_filter = "none";
     OpenAI openai;

@@ -182,3 +182,6 @@ AREAL_FROZEN(areal_routing, top_k, 8);
 AREAL_FROZEN(areal_routing, num_experts, 12);
 AREAL_FROZEN(areal_routing, positions, 16);
 AREAL_FROZEN(areal_routing, experts, 24);
+
+// ABI 1.8: a trajectory row carries its routing (gateway.h)
+AREAL_FROZEN(areal_trajectory_row, routing, 80);

@@ -1,4 +1,4 @@
-// Host-owned 1-D CPU tensors exposed as DLPack, and areal_tensor_map
+// Host-owned CPU tensors (1-D, or rows of a fixed inner shape) exposed as DLPack, and areal_tensor_map
 // building, for handing batches to algorithm and train plugins.
 #pragma once
 
@@ -17,15 +17,22 @@ template <class T>
 class HostTensor {
  public:
   explicit HostTensor(std::vector<T> values = {}) : values_(std::move(values)) { refresh(); }
-  HostTensor(const HostTensor& o) : values_(o.values_) { refresh(); }
+  HostTensor(const HostTensor& o) : values_(o.values_), inner_(o.inner_) { refresh(); }
   HostTensor& operator=(const HostTensor& o) {
     values_ = o.values_;
+    inner_ = o.inner_;
     refresh();
     return *this;
   }
 
   std::vector<T>& values() { return values_; }
   const std::vector<T>& values() const { return values_; }
+  // Every row of the tensor is `inner` (e.g. {layers, k}): the tensor is
+  // [values / prod(inner), inner...]. Empty (the default): 1-D.
+  void set_inner_shape(std::vector<int64_t> inner) {
+    inner_ = std::move(inner);
+    refresh();
+  }
   DLTensor* dl() {
     refresh();  // values_ may have been resized since
     return &tensor_;
@@ -33,20 +40,24 @@ class HostTensor {
 
  private:
   void refresh() {
-    shape_ = static_cast<int64_t>(values_.size());
+    int64_t row = 1;
+    for (const int64_t d : inner_) row *= d;
+    shape_.assign(1, row > 0 ? static_cast<int64_t>(values_.size()) / row : 0);
+    shape_.insert(shape_.end(), inner_.begin(), inner_.end());
     tensor_.data = values_.data();
     tensor_.device = DLDevice{kDLCPU, 0};
-    tensor_.ndim = 1;
+    tensor_.ndim = static_cast<int32_t>(shape_.size());
     tensor_.dtype.code = std::is_floating_point_v<T> ? kDLFloat : kDLInt;
     tensor_.dtype.bits = sizeof(T) * 8;
     tensor_.dtype.lanes = 1;
-    tensor_.shape = &shape_;
+    tensor_.shape = shape_.data();
     tensor_.strides = nullptr;
     tensor_.byte_offset = 0;
   }
 
   std::vector<T> values_;
-  int64_t shape_ = 0;
+  std::vector<int64_t> inner_;
+  std::vector<int64_t> shape_;
   DLTensor tensor_{};
 };
 

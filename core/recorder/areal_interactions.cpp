@@ -39,6 +39,15 @@ nlohmann::json areal_interactions(const SessionTrajectory& trajectory) {
                               {"versions", serialized_tensor(row.versions, {1, n}, "torch.int64")},
                               {"attention_mask", serialized_tensor(attention, {1, n}, "torch.bool")},
                               {"rewards", serialized_tensor(rewards, {1}, "torch.float32")}};
+    if (!row.routing.empty()) {
+      // As AReaL's ModelResponse.routed_experts (SGLang's): int32
+      // [prompt + completion - 1, layers * top_k], here with the batch
+      // dimension; -1 where a position was not recorded.
+      std::vector<int32_t> experts(row.routing.experts.size());
+      for (size_t i = 0; i < experts.size(); ++i)
+        experts[i] = row.routing.experts[i] == ExpertRouting::kNotRecorded ? -1 : row.routing.experts[i];
+      tensors["routed_experts"] = serialized_tensor(experts, {1, row.routing.positions(), row.routing.per_position()}, "torch.int32");
+    }
     out[row.interaction_id] = {{"tensor_dict", std::move(tensors)}, {"reward", row.reward}, {"interaction_id", row.interaction_id}};
   }
   return out;

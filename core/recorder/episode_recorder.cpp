@@ -13,8 +13,8 @@
 namespace areal {
 
 EpisodeRecorder::EpisodeRecorder(std::string episode_id, const areal_inference_vtable* vtable, void* inference_self,
-                                 uint64_t seed_base)
-    : episode_id_(std::move(episode_id)), vtable_(vtable), inference_self_(inference_self), seed_base_(seed_base) {
+                                 uint64_t seed_base, bool record_routing)
+    : episode_id_(std::move(episode_id)), vtable_(vtable), inference_self_(inference_self), seed_base_(seed_base), record_routing_(record_routing) {
   api_.struct_size = AREAL_OFFSET_OF_END(areal_episode_api, chat);
   api_.ctx = this;
   api_.generate = &EpisodeRecorder::generate;
@@ -46,6 +46,11 @@ areal_status* EpisodeRecorder::generate(void* ctx, const areal_gen_request* requ
     if (request->sampling == nullptr) return make_status(AREAL_CODE_INVALID_ARGUMENT, "generate: sampling params are required");
     areal_gen_request req = *request;
     req.struct_size = AREAL_OFFSET_OF_END(areal_gen_request, sampling);
+    if (self->record_routing_) {
+      req.struct_size = AREAL_OFFSET_OF_END(areal_gen_request, record_routing);
+      req.adapter = areal_str{nullptr, 0};
+      req.record_routing = 1;
+    }
     req.request_id = next_request_id();  // the host owns request ids
     areal_sampling_params sampling{};
     std::memcpy(&sampling, request->sampling, std::min<size_t>(request->sampling->struct_size, sizeof sampling));
@@ -64,9 +69,16 @@ areal_status* EpisodeRecorder::generate(void* ctx, const areal_gen_request* requ
       self->record_.fail(index);  // keeps its place; never trained on
       throw;
     }
+    recorder::ExpertRouting routing;
+    if (r.on_routing_calls == 1 && r.routing_positions + 1 == request->input_ids_count + r.output_ids.size()) {
+      routing.moe_layers = r.routing_layers, routing.top_k = r.routing_top_k, routing.num_experts = r.routing_experts;
+      routing.experts = std::move(r.routing);
+      check_routing(routing, "the backend's routing");
+    }
     const recorder::Interaction& c = self->record_.complete(
         index, nlohmann::ordered_json(), std::vector<int32_t>(request->input_ids, request->input_ids + request->input_ids_count),
-        std::move(r.output_ids), std::move(r.logprobs), std::move(r.versions), finish_reason_name(r.finish_reason), false);
+        std::move(r.output_ids), std::move(r.logprobs), std::move(r.versions), finish_reason_name(r.finish_reason), false,
+        std::move(routing));
     std::lock_guard<std::mutex> lock(self->views_mutex_);
     areal_completion& v = self->views_.emplace_back();
     v.struct_size = AREAL_OFFSET_OF_END(areal_completion, finish_reason);

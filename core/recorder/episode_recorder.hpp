@@ -22,7 +22,10 @@ namespace areal {
 
 class EpisodeRecorder {
  public:
-  EpisodeRecorder(std::string episode_id, const areal_inference_vtable* vtable, void* inference_self, uint64_t seed_base);
+  // With record_routing, generate asks the backend for MoE routing (ABI 1.7)
+  // and keeps it with the call.
+  EpisodeRecorder(std::string episode_id, const areal_inference_vtable* vtable, void* inference_self, uint64_t seed_base,
+                  bool record_routing = false);
   EpisodeRecorder(const EpisodeRecorder&) = delete;
   EpisodeRecorder& operator=(const EpisodeRecorder&) = delete;
 
@@ -53,6 +56,7 @@ class EpisodeRecorder {
   const areal_inference_vtable* vtable_;
   void* inference_self_;
   uint64_t seed_base_;
+  bool record_routing_;
   areal_episode_api api_{};
   const GatewaySessions* gateway_ = nullptr;
   std::string session_id_;

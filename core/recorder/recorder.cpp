@@ -138,13 +138,13 @@ size_t Recorder::insert_next_turn(const std::string& id_prefix) {
 
 const Interaction& Recorder::complete(size_t index, Json output, std::vector<int32_t> prompt_ids, std::vector<int32_t> output_ids,
                                       std::vector<float> logprobs, std::vector<int64_t> versions, std::string finish_reason,
-                                      bool concat) {
+                                      bool concat, ExpertRouting routing) {
   uint64_t ticket = 0;
   const Interaction* done = nullptr;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     done = &complete_locked(index, std::move(output), std::move(prompt_ids), std::move(output_ids), std::move(logprobs),
-                            std::move(versions), std::move(finish_reason), concat);
+                            std::move(versions), std::move(finish_reason), concat, std::move(routing));
     ticket = journal_call_locked(index);
   }
   if (ticket == 0) return *done;
@@ -159,10 +159,13 @@ const Interaction& Recorder::complete(size_t index, Json output, std::vector<int
 
 const Interaction& Recorder::complete_locked(size_t index, Json output, std::vector<int32_t> prompt_ids, std::vector<int32_t> output_ids,
                                              std::vector<float> logprobs, std::vector<int64_t> versions, std::string finish_reason,
-                                             bool concat) {
+                                             bool concat, ExpertRouting routing) {
   if (index >= items_.size()) throw Error(AREAL_CODE_INTERNAL, "complete: no interaction " + std::to_string(index));
   if (logprobs.size() != output_ids.size() || versions.size() != output_ids.size())
     throw Error(AREAL_CODE_INTERNAL, "complete: output ids, logprobs and versions differ in length");
+  if (!routing.empty() && routing.positions() + 1 != prompt_ids.size() + output_ids.size())
+    throw Error(AREAL_CODE_INTERNAL, "complete: routing of " + std::to_string(routing.positions()) + " positions for " +
+                                         std::to_string(prompt_ids.size() + output_ids.size()) + " tokens");
   Interaction& it = items_[index];
   it.output = normalize(output);
   it.prompt_ids = std::move(prompt_ids);
@@ -170,6 +173,7 @@ const Interaction& Recorder::complete_locked(size_t index, Json output, std::vec
   it.output_logprobs = std::move(logprobs);
   it.output_versions = std::move(versions);
   it.finish_reason = std::move(finish_reason);
+  it.routing = std::move(routing);
   // A concat link holds only if the prompt literally extends the parent's
   // prompt + sampled ids; otherwise the parent keeps its own export row.
   it.concat = false;
@@ -290,6 +294,7 @@ TrajectoryRow Recorder::row_of(size_t index, bool with_chain, const std::vector<
       row.loss_mask = std::move(prefix.loss_mask);
       row.logprobs = std::move(prefix.logprobs);
       row.versions = std::move(prefix.versions);
+      row.routing = std::move(prefix.routing);
       row.turns = prefix.turns + 1;
       const size_t extra = it.prompt_ids.size() - row.input_ids.size();
       row.input_ids.insert(row.input_ids.end(), it.prompt_ids.begin() + static_cast<std::ptrdiff_t>(row.input_ids.size()), it.prompt_ids.end());
@@ -308,7 +313,26 @@ TrajectoryRow Recorder::row_of(size_t index, bool with_chain, const std::vector<
   row.loss_mask.insert(row.loss_mask.end(), it.output_ids.size(), 1);
   row.logprobs.insert(row.logprobs.end(), it.output_logprobs.begin(), it.output_logprobs.end());
   row.versions.insert(row.versions.end(), it.output_versions.begin(), it.output_versions.end());
+  extend_routing(row.routing, it.routing, row.input_ids.size() - 1);
   return row;
+}
+
+void Recorder::extend_routing(ExpertRouting& row, const ExpertRouting& call, size_t positions) {
+  if (row.empty() && call.empty()) return;
+  if (row.empty() || !row.same_shape(call)) {
+    // A chain whose earlier calls were not recorded (or, never in one run,
+    // were recorded for another model) keeps this call's routing alone.
+    if (!row.empty() && !call.empty()) row.experts.clear();
+    if (row.empty()) row.moe_layers = call.moe_layers, row.top_k = call.top_k, row.num_experts = call.num_experts;
+  }
+  const size_t have = row.positions(), per = row.per_position();
+  if (have >= positions) return;
+  // Positions this call computed first; those it did not record stay unrecorded.
+  const size_t from_call = call.empty() ? 0 : std::min(call.positions(), positions);
+  if (from_call > have)
+    row.experts.insert(row.experts.end(), call.experts.begin() + static_cast<std::ptrdiff_t>(have * per),
+                       call.experts.begin() + static_cast<std::ptrdiff_t>(from_call * per));
+  row.experts.resize(positions * per, ExpertRouting::kNotRecorded);
 }
 
 std::vector<TrajectoryRow> Recorder::export_rows(ExportStyle style, double gamma, size_t* skipped) const {

@@ -21,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/recorder/expert_routing.hpp"
 #include "core/recorder/trajectory.hpp"
 
 namespace areal::recorder {
@@ -40,6 +41,7 @@ struct Interaction {
   std::vector<float> output_logprobs;
   std::vector<int64_t> output_versions;
   std::string finish_reason;
+  ExpertRouting routing;         // MoE: the experts of every position but the last; empty if not recorded
   bool failed = false;           // the backend failed: no output; never rewarded, discounted or exported
   std::optional<double> reward;  // as set by the client or the workflow
   bool complete() const { return output.has_value(); }
@@ -72,11 +74,13 @@ class Recorder {
   // Completes a call with what was sampled. With `concat`, the call joins its
   // parent's export row only if prompt_ids start with the parent's prompt +
   // output ids (checked here); otherwise both keep rows of their own.
-  // Returns the stored interaction: its address and token fields never
-  // change afterwards (the episode API lends them to workflows).
+  // `routing`, when recorded, covers prompt + output - 1 positions
+  // (INTERNAL otherwise). Returns the stored interaction: its address and
+  // token fields never change afterwards (the episode API lends them to
+  // workflows).
   const Interaction& complete(size_t index, Json output, std::vector<int32_t> prompt_ids, std::vector<int32_t> output_ids,
                               std::vector<float> logprobs, std::vector<int64_t> versions, std::string finish_reason,
-                              bool concat);
+                              bool concat, ExpertRouting routing = {});
 
   // Marks a call whose generation failed (the client got an error): it keeps
   // its place but takes no reward and yields no row, so nothing half-made is
@@ -109,7 +113,10 @@ class Recorder {
   // Rows for training, rewards discounted by `gamma`. Incomplete (in-flight)
   // calls are skipped and counted. individual: one row per complete call.
   // concat: one row per leaf holding the whole chain, every assistant turn
-  // in the loss mask.
+  // in the loss mask. A row's routing gives each position the experts of
+  // the first call of its chain that computed it (each sampled token's
+  // predecessor is then routed as when that token was sampled); positions
+  // no call recorded are kNotRecorded; no recorded call: empty.
   std::vector<TrajectoryRow> export_rows(ExportStyle style, double gamma, size_t* skipped_incomplete = nullptr) const;
 
   size_t size() const;
@@ -130,8 +137,11 @@ class Recorder {
   std::vector<double> returns_locked(double gamma) const;
   size_t reward_target_locked(const std::string& id) const;
   const Interaction& complete_locked(size_t index, Json output, std::vector<int32_t> prompt_ids, std::vector<int32_t> output_ids,
-                                     std::vector<float> logprobs, std::vector<int64_t> versions, std::string finish_reason, bool concat);
+                                     std::vector<float> logprobs, std::vector<int64_t> versions, std::string finish_reason, bool concat,
+                                     ExpertRouting routing);
   TrajectoryRow row_of(size_t index, bool with_chain, const std::vector<double>& returns) const;
+  // Extends a row's routing to `positions` with what `call` recorded past it.
+  static void extend_routing(ExpertRouting& row, const ExpertRouting& call, size_t positions);
 
   uint64_t journal_call_locked(size_t index) const;  // the journal's ticket (0: no journal)
 

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <optional>
 #include <exception>
+#include <string_view>
 
 #include <sqlite3.h>
 
@@ -29,7 +30,7 @@ CREATE TABLE IF NOT EXISTS sessions(
 CREATE TABLE IF NOT EXISTS calls(
   session_id TEXT NOT NULL, idx INTEGER NOT NULL, id TEXT NOT NULL, parent INTEGER NOT NULL,
   state TEXT NOT NULL, messages TEXT, output TEXT, concat INTEGER NOT NULL,
-  prompt_ids BLOB, output_ids BLOB, logprobs BLOB, versions BLOB, finish_reason TEXT NOT NULL, reward REAL,
+  prompt_ids BLOB, output_ids BLOB, logprobs BLOB, versions BLOB, finish_reason TEXT NOT NULL, reward REAL, routing BLOB,
   PRIMARY KEY(session_id, idx)) WITHOUT ROWID;
 )sql";
 
@@ -144,11 +145,13 @@ void StateDb::create_or_check_schema() {
                                                     std::to_string(kFormatVersion));
   exec("BEGIN IMMEDIATE");
   exec(kSchema);
+  // Format 1 (before MoE routing) gains the routing column; its calls have none.
+  if (version == 1) exec("ALTER TABLE calls ADD COLUMN routing BLOB");
   exec(("PRAGMA user_version=" + std::to_string(kFormatVersion)).c_str());
   exec("COMMIT");
   put_call_ = prepare(
       "INSERT OR REPLACE INTO calls(session_id, idx, id, parent, state, messages, output, concat, prompt_ids, output_ids, logprobs, "
-      "versions, finish_reason, reward) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)");
+      "versions, finish_reason, reward, routing) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)");
   put_reward_ = prepare("UPDATE calls SET reward = ?3 WHERE session_id = ?1 AND idx = ?2");
   put_session_ = prepare(
       "INSERT INTO sessions(id, task_id, group_id, api_key, state, end_reason) VALUES(?1, ?2, ?3, ?4, ?5, ?6) "
@@ -185,8 +188,8 @@ void StateDb::recover() {
   }
   sqlite3_finalize(s);
   s = prepare(
-      "SELECT session_id, idx, id, parent, state, messages, output, concat, prompt_ids, output_ids, logprobs, versions, finish_reason, reward "
-      "FROM calls ORDER BY session_id, idx");
+      "SELECT session_id, idx, id, parent, state, messages, output, concat, prompt_ids, output_ids, logprobs, versions, finish_reason, reward, "
+      "routing FROM calls ORDER BY session_id, idx");
   while (sqlite3_step(s) == SQLITE_ROW) {
     auto owner = by_id.find(column_text(s, 0));
     if (owner == by_id.end()) continue;  // cannot happen: calls are deleted with their session
@@ -204,6 +207,10 @@ void StateDb::recover() {
     c.output_versions = column_array<int64_t>(s, 11);
     c.finish_reason = column_text(s, 12);
     if (sqlite3_column_type(s, 13) != SQLITE_NULL) c.reward = sqlite3_column_double(s, 13);
+    if (sqlite3_column_type(s, 14) != SQLITE_NULL) {
+      const auto* blob = static_cast<const char*>(sqlite3_column_blob(s, 14));
+      c.routing = routing_from_blob(std::string_view(blob, static_cast<size_t>(sqlite3_column_bytes(s, 14))));
+    }
     auto& calls = recovered_.sessions[owner->second].calls;
     const size_t idx = static_cast<size_t>(sqlite3_column_int64(s, 1));
     if (calls.size() <= idx) calls.resize(idx + 1);
@@ -247,6 +254,12 @@ StateDb::Ticket StateDb::write_call(const std::string& session_id, size_t index,
     bind_text(s, 13, c.finish_reason);
     if (c.reward) sqlite3_bind_double(s, 14, *c.reward);
     else sqlite3_bind_null(s, 14);
+    if (c.routing.empty()) {
+      sqlite3_bind_null(s, 15);
+    } else {
+      const std::string blob = routing_blob(c.routing);
+      sqlite3_bind_blob64(s, 15, blob.data(), blob.size(), SQLITE_TRANSIENT);
+    }
     step_done(s);
   });
 }

@@ -34,7 +34,7 @@ struct StateDbOptions {
 class StateDb final : public Journal {
  public:
   // The format this build writes (PRAGMA user_version).
-  static constexpr int kFormatVersion = 1;
+  static constexpr int kFormatVersion = 2;  // 2: calls.routing (MoE)
   static constexpr const char* kFileName = "gateway_state.sqlite3";
 
   // Opens (or creates) DIR/gateway_state.sqlite3, locks the directory, and

@@ -27,14 +27,17 @@ const char* export_style_name(ExportStyle style) { return style == ExportStyle::
 
 nlohmann::ordered_json SessionTrajectory::to_json() const {
   nlohmann::ordered_json rows_json = nlohmann::ordered_json::array();
-  for (const auto& r : rows)
-    rows_json.push_back({{"interaction_id", r.interaction_id},
-                         {"input_ids", r.input_ids},
-                         {"loss_mask", r.loss_mask},
-                         {"logprobs", r.logprobs},
-                         {"versions", r.versions},
-                         {"reward", r.reward},
-                         {"turns", r.turns}});
+  for (const auto& r : rows) {
+    nlohmann::ordered_json row = {{"interaction_id", r.interaction_id},
+                                  {"input_ids", r.input_ids},
+                                  {"loss_mask", r.loss_mask},
+                                  {"logprobs", r.logprobs},
+                                  {"versions", r.versions},
+                                  {"reward", r.reward},
+                                  {"turns", r.turns}};
+    if (!r.routing.empty()) row["routed_experts"] = routing_json(r.routing);
+    rows_json.push_back(std::move(row));
+  }
   return {{"session_id", session_id},   {"task_id", task_id},   {"group_id", group_id},
           {"end_reason", end_reason},   {"style", export_style_name(style)},
           {"discount", discount},       {"skipped_incomplete", skipped_incomplete}, {"rows", rows_json}};

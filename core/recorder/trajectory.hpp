@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/recorder/expert_routing.hpp"
+
 namespace areal::recorder {
 
 // Prompt tokens then sampled tokens (or a whole conversation, concat style),
@@ -22,6 +24,7 @@ struct TrajectoryRow {
   std::vector<int32_t> loss_mask;  // 1 on sampled tokens
   std::vector<float> logprobs;     // behaviour log-probs; 0 on prompt tokens
   std::vector<int64_t> versions;   // policy version per sampled token; -1 on prompt tokens
+  ExpertRouting routing;           // MoE: positions 0 .. len - 2 (Recorder::export_rows); empty if not recorded
   double reward = 0;               // discounted along the conversation
   uint32_t turns = 1;              // assistant turns in the row (concat rows: the chain length)
 

@@ -21,9 +21,10 @@ std::vector<T> array_of(const T* p, size_t n, const char* what) {
 
 TrajectoryView::TrajectoryView(const SessionTrajectory& t) {
   rows_.reserve(t.rows.size());
+  routings_.reserve(t.rows.size());  // never reallocated: rows point into it
   for (const auto& r : t.rows) {
     areal_trajectory_row v{};
-    v.struct_size = AREAL_OFFSET_OF_END(areal_trajectory_row, turns);
+    v.struct_size = AREAL_OFFSET_OF_END(areal_trajectory_row, routing);
     v.interaction_id = str_of(r.interaction_id);
     v.count = r.input_ids.size();
     v.input_ids = r.input_ids.data();
@@ -32,6 +33,7 @@ TrajectoryView::TrajectoryView(const SessionTrajectory& t) {
     v.versions = r.versions.data();
     v.reward = r.reward;
     v.turns = r.turns;
+    if (!r.routing.empty()) v.routing = &routings_.emplace_back(routing_view(r.routing));
     rows_.push_back(v);
   }
   view_.struct_size = AREAL_OFFSET_OF_END(areal_session_trajectory, skipped_incomplete);
@@ -71,6 +73,12 @@ SessionTrajectory copy_trajectory(const areal_session_trajectory& v) {
     row.versions = array_of(r.versions, r.count, "versions");
     row.reward = r.reward;
     row.turns = r.turns;
+    if (r.struct_size >= AREAL_OFFSET_OF_END(areal_trajectory_row, routing) && r.routing != nullptr) {
+      row.routing = copy_routing(*r.routing);
+      if (row.routing.positions() + 1 != row.input_ids.size())
+        throw Error(AREAL_CODE_INVALID_ARGUMENT, "trajectory row: routing of " + std::to_string(row.routing.positions()) + " positions for " +
+                                                     std::to_string(row.input_ids.size()) + " tokens");
+    }
     t.rows.push_back(std::move(row));
   }
   return t;

@@ -22,6 +22,7 @@ class TrajectoryView {
 
  private:
   std::vector<areal_trajectory_row> rows_;
+  std::vector<areal_routing> routings_;  // rows_[i].routing points into it
   areal_session_trajectory view_{};
 };
 

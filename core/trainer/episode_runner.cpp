@@ -11,7 +11,7 @@ namespace areal::trainer {
 
 EpisodeOutcome run_episode(const EpisodeTarget& target, const std::string& episode_id, const std::string& data_json,
                            uint64_t seed, const std::string& group_id) {
-  EpisodeRecorder rec(episode_id, target.inference, target.inference_self, seed);
+  EpisodeRecorder rec(episode_id, target.inference, target.inference_self, seed, target.record_routing);
   EpisodeOutcome out;
   GatewaySessions* const gateway = target.gateway;
   GatewaySessions::Started session;

@@ -30,6 +30,7 @@ struct EpisodeTarget {
   std::string base_url;               // the gateway's OpenAI base URL, or empty
   GatewaySessions* gateway = nullptr; // when set: a gateway session per episode
   double turn_discount = 1.0;         // rewards flow back along the episode's calls
+  bool record_routing = false;        // api->generate calls record MoE routing (rollout.record_routing)
 };
 
 struct EpisodeOutcome {

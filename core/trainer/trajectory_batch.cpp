@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/plugin_host/error.hpp"
+
 
 namespace areal::trainer {
 
@@ -14,9 +16,34 @@ void PackedBatch::add(const TrajectoryRow& r, int64_t group_id) {
   loss_mask.values().insert(loss_mask.values().end(), r.loss_mask.begin(), r.loss_mask.end());
   logprobs.values().insert(logprobs.values().end(), r.logprobs.begin(), r.logprobs.end());
   versions.values().insert(versions.values().end(), r.versions.begin(), r.versions.end());
+  add_routing(r);
   rewards.values().push_back(static_cast<float>(r.reward));
   group_ids.values().push_back(group_id);
   cu_seqlens.values().push_back(static_cast<int32_t>(input_ids.values().size()));
+}
+
+void PackedBatch::add_routing(const TrajectoryRow& r) {
+  auto& experts = routed_experts.values();
+  const size_t before = input_ids.values().size() - r.input_ids.size();  // this row's first token
+  if (r.routing.empty() && experts.empty()) return;
+  if (!r.routing.empty()) {
+    if (r.routing.positions() + 1 != r.input_ids.size() || r.routing.num_experts > 32767)
+      throw Error(AREAL_CODE_INVALID_ARGUMENT, "a row's routing covers " + std::to_string(r.routing.positions()) + " positions of " +
+                                                   std::to_string(r.input_ids.size()) + " tokens (" + std::to_string(r.routing.num_experts) +
+                                                   " experts): it must cover all but the last, with at most 32767 experts");
+    const std::vector<int64_t> inner = {r.routing.moe_layers, r.routing.top_k};
+    if (experts.empty()) {
+      routing_shape_ = inner;
+      routed_experts.set_inner_shape(inner);
+      experts.assign(before * r.routing.per_position(), -1);  // earlier rows had none
+    } else if (routing_shape_ != inner) {
+      throw Error(AREAL_CODE_INVALID_ARGUMENT, "rows of one batch were routed with different MoE shapes (" + std::to_string(routing_shape_[0]) + " x " +
+                                                   std::to_string(routing_shape_[1]) + " and " + std::to_string(inner[0]) + " x " + std::to_string(inner[1]) + ")");
+    }
+  }
+  const size_t per = static_cast<size_t>(routing_shape_[0] * routing_shape_[1]);
+  for (const uint16_t e : r.routing.experts) experts.push_back(e == recorder::ExpertRouting::kNotRecorded ? int16_t{-1} : static_cast<int16_t>(e));
+  experts.resize(input_ids.values().size() * per, -1);  // the last token, or a row without routing
 }
 
 size_t PackedBatch::loss_tokens() const {
@@ -31,6 +58,7 @@ TensorMapBuilder PackedBatch::map() {
   if (!prox_logprobs.values().empty()) b.add("prox_logprobs", prox_logprobs.dl());
   if (!ref_logprobs.values().empty()) b.add("ref_logprobs", ref_logprobs.dl());
   if (!advantages.values().empty()) b.add("advantages", advantages.dl());
+  if (!routed_experts.values().empty()) b.add("routed_experts", routed_experts.dl());
   return b;
 }
 

@@ -29,7 +29,7 @@ class PackedBatch {
   size_t loss_tokens() const;
 
   // The batch as a tensor map: the fields below, plus prox_logprobs,
-  // ref_logprobs and advantages once set (non-empty).
+  // ref_logprobs, advantages and routed_experts once set (non-empty).
   TensorMapBuilder map();
 
   HostTensor<int32_t> input_ids, cu_seqlens, loss_mask;
@@ -40,8 +40,17 @@ class PackedBatch {
   HostTensor<float> prox_logprobs;  // filled when the trainer recomputes
   HostTensor<float> ref_logprobs;   // filled when a reference model is configured
   HostTensor<float> advantages;     // filled by the algorithm
+  // Mixture-of-experts rows with recorded routing: int16 [T, moe layers, k],
+  // the experts each token's position was routed to in the rollout; -1
+  // where not recorded (the row had none, or a row's last token). Empty
+  // when no row of the batch has routing.
+  HostTensor<int16_t> routed_experts;
   HostScalar<int64_t> policy_version;
   HostScalar<float> temperature;
+
+ private:
+  void add_routing(const TrajectoryRow& row);  // after the row's tokens are in
+  std::vector<int64_t> routing_shape_;         // {moe layers, k} of routed_experts
 };
 
 }  // namespace areal::trainer

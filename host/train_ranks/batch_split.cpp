@@ -20,25 +20,24 @@ int64_t int_at(const DLTensor& t, int64_t i) {
   throw Error(AREAL_CODE_INVALID_ARGUMENT, "cu_seqlens must be int32 or int64");
 }
 
-// Elements [begin, end) of a 1-D tensor as a new tensor.
+// Rows [begin, end) of a tensor (along its first dimension; a row is one
+// element of a 1-D tensor, or e.g. [layers, k] of routed_experts) as a new tensor.
 OwnedTensor slice(const std::string& name, const DLTensor& t, int64_t begin, int64_t end) {
-  if (t.device.device_type == kDLCPU && (t.strides == nullptr || t.strides[0] == 1)) {  // the usual case: copy the range only
-    OwnedTensor part;
-    part.name = name;
-    part.dtype = t.dtype;
-    part.shape = {end - begin};
-    const size_t e = (t.dtype.bits * t.dtype.lanes + 7) / 8;
+  OwnedTensor part;
+  part.name = name;
+  part.dtype = t.dtype;
+  part.shape.assign(t.shape, t.shape + t.ndim);
+  part.shape[0] = end - begin;
+  int64_t row = 1;
+  for (int32_t d = 1; d < t.ndim; ++d) row *= t.shape[d];
+  const int64_t e = static_cast<int64_t>((t.dtype.bits * t.dtype.lanes + 7) / 8) * row;  // bytes per row
+  if (t.device.device_type == kDLCPU && t.strides == nullptr) {  // the usual case: copy the range only
     const char* base = static_cast<const char*>(t.data) + t.byte_offset;
-    part.bytes.assign(base + begin * static_cast<int64_t>(e), base + end * static_cast<int64_t>(e));
+    part.bytes.assign(base + begin * e, base + end * e);
     return part;
   }
   OwnedTensor whole = OwnedTensor::copy_of(name, t);
-  OwnedTensor part;
-  part.name = name;
-  part.dtype = whole.dtype;
-  part.shape = {end - begin};
-  const size_t e = whole.element_size();
-  part.bytes.assign(whole.bytes.begin() + begin * static_cast<int64_t>(e), whole.bytes.begin() + end * static_cast<int64_t>(e));
+  part.bytes.assign(whole.bytes.begin() + begin * e, whole.bytes.begin() + end * e);
   return part;
 }
 
@@ -102,7 +101,7 @@ std::vector<std::vector<OwnedTensor>> split_batch(const areal_tensor_map& batch,
           else reinterpret_cast<int64_t*>(c.bytes.data())[k] = v;
         }
         out[r].push_back(std::move(c));
-      } else if (t.ndim == 1 && t.shape[0] == T) {  // per token (also right when every sequence is one token long)
+      } else if (t.ndim >= 1 && t.shape[0] == T) {  // per token (also right when every sequence is one token long)
         out[r].push_back(slice(name, t, s.first_token - cu[0], s.end_token - cu[0]));
       } else if (t.ndim == 1 && t.shape[0] == B) {  // per sequence
         out[r].push_back(slice(name, t, s.first_sequence, s.end_sequence));

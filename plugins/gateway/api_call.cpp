@@ -91,6 +91,8 @@ void count_unreadable_tool_calls(const std::string& parser, size_t count) {
       areal::sdk::str("areal_gateway_unreadable_tool_calls_total{parser=\"" + label_safe(parser) + "\"}"), static_cast<double>(count));
 }
 
+void count_unrouted_call() { areal::sdk::host().metric_add(areal::sdk::str("areal_gateway_unrouted_calls_total"), 1.0); }
+
 int64_t unix_seconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }

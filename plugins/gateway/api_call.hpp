@@ -69,6 +69,8 @@ void count_fields(const proxy::FieldNotes& notes, const char* api);
 // The gateway installs it as ChatService's OutputParserConfig hook, so every
 // route, streaming or not, counts through this one place.
 void count_unreadable_tool_calls(const std::string& parser, size_t count);
+// A call recorded without the MoE routing the gateway asked for (gateway.record_routing).
+void count_unrouted_call();
 
 // A model-calling request about to be served: counts it
 // (areal_gateway_model_requests_total{api}) and its fields.

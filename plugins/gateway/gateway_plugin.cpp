@@ -291,6 +291,7 @@ class Gateway {
     "max_request_bytes": {"type": "integer", "default": 33554432, "minimum": 1024, "doc": "Larger request bodies are refused with 413."},
     "tokenizer": {"type": "string", "format": "path", "default": "", "doc": "Hugging Face tokenizer folder (tokenizer.json + tokenizer_config.json with its chat_template); required for chat completions."},
     "prompt_mode": {"type": "string", "enum": ["hf", "concat"], "default": "hf", "doc": "hf: re-render the conversation each call; concat: extend the previous call's exact tokens (needed for concat export)."},
+    "record_routing": {"type": "boolean", "default": false, "doc": "Mixture-of-experts models: ask the inference backend for the experts each call's positions were routed to and keep them with the call (durable, exported as routed_experts), for routing replay in training (train.moe.routing_replay: rollout). Needs a backend whose info says \"routing\": true (the local engine serving a MoE model); refused otherwise. Off: no cost (recording turns CUDA graphs off for the steps of requests that ask)."},
     "default_max_tokens": {"type": "integer", "default": 1024, "minimum": 1, "doc": "Completion budget when a request gives neither max_tokens nor max_completion_tokens."},
     "max_completion_tokens": {"type": "integer", "default": 0, "minimum": 0, "doc": "Caps every request's completion budget (agents ask for up to 32000); 0: only the context limits it."},
     "reasoning_parser": {"type": "string", "enum": ["auto", "qwen3", "deepseek_r1", "none"], "default": "auto", "doc": "Splits <think>...</think> into reasoning_content. qwen3: the output opens <think> itself (text before a lone </think> is reasoning too); deepseek_r1: the prompt opened <think>, so everything up to </think> is reasoning. auto: none if the chat template never mentions <think>, deepseek_r1 if its generation prompt ends with <think>, else qwen3."},
@@ -358,6 +359,12 @@ class Gateway {
       const json info = json::parse(ctx.inference().info());
       cc.max_context = info.value("max_context", int64_t{32768});
       cc.model_name = c.value("model", std::string()).empty() ? info.value("model", std::string("default")) : c.value("model", std::string());
+      cc.record_routing = c.value("record_routing", false);
+      cc.on_unrouted_call = areal::gateway::count_unrouted_call;
+      if (cc.record_routing && !info.value("routing", false))
+        throw sdk::invalid_argument("gateway: 'record_routing' is on but the inference backend does not report expert routing (its info has no "
+                                    "\"routing\": true): the local engine reports it for mixture-of-experts models; vLLM and SGLang do not through areal "
+                                    "(docs/backends.md)");
       if (info.contains("vocab_size") && info["vocab_size"].get<size_t>() < tok->vocab_size())
         throw sdk::invalid_argument("gateway: the tokenizer has " + std::to_string(tok->vocab_size()) + " tokens but the inference backend's vocabulary has " +
                                     std::to_string(info["vocab_size"].get<size_t>()));

@@ -70,6 +70,19 @@ torch::Tensor from_dl(const DLTensor& t, const std::string& name) {
   return torch::from_blob(static_cast<char*>(t.data) + t.byte_offset, {t.shape[0]}, d).clone();
 }
 
+// The batch's "routed_experts" (int16 [T, moe layers, k], -1 where not
+// recorded) as an int64 tensor, or undefined when the batch has none.
+torch::Tensor routed_experts_of(const areal_tensor_map& m, int64_t T) {
+  for (size_t i = 0; i < m.count; ++i) {
+    if (sdk::view(m.names[i]) != "routed_experts") continue;
+    const DLTensor& t = *m.tensors[i];
+    if (t.device.device_type != kDLCPU || t.ndim != 3 || t.strides != nullptr || t.dtype.code != kDLInt || t.dtype.bits != 16 || t.shape[0] != T)
+      throw sdk::invalid_argument("'routed_experts' must be a contiguous int16 CPU tensor [T, moe layers, k] with T = len(input_ids)");
+    return torch::from_blob(static_cast<char*>(t.data) + t.byte_offset, {t.shape[0], t.shape[1], t.shape[2]}, torch::kInt16).to(torch::kInt64);
+  }
+  return {};
+}
+
 // A 0-d float32 CPU tensor's value (batch-level scalars such as "temperature").
 float scalar_float(const DLTensor& t, const std::string& name) {
   if (t.device.device_type != kDLCPU || t.ndim != 0 || t.dtype.code != kDLFloat || t.dtype.bits != 32)
@@ -157,7 +170,8 @@ class FsdpTrain {
     "lora_path": {"type": "string", "format": "path", "default": "", "doc": "With lora: start from this PEFT adapter folder (adapter_config.json + adapter_model.safetensors) instead of a fresh adapter; its own config then applies."},
     "lora_seed": {"type": "integer", "default": 0, "minimum": 0, "doc": "Seed of a fresh adapter's A matrices."},
     "moe": {"type": "object", "default": {}, "doc": "Mixture-of-experts models (qwen3_moe).", "keys": {
-      "aux_loss_coef": {"type": "number", "default": -1, "doc": "Weight of the router's load-balancing loss (HF's load_balancing_loss_func over every MoE layer, added to the algorithm's loss as Qwen3MoeForCausalLM adds it); -1: config.json's router_aux_loss_coef (HF's default 0.001); 0: off. Reported as moe_aux_loss."}}}
+      "aux_loss_coef": {"type": "number", "default": -1, "doc": "Weight of the router's load-balancing loss (HF's load_balancing_loss_func over every MoE layer, added to the algorithm's loss as Qwen3MoeForCausalLM adds it); -1: config.json's router_aux_loss_coef (HF's default 0.001); 0: off. Reported as moe_aux_loss."},
+      "routing_replay": {"type": "string", "enum": ["none", "rollout", "recompute"], "default": "none", "doc": "Which experts the training forwards use (docs/algorithms.md, \"Routing replay\"). none: the trainer's routers choose, as HF does. rollout (R3): the experts the inference engine routed each position to, from the batch's routed_experts (record them with gateway.record_routing / rollout.record_routing); positions not recorded are routed by the trainer; a batch with none is refused. recompute (R2): the experts of the trainer's own first forward of the step (its log-prob recomputation, else a no-grad pass), replayed in the update. The mixing weights always come from the current router, so it still learns."}}}
   }})";
 
   explicit FsdpTrain(const sdk::CreateContext& ctx) {
@@ -190,6 +204,7 @@ class FsdpTrain {
       const json moe = c.contains("moe") && c["moe"].is_object() ? c["moe"] : json::object();
       const double coef = moe.value("aux_loss_coef", -1.0);
       aux_loss_coef_ = coef < 0 ? model_->config().router_aux_loss_coef : coef;
+      routing_replay_ = moe.value("routing_replay", std::string("none"));
     }
     const auto betas = c.value("betas", std::vector<double>{0.9, 0.999});
     if (betas.size() != 2) throw sdk::invalid_argument("fsdp: 'betas' needs two numbers");
@@ -240,9 +255,31 @@ class FsdpTrain {
     torch::NoGradGuard no_grad;
     Gathered full(*shards_);
     const AdapterEval eval(lora_.get());  // no adapter dropout: these are the policy's log-probs
-    torch::Tensor lp = model_->logprobs(from_dl(tensor_named(batch, "input_ids"), "input_ids"), from_dl(tensor_named(batch, "cu_seqlens"), "cu_seqlens"),
-                                        temperature).to(torch::kCPU, torch::kFloat32).contiguous();
+    const torch::Tensor ids = from_dl(tensor_named(batch, "input_ids"), "input_ids");
+    const torch::Tensor cu = from_dl(tensor_named(batch, "cu_seqlens"), "cu_seqlens");
+    areal::torch_model::MoeRouting routing;
+    routing.replay = replay_source(batch, ids.size(0));
+    routing.record = routing_replay_ == "recompute";
+    torch::Tensor lp = model_->logprobs(ids, cu, temperature, false, &routing).to(torch::kCPU, torch::kFloat32).contiguous();
+    // R2: the update of this batch replays what this first pass chose.
+    if (routing.record) first_pass_ = {ids, torch::stack(routing.chosen, 1).to(torch::kCPU)};
     return at::toDLPack(lp);
+  }
+
+  // The experts a forward over `batch` replays (train.moe.routing_replay),
+  // [T, moe layers, k] with -1 where the router chooses; undefined: none.
+  torch::Tensor replay_source(const areal_tensor_map& batch, int64_t T) const {
+    if (routing_replay_ != "rollout") return {};
+    torch::Tensor routed = routed_experts_of(batch, T);
+    if (!routed.defined())
+      throw sdk::invalid_argument(
+          "fsdp: train.moe.routing_replay is 'rollout' but the batch has no routed_experts: record the rollout's routing "
+          "(gateway.record_routing: true for agents, rollout.record_routing: true for workflows) with an engine that reports it (the local engine)");
+    const auto& mc = model_->config();
+    if (routed.size(1) != mc.moe_layer_count() || routed.size(2) != mc.num_experts_per_tok)
+      throw sdk::invalid_argument("fsdp: routed_experts has " + std::to_string(routed.size(1)) + " layers x top-" + std::to_string(routed.size(2)) +
+                                  " but the model routes " + std::to_string(mc.moe_layer_count()) + " layers x top-" + std::to_string(mc.num_experts_per_tok));
+    return routed;
   }
 
   std::string train_step(const areal_tensor_map& batch, const areal_loss_fn& loss) {
@@ -270,6 +307,21 @@ class FsdpTrain {
     }
     areal::torch_model::reset_peak_memory(device_);
     Gathered full(*shards_);
+    torch::Tensor replay = replay_source(batch, T);
+    if (routing_replay_ == "recompute") {
+      // The first pass's experts when compute_logprobs saw this very batch; else a no-grad pass now.
+      if (first_pass_.first.defined() && first_pass_.first.size(0) == T && first_pass_.first.equal(ids)) {
+        replay = first_pass_.second;
+      } else {
+        torch::NoGradGuard no_grad;
+        const AdapterEval eval(lora_.get());
+        areal::torch_model::MoeRouting first;
+        first.record = true;
+        (void)model_->logprobs(ids, cu, temperature, false, &first);
+        replay = torch::stack(first.chosen, 1).to(torch::kCPU);
+      }
+    }
+    first_pass_ = {};
     const auto* bounds = cu.data_ptr<int64_t>();
     const int64_t B = cu.size(0) - 1;
     double loss_sum = 0, aux_sum = 0;
@@ -282,6 +334,7 @@ class FsdpTrain {
       // MoE: the routers' logits come back for the load-balancing loss.
       areal::torch_model::MoeRouting routing;
       routing.keep_logits = aux_loss_coef_ > 0;
+      if (replay.defined()) routing.replay = replay.narrow(0, s, len);
       torch::Tensor lp = model_->logprobs(ids.narrow(0, s, len), mcu, temperature, checkpointing_, &routing);
       torch::Tensor lp_value = lp.detach().to(torch::kCPU, torch::kFloat32).contiguous();  // the ABI carries float32 host tensors
       torch::Tensor grad = torch::zeros({len}, torch::kFloat32);
@@ -477,6 +530,8 @@ class FsdpTrain {
   std::string model_path_, schedule_;
   double lr_ = 1e-5, min_lr_ratio_ = 0, clip_ = 1.0;
   int64_t warmup_ = 0, total_ = 1000, micro_tokens_ = 8192, step_ = 0, version_ = 0;
+  std::string routing_replay_ = "none";  // train.moe.routing_replay
+  std::pair<torch::Tensor, torch::Tensor> first_pass_;  // recompute: the input ids and experts of the last compute_logprobs
   bool checkpointing_ = false;
   double aux_loss_coef_ = 0;  // MoE models: weight of the router load-balancing loss
 };

@@ -41,4 +41,12 @@ expect_run_refusal "rollout.n_samples must be 1 in online mode" rollout.openai.m
 expect_run_refusal "rollout.dynamic_filter works on groups of a workflow's episodes" rollout.openai.mode=online rollout.dynamic_filter=mixed_rewards
 expect_run_refusal "use workflow.plugin agent_pool (run(data) agents) or subproc" rollout.openai.mode=subproc
 expect_run_refusal "'rollout.dataset' is required to run" "rollout.dataset=''"
+# gateway.record_routing with a backend that cannot report routing (a dense model) is refused at start, not left to train unrouted rows.
+dense=$(mktemp -d)
+"$host" init-model --family qwen3 --preset tiny --tokenizer bytes --out "$dense/model" --seed 1 >/dev/null || fail "init-model"
+err=$(timeout 60 "$host" serve --model "$dense/model" --port 0 gateway.record_routing=true "gateway.state_dir=none" 2>&1 >/dev/null); rc=$?
+echo "--- serve gateway.record_routing=true on a dense model"; echo "$err" | tail -3
+rm -rf "$dense"
+[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "serve with record_routing on a dense model must exit with an error, got $rc"
+grep -qF "does not report expert routing" <<<"$err" || fail "missing: does not report expert routing"
 echo OK

@@ -10,14 +10,21 @@
 #include <memory>
 #include <chrono>
 #include <algorithm>
+#include <fstream>
+#include <cstdio>
 
 #include <gtest/gtest.h>
 
 #include "core/hf/model_files/init_model.hpp"
+#include "core/plugin_host/host_tensor.hpp"
+#include "core/recorder/recorder.hpp"
+#include "core/trainer/trajectory_batch.hpp"
 #include "core/plugin_host/error.hpp"
 #include "core/plugin_host/generation.hpp"
 #include "decoder_model.hpp"
 #include "local_engine.hpp"
+#include "fsdp_logprobs.hpp"
+#include "mean_nll_loss.hpp"
 #include "lora_adapter.hpp"
 #include "test_temp_dir.hpp"
 
@@ -189,6 +196,181 @@ TEST(Moe, TheLocalEngineRecordsTheRoutingATrainingForwardReplays) {
     const torch::Tensor got = std::get<0>(torch::tensor(std::vector<int64_t>(out.routing.begin(), out.routing.end())).view({-1, 2}).sort(-1));
     EXPECT_TRUE(torch::equal(got, want)) << "request " << i;
   }
+}
+
+namespace {
+
+// A tiny MoE folder whose layers route each token to one expert with weight
+// 1 (top-1, renormalised): the router's probabilities then never scale the
+// output, so a trainer whose routers differ computes exactly the engine's
+// log-probs once it uses the engine's experts, and visibly other ones
+// where it picks its own.
+std::string top1_moe_dir() {
+  const std::string dir = areal::testing::test_temp_dir("moe-top1");
+  if (!fs::exists(dir + "/config.json")) {
+    areal::model::InitModelOptions o;
+    o.family = "qwen3_moe", o.preset = "tiny", o.tokenizer_dir = "bytes", o.out_dir = dir, o.seed = 21;
+    o.initializer_range = 0.2;
+    areal::model::init_model(o);
+    nlohmann::json c = nlohmann::json::parse(std::ifstream(dir + "/config.json"));
+    c["num_experts_per_tok"] = 1;
+    c["norm_topk_prob"] = true;
+    std::ofstream(dir + "/config.json") << c.dump(2);
+  }
+  return dir;
+}
+
+// The same weights but every router perturbed: the trainer's policy routes
+// other experts than the engine's for many tokens.
+std::string perturbed_copy(const std::string& dir) {
+  const std::string out = areal::testing::test_temp_dir("moe-top1-perturbed");
+  DecoderModel m = DecoderModel::load(dir, torch::kFloat32);
+  perturb_routers(m, 0.5);
+  m.save(out, "float32");
+  fs::copy(dir + "/tokenizer.json", out + "/tokenizer.json", fs::copy_options::overwrite_existing);
+  fs::copy(dir + "/tokenizer_config.json", out + "/tokenizer_config.json", fs::copy_options::overwrite_existing);
+  return out;
+}
+
+struct Rollout {
+  std::vector<areal::recorder::TrajectoryRow> rows;  // through the recorder, as the gateway exports them
+  size_t sampled = 0;
+};
+
+// The local engine samples after each prompt with record_routing; each call
+// is recorded (Recorder::complete with its routing) and exported as a row.
+Rollout roll_out(const std::string& dir, const std::vector<std::vector<int32_t>>& prompts) {
+  areal::testing::LocalEngine engine(nlohmann::json{{"model_path", dir}, {"max_batch", 4}});
+  areal::recorder::Recorder record;
+  areal_sampling_params s{};
+  s.struct_size = AREAL_OFFSET_OF_END(areal_sampling_params, json_schema);
+  s.temperature = 1.0f, s.top_p = 1.0f, s.max_new_tokens = 16, s.ignore_eos = 1, s.has_seed = 1;
+  Rollout out;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    areal_gen_request r{};
+    r.struct_size = AREAL_OFFSET_OF_END(areal_gen_request, record_routing);
+    r.request_id = areal::next_request_id();
+    r.input_ids = prompts[i].data(), r.input_ids_count = prompts[i].size(), r.sampling = &s;
+    r.record_routing = 1;
+    s.seed = 40 + i;
+    areal::CollectingSink sink;
+    areal::throw_if_status(engine.vt().submit(engine.instance.self(), &r, sink.sink()), "submit");
+    EXPECT_TRUE(sink.wait(std::chrono::seconds(60)));
+    auto res = sink.result();
+    EXPECT_EQ(res.on_routing_calls, 1);
+    areal::recorder::ExpertRouting routing;
+    routing.moe_layers = res.routing_layers, routing.top_k = res.routing_top_k, routing.num_experts = res.routing_experts;
+    routing.experts = res.routing;
+    const size_t index = record.insert_next_turn("ep" + std::to_string(i));
+    record.complete(index, nullptr, prompts[i], res.output_ids, res.logprobs, res.versions, "length", false, routing);
+    out.sampled += res.output_ids.size();
+  }
+  out.rows = record.export_rows(areal::recorder::ExportStyle::kIndividual, 1.0);
+  return out;
+}
+
+std::vector<float> trainer_logprobs(const std::string& dir, const std::string& replay, areal::trainer::PackedBatch& batch) {
+  areal::testing::LocalEngine host_side(nlohmann::json{{"model_path", dir}});  // only for its catalog and services
+  areal::TensorMapBuilder m = batch.map();
+  return areal::testing::fsdp_logprobs(host_side.catalog, &host_side.services,
+                                       {{"model_path", dir}, {"moe", {{"routing_replay", replay}}}}, m.get());
+}
+
+}  // namespace
+
+// Issue #35's acceptance: the trainer's own routers choose other experts
+// than the rollout's, and train.moe.routing_replay: rollout makes its
+// recomputed log-probs equal the recorded ones. The routing travels the
+// real path: engine (ABI 1.7) -> Recorder::complete -> export_rows ->
+// PackedBatch's routed_experts -> the fsdp plugin's compute_logprobs.
+TEST(Moe, RolloutRoutingReplayMakesTheTrainersLogprobsEqualTheRecordedOnes) {
+  const std::string engine_dir = top1_moe_dir();
+  const std::string trainer_dir = perturbed_copy(engine_dir);
+  const Rollout rollout = roll_out(engine_dir, {{5, 9, 33, 2, 71}, {100, 4}, {7, 7, 7, 8, 9, 10, 11, 12}, {250, 1, 60}});
+  areal::trainer::PackedBatch batch(0, 1.0f);
+  for (const auto& row : rollout.rows) {
+    ASSERT_EQ(row.routing.positions() + 1, row.input_ids.size());
+    batch.add(row, 0);
+  }
+  ASSERT_EQ(batch.routed_experts.values().size(), batch.tokens() * 2);  // 2 MoE layers x top-1
+  // How often the trainer's routers would choose otherwise: a record pass over the same rows.
+  const DecoderModel trainer_model = DecoderModel::load(trainer_dir, torch::kFloat32);
+  MoeRouting own;
+  own.record = true;
+  {
+    torch::NoGradGuard no_grad;
+    trainer_model.hidden(torch::tensor(std::vector<int64_t>(batch.input_ids.values().begin(), batch.input_ids.values().end())),
+                         torch::tensor(std::vector<int64_t>(batch.cu_seqlens.values().begin(), batch.cu_seqlens.values().end())), false, &own);
+  }
+  const torch::Tensor own_experts = torch::stack(own.chosen, 1).squeeze(2);  // [T, 2]
+  const auto& recorded = batch.routed_experts.values();
+  size_t differ = 0, compared = 0;
+  for (int64_t t = 0; t < own_experts.size(0); ++t)
+    for (int64_t l = 0; l < 2; ++l)
+      if (recorded[t * 2 + l] >= 0) ++compared, differ += own_experts[t][l].item<int64_t>() != recorded[t * 2 + l];
+  EXPECT_GT(differ * 5, compared) << differ << " of " << compared << " (token, layer) routes differ: the perturbation is too weak to test replay";
+
+  const auto none = trainer_logprobs(trainer_dir, "none", batch);
+  const auto replayed = trainer_logprobs(trainer_dir, "rollout", batch);
+  double worst_none = 0, worst_replay = 0;
+  size_t k = 0;
+  for (size_t t = 0; t < batch.tokens(); ++t) {
+    if (!batch.loss_mask.values()[t]) continue;
+    ++k;
+    worst_none = std::max(worst_none, std::abs(static_cast<double>(none[t]) - batch.logprobs.values()[t]));
+    worst_replay = std::max(worst_replay, std::abs(static_cast<double>(replayed[t]) - batch.logprobs.values()[t]));
+  }
+  EXPECT_EQ(k, rollout.sampled);
+  EXPECT_GT(worst_none, 1e-2) << "without replay the perturbed routers should change the log-probs";
+  EXPECT_LT(worst_replay, 2e-5) << "with the rollout's experts the trainer must recompute the recorded log-probs";
+  std::printf("routes differing: %zu of %zu; max |trainer - engine| over %zu sampled tokens: %.3g without replay, %.3g with\n", differ, compared, k,
+              worst_none, worst_replay);
+}
+
+// R2: train.moe.routing_replay: recompute replays the experts of the step's
+// log-prob recomputation in its update (or of a no-grad first pass), so the
+// update's forward gives the recomputed log-probs; rollout replay without
+// recorded routing is refused with a clear error.
+TEST(Moe, RecomputeReplayAndAMissingRolloutRoutingAreHandled) {
+  const std::string dir = tiny_moe_dir("tiny");
+  areal::testing::LocalEngine host_side(nlohmann::json{{"model_path", dir}});
+  auto fsdp = host_side.catalog.resolve("fsdp", AREAL_KIND_TRAIN);
+  areal::HostTensor<int32_t> ids(std::vector<int32_t>{5, 9, 33, 2, 71, 100, 4, 7, 7, 8, 9}), cu(std::vector<int32_t>{0, 5, 11}),
+      mask(std::vector<int32_t>{0, 0, 1, 1, 1, 0, 0, 1, 1, 1, 1});
+  areal::TensorMapBuilder b;
+  b.add("input_ids", ids.dl()).add("cu_seqlens", cu.dl()).add("loss_mask", mask.dl());
+  struct Seen {
+    std::vector<float> lp;
+  } seen;
+  areal_loss_fn capture{AREAL_OFFSET_OF_END(areal_loss_fn, eval), &seen,
+                        [](void* ctx, const areal_tensor_map* m, double* loss, DLTensor* grad, const areal_writer* w) -> areal_status* {
+                          for (size_t i = 0; i < m->count; ++i)
+                            if (std::string(m->names[i].data, m->names[i].size) == "new_logprobs") {
+                              const auto* p = static_cast<const float*>(m->tensors[i]->data);
+                              static_cast<Seen*>(ctx)->lp.assign(p, p + m->tensors[i]->shape[0]);
+                            }
+                          return areal::testing::mean_nll_eval(nullptr, m, loss, grad, w);
+                        }};
+  for (const bool first_pass : {true, false}) {
+    areal::PluginInstance train(fsdp, nlohmann::json{{"model_path", dir}, {"lr", 0.0}, {"moe", {{"routing_replay", "recompute"}}}}.dump(),
+                                &host_side.services);
+    std::vector<float> want;
+    if (first_pass) {
+      DLManagedTensor* lp = nullptr;
+      areal::throw_if_status(fsdp->train()->compute_logprobs(train.self(), b.get(), 1.0f, &lp), "compute_logprobs");
+      want.assign(static_cast<const float*>(lp->dl_tensor.data), static_cast<const float*>(lp->dl_tensor.data) + lp->dl_tensor.shape[0]);
+      lp->deleter(lp);
+    }
+    areal::throw_if_status(fsdp->train()->train_step(train.self(), b.get(), &capture, nullptr), "train_step");
+    ASSERT_EQ(seen.lp.size(), 11u);
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(seen.lp[i], want[i], 1e-6) << i;
+  }
+  areal::PluginInstance train(fsdp, nlohmann::json{{"model_path", dir}, {"moe", {{"routing_replay", "rollout"}}}}.dump(), &host_side.services);
+  DLManagedTensor* lp = nullptr;
+  areal_status* st = fsdp->train()->compute_logprobs(train.self(), b.get(), 1.0f, &lp);
+  ASSERT_NE(st, nullptr) << "rollout replay of a batch without routed_experts was accepted";
+  EXPECT_NE(std::string(areal::status_message(st)).find("gateway.record_routing"), std::string::npos) << areal::status_message(st);
+  areal::free_status(st);
 }
 
 TEST(Moe, LoraOnExpertsIsRefusedByName) {

@@ -70,6 +70,15 @@ TEST(BatchSplit, TokenSequenceAndScalarTensorsGoWhereTheyBelong) {
   EXPECT_EQ(values_of<float>(named(parts[1], "rewards")), (std::vector<float>{0.f, .5f}));  // per sequence
   EXPECT_EQ(named(parts[1], "temperature").shape.size(), 0u);
   EXPECT_FLOAT_EQ(values_of<float>(named(parts[1], "temperature"))[0], 0.7f);
+  // A per-token tensor with rows of its own (MoE routed_experts [T, layers, k]) is split by rows.
+  areal::HostTensor<int16_t> routed;
+  for (int16_t t = 0; t < 7; ++t) routed.values().insert(routed.values().end(), {t, static_cast<int16_t>(10 + t)});
+  routed.set_inner_shape({1, 2});
+  b.add("routed_experts", routed.dl());
+  const auto with_rows = ranks::split_batch(*b.get(), slices);
+  EXPECT_EQ(named(with_rows[1], "routed_experts").shape, (std::vector<int64_t>{4, 1, 2}));
+  EXPECT_EQ(values_of<int16_t>(named(with_rows[1], "routed_experts")), (std::vector<int16_t>{3, 13, 4, 14, 5, 15, 6, 16}));
+  EXPECT_EQ(values_of<int16_t>(named(with_rows[0], "routed_experts")), (std::vector<int16_t>{0, 10, 1, 11, 2, 12}));
   // A tensor of neither length cannot be split, and says so.
   areal::HostTensor<float> odd({1.f, 2.f});
   b.add("odd", odd.dl());

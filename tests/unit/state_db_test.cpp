@@ -108,6 +108,63 @@ TEST(StateDb, RestartRecoversSessionsCallsRewardsAndKeys) {
   EXPECT_DOUBLE_EQ(t.rows[0].reward, 0.25 + 0.9 * 1.5);
 }
 
+// MoE routing (issue #35) is committed with its call and exported the same
+// after a restart; a format-1 database (before routing) is migrated in place
+// and its calls come back without routing.
+TEST(StateDb, RoutingSurvivesARestartAndAFormat1DatabaseIsMigrated) {
+  TempDir dir;
+  areal::recorder::ExpertRouting r;
+  r.moe_layers = 2, r.top_k = 2, r.num_experts = 128;
+  for (uint16_t i = 0; i < 4 * 4; ++i) r.experts.push_back(static_cast<uint16_t>(i * 7 % 128));
+  std::string id;
+  {
+    Gateway g(dir.path, -1);
+    auto s = g.store.start("task", "", "").session;
+    const size_t i = s->record.insert("c1", {{{"role", "user"}, {"content", "x"}}});
+    s->record.complete(i, {{"role", "assistant"}, {"content", "y"}}, {1, 2, 3}, {4, 5}, {-1.f, -1.f}, {0, 0}, "stop", false, r);
+    g.store.end(s);
+    id = s->id;
+  }
+  {
+    Gateway g(dir.path, -1);
+    const auto t = g.store.export_session(id, 1.0, ExportStyle::kIndividual);
+    ASSERT_EQ(t.rows.size(), 1u);
+    EXPECT_EQ(t.rows[0].routing.experts, r.experts);
+    EXPECT_EQ(t.rows[0].routing.num_experts, 128u);
+  }
+  // A format-1 file: the calls table without its routing column.
+  TempDir old;
+  fs::create_directories(old.path);
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open((old.path / StateDb::kFileName).c_str(), &db), SQLITE_OK);
+  const char* v1 = R"sql(
+    CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    CREATE TABLE sessions(id TEXT PRIMARY KEY, task_id TEXT NOT NULL, group_id TEXT NOT NULL, api_key TEXT NOT NULL,
+      state TEXT NOT NULL, end_reason TEXT NOT NULL, trained_step INTEGER NOT NULL DEFAULT -1);
+    CREATE TABLE calls(session_id TEXT NOT NULL, idx INTEGER NOT NULL, id TEXT NOT NULL, parent INTEGER NOT NULL,
+      state TEXT NOT NULL, messages TEXT, output TEXT, concat INTEGER NOT NULL, prompt_ids BLOB, output_ids BLOB, logprobs BLOB,
+      versions BLOB, finish_reason TEXT NOT NULL, reward REAL, PRIMARY KEY(session_id, idx)) WITHOUT ROWID;
+    INSERT INTO sessions VALUES('old-0', 'old', 'old', 'key-old', 'ended', 'ended', -1);
+    INSERT INTO calls VALUES('old-0', 0, 'c0', -1, 'complete', '[]', '{}', 0, x'01000000', x'02000000', x'000080bf', x'0000000000000000', 'stop', 1.0);
+    PRAGMA user_version=1;)sql";
+  ASSERT_EQ(sqlite3_exec(db, v1, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+  sqlite3_close(db);
+  {
+    Gateway g(old.path, -1);
+    const auto t = g.store.export_session("old-0", 1.0, ExportStyle::kIndividual);
+    ASSERT_EQ(t.rows.size(), 1u);
+    EXPECT_EQ(t.rows[0].input_ids, (std::vector<int32_t>{1, 2}));
+    EXPECT_TRUE(t.rows[0].routing.empty());
+  }
+  ASSERT_EQ(sqlite3_open((old.path / StateDb::kFileName).c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+  EXPECT_EQ(sqlite3_column_int(st, 0), StateDb::kFormatVersion);
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+}
+
 // The trainer's hand-off: taken sessions come back after a restart unless a
 // committed checkpoint holds them; marked for a checkpoint that was never
 // committed (the run resumes from an earlier one) they come back first.

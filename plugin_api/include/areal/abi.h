@@ -4,7 +4,7 @@
  * Pure C99. Nothing here may depend on C++ or on any library other than the C
  * standard headers and DLPack. Read docs/plugin-abi-guidelines.md before editing:
  * the rules below (append-only, struct_size, ownership lines) are what lets a
- * plugin built against ABI 1.0 keep loading into a host built against 1.7.
+ * plugin built against ABI 1.0 keep loading into a host built against 1.8.
  *
  * Conventions used on every declaration in this directory:
  *   OWNERSHIP: who allocates and who frees each pointer argument or result.
@@ -32,7 +32,7 @@ extern "C" {
 #define AREAL_ABI_MAJOR 1
 /* Bump when anything is appended to any struct or enum in this directory, or
  * when a member's documented meaning is refined (see the @since notes). */
-#define AREAL_ABI_MINOR 7
+#define AREAL_ABI_MINOR 8
 
 /* On every slot that returns a status: ignoring one drops an error and leaks
  * the status object, so compilers that can say so warn (-Wunused-result). */

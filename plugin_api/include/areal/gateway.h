@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "areal/abi.h"
+#include "areal/inference.h"
 #include "areal/services.h"
 
 #ifdef __cplusplus
@@ -26,7 +27,7 @@ extern "C" {
  * aligned token by token (docs/http-api.md "Export format").
  * OWNERSHIP: gateway-owned; borrowed by the sink for one on_session call. */
 typedef struct areal_trajectory_row {
-  uint32_t struct_size; /* AREAL_OFFSET_OF_END(areal_trajectory_row, turns) */
+  uint32_t struct_size; /* AREAL_OFFSET_OF_END(areal_trajectory_row, routing) since 1.8; (.., turns) before */
   areal_str interaction_id;
   size_t count;
   const int32_t* input_ids;
@@ -35,6 +36,11 @@ typedef struct areal_trajectory_row {
   const int64_t* versions;  /* policy version per sampled token; -1 on prompt tokens */
   double reward;            /* discounted along the conversation */
   uint32_t turns;           /* assistant turns in the row */
+  /* @since 1.8 (optional) mixture-of-experts models: the experts the rollout
+   * routed positions 0 .. count - 2 to (positions == count - 1), from the
+   * calls of the row that recorded them (areal_gen_request.record_routing);
+   * 0xFFFF where a position was not recorded. NULL: none was. */
+  const areal_routing* routing;
 } areal_trajectory_row;
 
 /* An ended session's rows, exported and removed from the gateway.

@@ -33,7 +33,7 @@ class StreamingSink {
                 const std::vector<int32_t>& stop_ids, std::function<void(const std::string&)> on_delta)
       : decoder_(tok, false), stops_(std::move(stops)), stop_ids_(stop_ids), on_delta_(std::move(on_delta)) {
     for (const auto& s : stops_) hold_ = std::max(hold_, s.size() - 1);
-    sink_ = {AREAL_OFFSET_OF_END(areal_gen_sink, on_done), this, &StreamingSink::on_tokens, &StreamingSink::on_done, nullptr};
+    sink_ = {AREAL_OFFSET_OF_END(areal_gen_sink, on_routing), this, &StreamingSink::on_tokens, &StreamingSink::on_done, &StreamingSink::on_routing};
   }
   const areal_gen_sink* sink() const { return &sink_; }
 
@@ -54,6 +54,7 @@ class StreamingSink {
   size_t emitted = 0;  // bytes of `text` passed to on_delta
   std::string delta_error;
   std::string sink_error;  // decoding failed inside a callback: the request fails
+  recorder::ExpertRouting routing;
 
  private:
   // Both callbacks run on the backend's thread, across the C ABI: nothing
@@ -92,6 +93,15 @@ class StreamingSink {
     self->flush(self->stop_string_hit ? self->text.size() : (self->text.size() > self->hold_ ? self->text.size() - self->hold_ : 0));
     if (self->stop_string_hit) return make_status(AREAL_CODE_CANCELLED, "stop string reached");
     return nullptr;
+  }
+  static void on_routing(void* ctx, const areal_routing* r) {
+    auto* self = static_cast<StreamingSink*>(ctx);
+    std::lock_guard<std::mutex> lock(self->mutex_);
+    try {
+      self->routing = recorder::copy_routing(*r);
+    } catch (const std::exception& e) {
+      if (self->sink_error.empty()) self->sink_error = std::string("the backend's routing: ") + e.what();
+    }
   }
   static void on_done(void* ctx, int32_t reason, const areal_status* error) {
     auto* self = static_cast<StreamingSink*>(ctx);
@@ -220,7 +230,8 @@ Generated ChatService::generate(std::vector<int32_t> prompt, const ChatRequest& 
   // The request's `model` chooses a LoRA adapter when it names one the backend serves.
   const std::string adapter = req.model == config_.model_name ? std::string() : adapters_->adapter_for(req.model);
   areal_gen_request r{};
-  r.struct_size = AREAL_OFFSET_OF_END(areal_gen_request, adapter);
+  r.struct_size = AREAL_OFFSET_OF_END(areal_gen_request, record_routing);
+  r.record_routing = config_.record_routing ? 1 : 0;
   r.request_id = next_request_id();
   r.adapter = areal_str{adapter.data(), adapter.size()};
   // A session's calls go to one server of a multi-server backend (its KV cache holds the prefix).
@@ -244,6 +255,15 @@ Generated ChatService::generate(std::vector<int32_t> prompt, const ChatRequest& 
   g.logprobs = std::move(sink.logprobs);
   g.versions = std::move(sink.versions);
   g.text = std::move(sink.text);
+  if (config_.record_routing) {
+    // Kept only when it covers the call (prompt + output - 1 positions), as the
+    // recorder and the trainer take it; a backend that reported none leaves the
+    // call unrouted, and the trainer's router then chooses for it.
+    if (!sink.routing.empty() && sink.routing.positions() + 1 == g.prompt_ids.size() + g.output_ids.size())
+      g.routing = std::move(sink.routing);
+    else if (config_.on_unrouted_call)
+      config_.on_unrouted_call();
+  }
   g.stop_string = sink.stop_string;
   const bool stopped = sink.finish == AREAL_FINISH_STOP || sink.stop_string_hit;
   g.finish_reason = stopped ? "stop" : "length";
@@ -384,7 +404,8 @@ ChatService::Completed ChatService::run(const ChatRequest& req, const std::share
     if (c.finish_reason == "stop") c.finish_reason = "tool_calls";
   }
   if (record)
-    session->record.complete(index, c.message, c.gen.prompt_ids, c.gen.output_ids, c.gen.logprobs, c.gen.versions, c.finish_reason, linked);
+    session->record.complete(index, c.message, c.gen.prompt_ids, c.gen.output_ids, c.gen.logprobs, c.gen.versions, c.finish_reason, linked,
+                             c.gen.routing);
   return c;
 }
 

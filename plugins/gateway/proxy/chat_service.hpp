@@ -23,6 +23,7 @@
 #include "plugins/gateway/proxy/session_store.hpp"
 #include "core/hf/chat_template/chat_template.hpp"
 #include "core/hf/tokenizer/tokenizer.hpp"
+#include "core/recorder/expert_routing.hpp"
 #include "areal/plugin_api.h"
 
 namespace areal::proxy {
@@ -47,6 +48,8 @@ struct ChatServiceConfig {
   int64_t max_completion_tokens = 0;  // > 0: caps every request's completion budget
   int64_t max_context = 32768;     // prompt + completion
   std::string model_name = "default";
+  bool record_routing = false;  // ask the backend for MoE routing (ABI 1.7) and record it
+  std::function<void()> on_unrouted_call;  // a call recorded without the routing it asked for (counted)
   OutputParserConfig parsers;
 };
 
@@ -56,6 +59,7 @@ struct Generated {
   std::vector<int32_t> output_ids;
   std::vector<float> logprobs;
   std::vector<int64_t> versions;
+  recorder::ExpertRouting routing;  // with record_routing: prompt + output - 1 positions
   std::string forced_prefix;  // text appended to the prompt to force a tool call (prompt tokens)
   std::string text;           // decoded output, stop token and stop string removed
   std::string finish_reason;  // "stop" | "length"
