@@ -17,6 +17,7 @@
 
 #include "core/hf/model_files/init_model.hpp"
 #include "core/plugin_host/host_tensor.hpp"
+#include "core/recorder/episode_recorder.hpp"
 #include "core/recorder/recorder.hpp"
 #include "core/trainer/trajectory_batch.hpp"
 #include "core/plugin_host/error.hpp"
@@ -371,6 +372,33 @@ TEST(Moe, RecomputeReplayAndAMissingRolloutRoutingAreHandled) {
   ASSERT_NE(st, nullptr) << "rollout replay of a batch without routed_experts was accepted";
   EXPECT_NE(std::string(areal::status_message(st)).find("gateway.record_routing"), std::string::npos) << areal::status_message(st);
   areal::free_status(st);
+}
+
+// rollout.record_routing: a workflow's api->generate calls record their
+// routing, and the episode's rows carry it (without it, none).
+TEST(Moe, WorkflowEpisodesRecordRoutingWhenAsked) {
+  areal::testing::LocalEngine engine(nlohmann::json{{"model_path", tiny_moe_dir("tiny")}});
+  const std::vector<int32_t> prompt = {5, 9, 33, 2};
+  areal_sampling_params s{};
+  s.struct_size = AREAL_OFFSET_OF_END(areal_sampling_params, json_schema);
+  s.temperature = 1.0f, s.top_p = 1.0f, s.max_new_tokens = 6, s.ignore_eos = 1;
+  for (const bool record : {true, false}) {
+    areal::EpisodeRecorder rec("ep", &engine.vt(), engine.instance.self(), 1, record);
+    areal_gen_request r{};
+    r.struct_size = AREAL_OFFSET_OF_END(areal_gen_request, sampling);  // a workflow built before ABI 1.7
+    r.input_ids = prompt.data(), r.input_ids_count = prompt.size(), r.sampling = &s;
+    const areal_completion* out = nullptr;
+    areal::throw_if_status(rec.api()->generate(rec.api()->ctx, &r, &out), "generate");
+    const auto rows = rec.record().export_rows(areal::recorder::ExportStyle::kIndividual, 1.0);
+    ASSERT_EQ(rows.size(), 1u);
+    if (record) {
+      EXPECT_EQ(rows[0].routing.positions(), prompt.size() + 6 - 1);
+      EXPECT_EQ(rows[0].routing.moe_layers, 2u);
+      EXPECT_EQ(rows[0].routing.top_k, 2u);
+    } else {
+      EXPECT_TRUE(rows[0].routing.empty());
+    }
+  }
 }
 
 TEST(Moe, LoraOnExpertsIsRefusedByName) {
