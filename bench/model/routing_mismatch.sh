@@ -6,13 +6,9 @@
 # and rollout (bench/model/routing_mismatch.cpp says how).
 #   bench/model/routing_mismatch.sh [BUILD_DIR] [PRESET] [SIGMA]
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-src=$(cd "$here/../.." && pwd)
-build=${1:-$src/build}
 preset=${2:-small}
 sigma=${3:-0.1}
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); preset $preset"
+source "$(dirname "$0")/bench_env.sh" "${1:-}"
+echo "preset $preset, sigma $sigma"
 "$build/bin/areal-host" init-model --family qwen3_moe --preset "$preset" --tokenizer bytes --out "$work/model" --seed 1 2>&1 | head -1
 "$build/bin/areal_routing_mismatch" "$work/model" 16 64 "$sigma"

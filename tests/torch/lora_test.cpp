@@ -24,6 +24,7 @@
 #include "core/plugin_host/error.hpp"
 #include "decoder_model.hpp"
 #include "lora_adapter.hpp"
+#include "model_dir_once.hpp"
 #include "test_temp_dir.hpp"
 
 using areal::torch_model::DecoderModel;
@@ -36,17 +37,9 @@ using J = nlohmann::json;
 namespace {
 
 std::string tiny_model(const std::string& family) {
-  const std::string dir = areal::testing::test_temp_dir("lora-" + family);
-  if (!fs::exists(dir + "/config.json")) {
-    areal::model::InitModelOptions o;
-    o.family = family;
-    o.preset = "tiny";
-    o.tokenizer_dir = "bytes";
-    o.out_dir = dir;
-    o.seed = 4;
-    areal::model::init_model(o);
-  }
-  return dir;
+  areal::model::InitModelOptions o;
+  o.family = family, o.preset = "tiny", o.tokenizer_dir = "bytes", o.seed = 4;
+  return areal::testing::model_dir_once("lora-" + family, o);
 }
 
 // An adapter whose B is not zero (a trained one), so every target counts.

