@@ -64,11 +64,41 @@ torch::Tensor inverse_frequencies(const model::ModelConfig& c) {
       }
     } else if (type == "linear") {
       for (double& f : inv) f /= factor;
+    } else if (type == "yarn") {
+      // YaRN (transformers' _compute_yarn_parameters): dimensions that turn
+      // fewer than beta_slow times over the original context are interpolated
+      // (f / factor), those that turn more than beta_fast times kept, and a
+      // linear ramp blends the band between.
+      const double old_ctx = c.rope_scaling.value("original_max_position_embeddings", static_cast<double>(c.max_position_embeddings));
+      const double fast = c.rope_scaling.value("beta_fast", 0.0) > 0 ? c.rope_scaling.value("beta_fast", 32.0) : 32.0;
+      const double slow = c.rope_scaling.value("beta_slow", 0.0) > 0 ? c.rope_scaling.value("beta_slow", 1.0) : 1.0;
+      const bool truncate = c.rope_scaling.value("truncate", true);
+      const double dim = static_cast<double>(c.head_dim);
+      auto correction_dim = [&](double rotations) { return dim * std::log(old_ctx / (rotations * 2 * M_PI)) / (2 * std::log(c.rope_theta)); };
+      double low = correction_dim(fast), high = correction_dim(slow);
+      if (truncate) low = std::floor(low), high = std::ceil(high);
+      low = std::max(low, 0.0), high = std::min(high, dim - 1);
+      if (low == high) high += 0.001;
+      for (int64_t i = 0; i < half; ++i) {
+        const double keep = 1 - std::clamp((static_cast<double>(i) - low) / (high - low), 0.0, 1.0);  // 1: extrapolate (unchanged)
+        inv[i] = inv[i] / factor * (1 - keep) + inv[i] * keep;
+      }
     } else if (type != "default") {
       throw Error(AREAL_CODE_UNSUPPORTED, "rope_scaling type '" + type + "' is not implemented in the libtorch model yet");
     }
   }
   return torch::tensor(inv, torch::kFloat64);
+}
+
+// What cos and sin are multiplied by: YaRN's attention factor
+// (0.1 ln(factor) + 1, or mscale / mscale_all_dim's, or given), else 1.
+double rope_attention_factor(const model::ModelConfig& c) {
+  if (!c.rope_scaling.is_object() || c.rope_scaling.value("rope_type", c.rope_scaling.value("type", std::string())) != "yarn") return 1.0;
+  const double factor = c.rope_scaling.value("factor", 1.0);
+  if (c.rope_scaling.contains("attention_factor") && c.rope_scaling["attention_factor"].is_number()) return c.rope_scaling["attention_factor"];
+  auto mscale = [&](double m) { return factor <= 1 ? 1.0 : 0.1 * m * std::log(factor) + 1.0; };
+  const double m = c.rope_scaling.value("mscale", 0.0), all = c.rope_scaling.value("mscale_all_dim", 0.0);
+  return m != 0 && all != 0 ? mscale(m) / mscale(all) : mscale(1.0);
 }
 
 #if AREAL_HAS_SDPA
@@ -108,7 +138,11 @@ torch::Tensor rotate_half(const torch::Tensor& x) {
 }  // namespace
 
 DecoderModel::DecoderModel(model::ModelConfig config, torch::Dtype dtype, torch::Device device)
-    : config_(std::move(config)), dtype_(dtype), device_(device), inv_freq_(inverse_frequencies(config_).to(device)) {
+    : config_(std::move(config)),
+      dtype_(dtype),
+      device_(device),
+      inv_freq_(inverse_frequencies(config_).to(device)),
+      rope_scale_(rope_attention_factor(config_)) {
   for (int64_t l = 0, n = 0; l < config_.num_hidden_layers; ++l) moe_index_.push_back(config_.is_moe_layer(l) ? n++ : -1);
 }
 
@@ -156,7 +190,9 @@ torch::Tensor DecoderModel::rope_table(const torch::Tensor& positions) const {
   // freqs [S, hd/2] -> emb [S, hd] = cat(freqs, freqs), HF's layout; in float64, then the model's dtype.
   const torch::Tensor freqs = positions.to(torch::kFloat64).unsqueeze(1) * inv_freq_.unsqueeze(0);
   const torch::Tensor emb = torch::cat({freqs, freqs}, -1);
-  return torch::stack({emb.cos(), emb.sin()}).to(dtype_).unsqueeze(2);
+  torch::Tensor table = torch::stack({emb.cos(), emb.sin()});
+  if (rope_scale_ != 1.0) table = table * rope_scale_;  // YaRN's attention factor, on cos and sin as HF applies it
+  return table.to(dtype_).unsqueeze(2);
 }
 
 torch::Tensor DecoderModel::apply_rope(const torch::Tensor& x, const torch::Tensor& rope) const {

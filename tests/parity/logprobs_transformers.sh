@@ -5,7 +5,9 @@
 # shape we make: qwen3, qwen2, llama3 and qwen3_moe (Qwen3MoeForCausalLM)
 # in the tiny preset (16-wide heads, tied embeddings but llama3's; MoE: every
 # layer 8 experts, top 2) and tiny-hd32 (32-wide, untied; MoE: a dense layer,
-# then an expert layer), every tensor perturbed. Bound: 1e-5 on every token of sequences of 2 to 130.
+# then an expert layer), every tensor perturbed; and qwen3 tiny-hd32 with
+# YaRN rope scaling (factor 4 over an original context of 32, so the
+# sequences reach 4x past it). Bound: 1e-5 on every token of sequences of 2 to 130.
 #   logprobs_transformers.sh AREAL_HOST SCORE_BIN SOURCE_DIR WORK
 set -euo pipefail
 host=$1 score=$2 src=$(cd "$3" && pwd) work=$4
@@ -13,12 +15,21 @@ py=$src/.venv-vllm/bin/python
 ref=$src/tests/parity/reference_logprobs_transformers.py
 [ -x "$py" ] || { echo "FAIL: $py is missing: run scripts/setup.sh with AREAL_TEST_PYTHON=1 (scripts/test.sh does)"; exit 1; }
 rm -rf "$work" && mkdir -p "$work"
-bound=1e-5 failed=0 compared=0 seed=0
-for family in qwen3 qwen2 llama3 qwen3_moe; do
-  for preset in tiny tiny-hd32; do
-    seed=$((seed + 1))
-    dir=$work/$family-$preset
+bound=1e-5 failed=0 compared=0 seed=0 cases=0
+for row in "qwen3 tiny" "qwen3 tiny-hd32" "qwen2 tiny" "qwen2 tiny-hd32" "llama3 tiny" "llama3 tiny-hd32" "qwen3_moe tiny" "qwen3_moe tiny-hd32" \
+           "qwen3 tiny-hd32 yarn"; do
+    read -r family preset rope <<<"$row"
+    seed=$((seed + 1)) cases=$((cases + 1))
+    dir=$work/$family-$preset${rope:+-$rope}
     "$host" init-model --family "$family" --preset "$preset" --tokenizer bytes --out "$dir" --seed "$seed" 2>/dev/null
+    if [ "$rope" = yarn ]; then
+      /usr/bin/python3 - "$dir/config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["rope_scaling"] = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32}
+json.dump(c, open(sys.argv[1], "w"), indent=2)
+PY
+    fi
     "$py" "$ref" perturb "$dir" "$seed"
     "$py" "$ref" sequences "$dir" "$dir/in.json" "$seed"
     HF_HUB_OFFLINE=1 "$py" "$ref" score "$dir" "$dir/in.json" "$dir/hf.json"
@@ -47,10 +58,9 @@ PY
     fi
     compared=$((compared + n))
     ok=$(/usr/bin/python3 -c "print(int($worst <= $bound))")
-    echo "$([ "$ok" = 1 ] && echo ok || echo FAIL) $family $preset: $n log-probs, max |transformers - areal| = $worst"
+    echo "$([ "$ok" = 1 ] && echo ok || echo FAIL) $family $preset${rope:+ $rope}: $n log-probs, max |transformers - areal| = $worst"
     [ "$ok" = 1 ] || failed=$((failed + 1))
-  done
 done
 echo "versions: $("$py" -c 'import transformers, torch; print("transformers", transformers.__version__, "torch", torch.__version__)')"
-echo "logprobs vs transformers: $compared log-probs, $((8 - failed)) passed, $failed failed (bound $bound)"
+echo "logprobs vs transformers: $compared log-probs, $((cases - failed)) passed, $failed failed (bound $bound)"
 [ "$failed" = 0 ]

@@ -50,6 +50,10 @@ ModelConfig ModelConfig::from_hf_json(const nlohmann::json& j, const std::string
     c.rope_theta = j["rope_parameters"].value("rope_theta", c.rope_theta);
   c.initializer_range = j.value("initializer_range", 0.02);
   c.rope_scaling = j.value("rope_scaling", nlohmann::json());
+  // transformers 5 writes the scaling into rope_parameters too (rope_type beside rope_theta).
+  if (!c.rope_scaling.is_object() && j.contains("rope_parameters") && j["rope_parameters"].is_object() &&
+      j["rope_parameters"].value("rope_type", std::string("default")) != "default")
+    c.rope_scaling = j["rope_parameters"];
   if (c.rope_scaling.is_object()) {
     const std::string rt = c.rope_scaling.value("rope_type", c.rope_scaling.value("type", std::string("default")));
     if (rt != "default" && rt != "llama3" && rt != "linear" && rt != "dynamic" && rt != "yarn")
