@@ -570,11 +570,20 @@ class LocalInference {
     const torch::Tensor key_counts = decode_inputs_[2].narrow(0, 0, rows), write_slots = decode_inputs_[3].narrow(0, 0, rows);
     // Computed once for every layer: the rotary table and which cached keys each row sees.
     const torch::Tensor rope = model_->rope_table(positions);
-    torch::Tensor allowed = (torch::arange(keys, key_counts.options()).unsqueeze(0) < key_counts.unsqueeze(1)).view({rows, 1, 1, keys});
+    // A row's cached keys lie at their positions: it sees keys [0, count),
+    // and in a sliding layer (GPT-OSS) only the last `window` of them.
+    const torch::Tensor key = torch::arange(keys, key_counts.options()).unsqueeze(0);
+    torch::Tensor allowed = (key < key_counts.unsqueeze(1)).view({rows, 1, 1, keys}), allowed_sliding;
+    if (c.has_sliding_layers())
+      allowed_sliding = allowed & (key > (positions.unsqueeze(1) - c.sliding_window)).view({rows, 1, 1, keys});
     // On CUDA as the additive mask attention takes, made once instead of in every layer.
-    if (device_.is_cuda())
-      allowed = torch::zeros(allowed.sizes(), torch::TensorOptions().dtype(dtype_).device(device_))
-                    .masked_fill_(allowed.logical_not(), -std::numeric_limits<double>::infinity());
+    auto additive = [&](const torch::Tensor& m) {
+      return torch::zeros(m.sizes(), torch::TensorOptions().dtype(dtype_).device(device_)).masked_fill_(m.logical_not(), -std::numeric_limits<double>::infinity());
+    };
+    if (device_.is_cuda()) {
+      allowed = additive(allowed);
+      if (allowed_sliding.defined()) allowed_sliding = additive(allowed_sliding);
+    }
     torch::Tensor x = torch::embedding(model_->p("model.embed_tokens.weight"), tokens);
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
       const std::string pre = "model.layers." + std::to_string(l) + ".";
@@ -585,7 +594,7 @@ class LocalInference {
       v_cache_[l].index_put_({write_slots, Slice(), positions}, v);
       const torch::Tensor kb = k_cache_[l].narrow(0, 0, rows).narrow(2, 0, keys);
       const torch::Tensor vb = v_cache_[l].narrow(0, 0, rows).narrow(2, 0, keys);
-      x = x + model_->attend_cached(l, q, kb, vb, allowed);
+      x = x + model_->attend_cached(l, q, kb, vb, c.attention_window(l) > 0 ? allowed_sliding : allowed);
       x = x + model_->mlp(l, model_->rms_norm(x, model_->p(pre + "post_attention_layernorm.weight")), moe);
     }
     return model_->rms_norm(x, model_->p("model.norm.weight"));

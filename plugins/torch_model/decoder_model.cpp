@@ -225,11 +225,13 @@ torch::Tensor DecoderModel::mlp(int64_t layer, const torch::Tensor& x, MoeRoutin
 torch::Tensor DecoderModel::moe(int64_t layer, const torch::Tensor& x, MoeRouting* routing) const {
   const std::string pre = "model.layers." + std::to_string(layer) + ".mlp.";
   const int64_t T = x.size(0), E = config_.num_experts, k = config_.num_experts_per_tok;
-  // HF's Qwen3MoeTopKRouter: softmax over all experts in float32 at least,
-  // top-k, optionally renormalised, then back to the hidden dtype.
-  const torch::Tensor logits = torch::linear(x, p(pre + "gate.weight"));
+  const bool oss = config_.fused_experts;
+  // Qwen3-MoE's router (HF's Qwen3MoeTopKRouter): softmax over all experts
+  // in float32 at least, top-k, optionally renormalised. GPT-OSS's
+  // (GptOssTopKRouter): logits with a bias, top-k, softmax over those k.
+  const torch::Tensor logits = oss ? torch::linear(x, p(pre + "router.weight"), p(pre + "router.bias")) : torch::linear(x, p(pre + "gate.weight"));
   const auto compute = x.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
-  const torch::Tensor probs = torch::softmax(logits.to(compute), -1);
+  const torch::Tensor scores = oss ? logits.to(compute) : torch::softmax(logits.to(compute), -1);  // monotonic in the logits
   torch::Tensor weights, experts;
   if (routing != nullptr && routing->replay.defined()) {
     // Replay: the recorded experts, weighted by today's router.
@@ -239,12 +241,13 @@ torch::Tensor DecoderModel::moe(int64_t layer, const torch::Tensor& x, MoeRoutin
                                                    " experts for a layer of " + std::to_string(T) + " tokens x top-" + std::to_string(k));
     // A row whose first slot is negative was not recorded: the router chooses
     // it. Selected on the device, without asking the host whether any is.
-    experts = torch::where(experts.select(1, 0).lt(0).unsqueeze(1), std::get<1>(probs.topk(k, -1)), experts);
-    weights = probs.gather(1, experts);
+    experts = torch::where(experts.select(1, 0).lt(0).unsqueeze(1), std::get<1>(scores.topk(k, -1)), experts);
+    weights = scores.gather(1, experts);
   } else {
-    std::tie(weights, experts) = probs.topk(k, -1);
+    std::tie(weights, experts) = scores.topk(k, -1);
   }
-  if (config_.norm_topk_prob) weights = weights / weights.sum(-1, /*keepdim=*/true);
+  if (oss) weights = torch::softmax(weights, -1);
+  else if (config_.norm_topk_prob) weights = weights / weights.sum(-1, /*keepdim=*/true);
   weights = weights.to(x.scalar_type());
   if (routing != nullptr) {
     if (routing->record) routing->chosen.push_back(experts.detach());
@@ -262,10 +265,22 @@ torch::Tensor DecoderModel::moe(int64_t layer, const torch::Tensor& x, MoeRoutin
   std::vector<torch::Tensor> outs;
   for (int64_t e = 0, start = 0; e < E; start += count[e], ++e) {
     if (count[e] == 0) continue;
-    const std::string xp = pre + "experts." + std::to_string(e) + ".";
     const torch::Tensor in = rows.narrow(0, start, count[e]);
-    const torch::Tensor act = torch::silu(torch::linear(in, p(xp + "gate_proj.weight"))) * torch::linear(in, p(xp + "up_proj.weight"));
-    outs.push_back(torch::linear(act, p(xp + "down_proj.weight")) * row_weights.narrow(0, start, count[e]));
+    torch::Tensor out;
+    if (oss) {
+      // GPT-OSS's expert (GptOssExperts): fused, biased, gate and up
+      // interleaved along 2I, a clamped SwiGLU with up + 1.
+      const torch::Tensor gate_up = torch::addmm(p(pre + "experts.gate_up_proj_bias")[e], in, p(pre + "experts.gate_up_proj")[e]);
+      const torch::Tensor gate = gate_up.slice(1, 0, c10::nullopt, 2).clamp_max(config_.swiglu_limit);
+      const torch::Tensor up = gate_up.slice(1, 1, c10::nullopt, 2).clamp(-config_.swiglu_limit, config_.swiglu_limit);
+      const torch::Tensor act = (up + 1) * (gate * torch::sigmoid(gate * config_.swiglu_alpha));
+      out = torch::addmm(p(pre + "experts.down_proj_bias")[e], act, p(pre + "experts.down_proj")[e]);
+    } else {
+      const std::string xp = pre + "experts." + std::to_string(e) + ".";
+      const torch::Tensor act = torch::silu(torch::linear(in, p(xp + "gate_proj.weight"))) * torch::linear(in, p(xp + "up_proj.weight"));
+      out = torch::linear(act, p(xp + "down_proj.weight"));
+    }
+    outs.push_back(out * row_weights.narrow(0, start, count[e]));
   }
   return torch::zeros_like(x).index_add(0, token_of, torch::cat(outs));
 }
@@ -302,23 +317,40 @@ void DecoderModel::qkv(int64_t layer, const torch::Tensor& x, const torch::Tenso
   k = apply_rope(k, rope);
 }
 
-torch::Tensor DecoderModel::attend_heads(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t q_offset) const {
+bool DecoderModel::plain_attention(int64_t layer) const { return !config_.attention_sinks && config_.attention_window(layer) == 0; }
+
+torch::Tensor DecoderModel::attention_probs(int64_t layer, const torch::Tensor& scores, std::vector<int64_t> sink_view, torch::ScalarType out) const {
+  const auto compute = scores.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+  const torch::Tensor s = scores.to(compute);
+  if (!config_.attention_sinks) return torch::softmax(s, -1).to(out);
+  // HF's eager GPT-OSS attention: the sink is one more column of every row,
+  // softmaxed with the keys and dropped after (the weights sum below 1).
+  std::vector<int64_t> column = s.sizes().vec();
+  column.back() = 1;
+  const torch::Tensor sink = p("model.layers." + std::to_string(layer) + ".self_attn.sinks").to(compute).view(sink_view).expand(column);
+  return torch::softmax(torch::cat({s, sink}, -1), -1).narrow(-1, 0, s.size(-1)).to(out);
+}
+
+torch::Tensor DecoderModel::attend_heads(int64_t layer, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t q_offset) const {
   const int64_t S = q.size(0), K = k.size(0), groups = config_.num_attention_heads / config_.num_key_value_heads;
+  const int64_t window = config_.attention_window(layer);
   const torch::Tensor kr = k.repeat_interleave(groups, 1), vr = v.repeat_interleave(groups, 1);  // GQA
-  const auto compute = q.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;  // softmax in float32 at least
-  // Queries [begin, end) attend to keys 0..q_offset + end - 1 (causal): [H, n, keys] scores.
+  // Queries [begin, end) attend to keys 0..q_offset + end - 1 (causal), the
+  // last `window` of them in a sliding layer: [H, n, keys] scores.
   auto block = [&](int64_t begin, int64_t end) {
     const int64_t keys = std::min(K, q_offset + end);
     const torch::Tensor qb = q.narrow(0, begin, end - begin), kb = kr.narrow(0, 0, keys), vb = vr.narrow(0, 0, keys);
     torch::Tensor scores = torch::matmul(qb.transpose(0, 1), kb.permute({1, 2, 0})) / std::sqrt(static_cast<double>(config_.head_dim));
     const auto idx = torch::TensorOptions().dtype(torch::kInt64).device(q.device());
     const torch::Tensor qi = torch::arange(begin, end, idx).unsqueeze(1) + q_offset, ki = torch::arange(keys, idx).unsqueeze(0);
-    scores = scores.masked_fill((ki > qi).unsqueeze(0), -std::numeric_limits<double>::infinity());
-    const torch::Tensor probs = torch::softmax(scores.to(compute), -1).to(q.scalar_type());
+    torch::Tensor hidden = ki > qi;
+    if (window > 0) hidden = hidden | (ki <= qi - window);
+    scores = scores.masked_fill(hidden.unsqueeze(0), -std::numeric_limits<double>::infinity());
+    const torch::Tensor probs = attention_probs(layer, scores, {config_.num_attention_heads, 1, 1}, q.scalar_type());
     return torch::matmul(probs, vb.transpose(0, 1)).transpose(0, 1).reshape({end - begin, -1});
   };
 #if AREAL_HAS_SDPA_GQA
-  if (fused_on(q) && S == K && q_offset == 0) {
+  if (fused_on(q) && plain_attention(layer) && S == K && q_offset == 0) {
     // Causal self-attention (training, prefill) on the flash kernel, whose
     // grouped-query support reads each KV head for its query heads: no
     // repeated copy of K and V, forward or backward.
@@ -329,7 +361,7 @@ torch::Tensor DecoderModel::attend_heads(const torch::Tensor& q, const torch::Te
   }
 #endif
 #if AREAL_HAS_SDPA
-  if (fused_on(q)) {
+  if (fused_on(q) && plain_attention(layer)) {
     // [1, H, S, hd] layout for the fused kernels (flash / memory-efficient on CUDA).
     const torch::Tensor q4 = q.transpose(0, 1).unsqueeze(0), k4 = kr.transpose(0, 1).unsqueeze(0), v4 = vr.transpose(0, 1).unsqueeze(0);
     torch::Tensor o;
@@ -361,11 +393,13 @@ torch::Tensor DecoderModel::attend_heads(const torch::Tensor& q, const torch::Te
 }
 
 torch::Tensor DecoderModel::o_proj(int64_t layer, const torch::Tensor& heads) const {
-  return with_lora(layer, LoraModule::kO, heads, torch::linear(heads, p("model.layers." + std::to_string(layer) + ".self_attn.o_proj.weight")));
+  const std::string pre = "model.layers." + std::to_string(layer) + ".self_attn.o_proj.";
+  return with_lora(layer, LoraModule::kO, heads,
+                   config_.o_bias ? torch::linear(heads, p(pre + "weight"), p(pre + "bias")) : torch::linear(heads, p(pre + "weight")));
 }
 
 torch::Tensor DecoderModel::attend(int64_t layer, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t q_offset) const {
-  return o_proj(layer, attend_heads(q, k, v, q_offset));
+  return o_proj(layer, attend_heads(layer, q, k, v, q_offset));
 }
 
 torch::Tensor DecoderModel::attend_packed(int64_t layer, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
@@ -389,7 +423,7 @@ torch::Tensor DecoderModel::attend_packed(int64_t layer, const torch::Tensor& q,
     const int64_t first = order[i], L = len(first);
     if (L > kAlone) {
       const int64_t s = bounds[first];
-      pieces.push_back(attend_heads(q.narrow(0, s, L), k.narrow(0, s, L), v.narrow(0, s, L), 0));
+      pieces.push_back(attend_heads(layer, q.narrow(0, s, L), k.narrow(0, s, L), v.narrow(0, s, L), 0));
       for (int64_t r = 0; r < L; ++r) row_of[static_cast<size_t>(s + r)] = rows + r;
       rows += L;
       ++i;
@@ -416,7 +450,7 @@ torch::Tensor DecoderModel::attend_packed(int64_t layer, const torch::Tensor& q,
     }
     const torch::Tensor at = torch::tensor(gather, idx).to(q.device());
     auto padded = [&](const torch::Tensor& x) { return x.index_select(0, at).view({G, L, x.size(1), x.size(2)}); };
-    pieces.push_back(attend_padded(padded(q), padded(k), padded(v)).reshape({G * L, -1}));
+    pieces.push_back(attend_padded(layer, padded(q), padded(k), padded(v)).reshape({G * L, -1}));
     rows += G * L;
     i = j;
   }
@@ -424,12 +458,13 @@ torch::Tensor DecoderModel::attend_packed(int64_t layer, const torch::Tensor& q,
   return o_proj(layer, heads);
 }
 
-torch::Tensor DecoderModel::attend_padded(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) const {
+torch::Tensor DecoderModel::attend_padded(int64_t layer, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) const {
   const int64_t G = q.size(0), L = q.size(1), groups = config_.num_attention_heads / config_.num_key_value_heads;
+  [[maybe_unused]] const bool plain = plain_attention(layer);  // read by the fused paths (libtorch 2)
   // [G, heads, L, hd] for the batched kernels.
   const torch::Tensor q4 = q.permute({0, 2, 1, 3});
 #if AREAL_HAS_SDPA_GQA
-  if (fused_on(q))
+  if (fused_on(q) && plain)
     return torch::scaled_dot_product_attention(q4, k.permute({0, 2, 1, 3}), v.permute({0, 2, 1, 3}), {}, 0.0, /*is_causal=*/true,
                                                std::nullopt, /*enable_gqa=*/true)
         .permute({0, 2, 1, 3})
@@ -437,14 +472,16 @@ torch::Tensor DecoderModel::attend_padded(const torch::Tensor& q, const torch::T
 #endif
   const torch::Tensor k4 = k.repeat_interleave(groups, 2).permute({0, 2, 1, 3}), v4 = v.repeat_interleave(groups, 2).permute({0, 2, 1, 3});
 #if AREAL_HAS_SDPA
-  if (fused_on(q)) return torch::scaled_dot_product_attention(q4, k4, v4, {}, 0.0, /*is_causal=*/true).permute({0, 2, 1, 3}).reshape({G, L, -1});
+  if (fused_on(q) && plain)
+    return torch::scaled_dot_product_attention(q4, k4, v4, {}, 0.0, /*is_causal=*/true).permute({0, 2, 1, 3}).reshape({G, L, -1});
 #endif
-  const auto compute = q.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;  // softmax in float32 at least
   torch::Tensor scores = torch::matmul(q4, k4.transpose(2, 3)) / std::sqrt(static_cast<double>(config_.head_dim));
   const auto idx = torch::TensorOptions().dtype(torch::kInt64).device(q.device());
-  const torch::Tensor later = torch::arange(L, idx).unsqueeze(0) > torch::arange(L, idx).unsqueeze(1);  // [query, key]: key after query
-  scores = scores.masked_fill(later, -std::numeric_limits<double>::infinity());
-  const torch::Tensor probs = torch::softmax(scores.to(compute), -1).to(q.scalar_type());
+  const torch::Tensor key = torch::arange(L, idx).unsqueeze(0), query = torch::arange(L, idx).unsqueeze(1);
+  torch::Tensor hidden = key > query;  // [query, key]
+  if (const int64_t window = config_.attention_window(layer); window > 0) hidden = hidden | (key <= query - window);
+  scores = scores.masked_fill(hidden, -std::numeric_limits<double>::infinity());
+  const torch::Tensor probs = attention_probs(layer, scores, {1, config_.num_attention_heads, 1, 1}, q.scalar_type());
   return torch::matmul(probs, v4).permute({0, 2, 1, 3}).reshape({G, L, -1});
 }
 
@@ -458,14 +495,13 @@ torch::Tensor DecoderModel::attend_cached(int64_t layer, const torch::Tensor& q,
   const torch::Tensor q4 = q.reshape({B, kv, groups, hd});
   torch::Tensor o;
 #if AREAL_HAS_SDPA
-  if (fused_on(q)) o = torch::scaled_dot_product_attention(q4, k, v, allowed);
+  if (fused_on(q) && !config_.attention_sinks) o = torch::scaled_dot_product_attention(q4, k, v, allowed);  // a window is in the mask
 #endif
   if (!o.defined()) {
-    const auto compute = q.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;  // softmax in float32 at least
     torch::Tensor scores = torch::matmul(q4, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(hd));
     if (allowed.scalar_type() == torch::kBool) scores = scores.masked_fill(allowed.logical_not(), -std::numeric_limits<double>::infinity());
     else scores = scores + allowed.to(scores.scalar_type());
-    o = torch::matmul(torch::softmax(scores.to(compute), -1).to(q.scalar_type()), v);
+    o = torch::matmul(attention_probs(layer, scores, {1, kv, groups, 1}, q.scalar_type()), v);
   }
   return o_proj(layer, o.reshape({B, -1}));
 }

@@ -119,17 +119,26 @@ class DecoderModel {
   // (batched decoding): q [B, H, hd], k/v [B, kv_heads, L, hd] (a view of
   // the cache: the last dimension contiguous), `allowed` [B, 1, 1, L]: the
   // keys each row sees (at least one), as bool or as an additive mask (0 or
-  // -inf, the attention's dtype). [B, H*hd] after o_proj.
+  // -inf, the attention's dtype); for a sliding layer (attention_window)
+  // the caller's mask holds the window. [B, H*hd] after o_proj.
   torch::Tensor attend_cached(int64_t layer, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& allowed) const;
   const torch::Tensor& p(const std::string& name) const;
 
  private:
   DecoderModel(model::ModelConfig config, torch::Dtype dtype, torch::Device device);  // no weights yet
   // attend without o_proj: [S, H*hd].
-  torch::Tensor attend_heads(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t q_offset) const;
+  torch::Tensor attend_heads(int64_t layer, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t q_offset) const;
   // Causal self-attention of G equally long sequences at once: q [G, L, H, hd],
   // k/v [G, L, kv_heads, hd] -> [G, L, H*hd].
-  torch::Tensor attend_padded(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) const;
+  torch::Tensor attend_padded(int64_t layer, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) const;
+  // softmax(scores) over keys (the last dimension) in float32 at least,
+  // returned in `out`. With sinks (GPT-OSS) the layer's sink logit of each
+  // head joins the denominator: `sink_view` is the shape that lines the
+  // [H] sinks up with the scores' head dimensions (e.g. {H, 1, 1}).
+  torch::Tensor attention_probs(int64_t layer, const torch::Tensor& scores, std::vector<int64_t> sink_view, torch::ScalarType out) const;
+  // Whether the layer's attention is plain causal softmax attention (no
+  // sinks, no window), which the fused kernels compute.
+  bool plain_attention(int64_t layer) const;
   torch::Tensor o_proj(int64_t layer, const torch::Tensor& heads) const;  // [S, H*hd] -> [S, hidden]
   // y (x's projection through the base weight) plus the adapter's term, if any.
   torch::Tensor with_lora(int64_t layer, LoraModule m, const torch::Tensor& x, torch::Tensor y) const;

@@ -1,4 +1,5 @@
 // Hugging Face folders <-> DecoderModel parameters.
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <cstdint>
@@ -25,6 +26,29 @@ torch::Tensor tensor_from_file(const model::TensorInfo& t, const uint8_t* data, 
   }
 }
 
+namespace {
+
+// An MXFP4 tensor (OpenAI's GPT-OSS release) as the [E, cols, rows] weight
+// it stands for: `blocks` [E, rows, cols / 32, 16] bytes hold two 4-bit
+// e2m1 values each (the low nibble first), `scales` [E, rows, cols / 32]
+// one power-of-two exponent (bias 127) per 32 values. Every value is exact
+// in bfloat16 and float32.
+torch::Tensor dequantize_mxfp4(const model::Checkpoint& ck, const std::string& name, torch::Dtype dtype) {
+  const model::TensorInfo &bi = ck.tensor(name + "_blocks"), &si = ck.tensor(name + "_scales");  // shapes checked by ModelConfig::check
+  const torch::Tensor blocks = torch::from_blob(const_cast<uint8_t*>(ck.data(bi.name)), bi.shape, torch::kUInt8);
+  const torch::Tensor scales = torch::from_blob(const_cast<uint8_t*>(ck.data(si.name)), si.shape, torch::kUInt8);
+  static const std::vector<float> kE2m1 = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+  std::vector<float> powers(256);
+  for (int s = 0; s < 256; ++s) powers[static_cast<size_t>(s)] = std::ldexp(1.0f, s - 127);
+  const torch::Tensor lut = torch::tensor(kE2m1), pow2 = torch::tensor(powers);
+  const torch::Tensor low = lut.index({blocks.bitwise_and(0x0F).to(torch::kInt64)}), high = lut.index({blocks.bitwise_right_shift(4).to(torch::kInt64)});
+  const int64_t E = bi.shape[0], rows = bi.shape[1], groups = bi.shape[2];
+  const torch::Tensor values = torch::stack({low, high}, -1).reshape({E, rows, groups, 32}) * pow2.index({scales.to(torch::kInt64)}).unsqueeze(-1);
+  return values.reshape({E, rows, groups * 32}).transpose(1, 2).to(dtype).contiguous();
+}
+
+}  // namespace
+
 DecoderModel DecoderModel::load(const std::string& dir, torch::Dtype dtype, torch::Device device) {
   const fs::path cfg_path = fs::path(dir) / "config.json";
   std::ifstream in(cfg_path);
@@ -43,8 +67,13 @@ DecoderModel DecoderModel::load(const std::string& dir, torch::Dtype dtype, torc
     throw Error(e.code(), dir + ": " + e.what());
   }
   DecoderModel m(config, dtype, device);
-  for (const auto& w : config.weights())
-    m.params_[w.name] = tensor_from_file(ck.tensor(w.name), ck.data(w.name), dtype).to(device).set_requires_grad(true);
+  for (const auto& w : config.weights()) {
+    torch::Tensor t = config.mxfp4_experts && model::is_mxfp4_weight(w.name) ? dequantize_mxfp4(ck, w.name, dtype)
+                                                                              : tensor_from_file(ck.tensor(w.name), ck.data(w.name), dtype);
+    m.params_[w.name] = t.to(device).set_requires_grad(true);
+  }
+  // Dequantized: it trains and saves as an ordinary checkpoint.
+  m.config_.mxfp4_experts = false;
   return m;
 }
 

@@ -169,7 +169,7 @@ class FsdpTrain {
       "use_rslora": {"type": "boolean", "default": false, "doc": "Rank-stabilised scaling alpha / sqrt(rank)."}}},
     "lora_path": {"type": "string", "format": "path", "default": "", "doc": "With lora: start from this PEFT adapter folder (adapter_config.json + adapter_model.safetensors) instead of a fresh adapter; its own config then applies."},
     "lora_seed": {"type": "integer", "default": 0, "minimum": 0, "doc": "Seed of a fresh adapter's A matrices."},
-    "moe": {"type": "object", "default": {}, "doc": "Mixture-of-experts models (qwen3_moe).", "keys": {
+    "moe": {"type": "object", "default": {}, "doc": "Mixture-of-experts models (qwen3_moe, gpt_oss).", "keys": {
       "aux_loss_coef": {"type": "number", "default": -1, "doc": "Weight of the router's load-balancing loss (HF's load_balancing_loss_func over every MoE layer, added to the algorithm's loss as Qwen3MoeForCausalLM adds it); -1: config.json's router_aux_loss_coef (HF's default 0.001); 0: off. Reported as moe_aux_loss."},
       "routing_replay": {"type": "string", "enum": ["none", "rollout", "recompute"], "default": "none", "doc": "Which experts the training forwards use (docs/algorithms.md, \"Routing replay\"). none: the trainer's routers choose, as HF does. rollout (R3): the experts the inference engine routed each position to, from the batch's routed_experts (record them with gateway.record_routing / rollout.record_routing); positions not recorded are routed by the trainer; a batch with none is refused. recompute (R2): the experts of the trainer's own first forward of the step (its log-prob recomputation, else a no-grad pass), replayed in the update. The mixing weights always come from the current router, so it still learns."}}}
   }})";

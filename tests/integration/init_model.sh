@@ -22,7 +22,7 @@ grep -q '"max_position_embeddings": 8192' "$work/ctx/config.json"
 if "$host" init-model --family qwen3 --preset tiny --tokenizer "$toks/tokenizer-qwen3/models" --out "$work/x" --max-position-embeddings -5 2> "$work/err"; then exit 1; fi
 grep -q "max-position-embeddings must be between" "$work/err"
 if "$host" init-model --family gpt2 --preset tiny --tokenizer "$toks/tokenizer-qwen3/models" --out "$work/x" 2> "$work/err"; then exit 1; fi
-grep -q "family must be qwen3, qwen3_moe, qwen2 or llama3" "$work/err"
+grep -q "family must be qwen3, qwen3_moe, gpt_oss, qwen2 or llama3" "$work/err"
 # --initializer-range: written to config.json (the Python check below measures the embedding's std); out of range refused.
 "$host" init-model --family qwen3 --preset tiny --tokenizer bytes --out "$work/wide" --initializer-range 0.1
 grep -q '"initializer_range": 0.1' "$work/wide/config.json"

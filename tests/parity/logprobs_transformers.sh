@@ -2,12 +2,16 @@
 # areal's log-probs (plugins/torch_model, through areal_score_logprobs)
 # against Hugging Face transformers' own model classes
 # (reference_logprobs_transformers.py in .venv-vllm), fp32, every family and
-# shape we make: qwen3, qwen2, llama3 and qwen3_moe (Qwen3MoeForCausalLM)
-# in the tiny preset (16-wide heads, tied embeddings but llama3's; MoE: every
-# layer 8 experts, top 2) and tiny-hd32 (32-wide, untied; MoE: a dense layer,
-# then an expert layer), every tensor perturbed; and qwen3 tiny-hd32 with
+# shape we make: qwen3, qwen2, llama3, qwen3_moe (Qwen3MoeForCausalLM) and
+# gpt_oss (GptOssForCausalLM) in the tiny preset (16-wide heads, tied
+# embeddings but llama3's and gpt_oss's; MoE: every layer 8 experts, top 2)
+# and tiny-hd32 (32-wide, untied; qwen3_moe: a dense layer, then an expert
+# layer), every tensor perturbed (gpt_oss: sinks, biases, a 16-key sliding
+# window on layer 0 that sequences of 23 and more cross, YaRN); and qwen3 tiny-hd32 with
 # YaRN rope scaling (factor 4 over an original context of 32, so the
-# sequences reach 4x past it). Bound: 1e-5 on every token of sequences of 2 to 130.
+# sequences reach 4x past it); and gpt_oss tiny-hd32 with its experts in
+# MXFP4 (areal reads the blocks and scales, transformers its own
+# dequantization of them). Bound: 1e-5 on every token of sequences of 2 to 130.
 #   logprobs_transformers.sh AREAL_HOST SCORE_BIN SOURCE_DIR WORK
 set -euo pipefail
 host=$1 score=$2 src=$(cd "$3" && pwd) work=$4
@@ -17,12 +21,13 @@ ref=$src/tests/parity/reference_logprobs_transformers.py
 rm -rf "$work" && mkdir -p "$work"
 bound=1e-5 failed=0 compared=0 seed=0 cases=0
 for row in "qwen3 tiny" "qwen3 tiny-hd32" "qwen2 tiny" "qwen2 tiny-hd32" "llama3 tiny" "llama3 tiny-hd32" "qwen3_moe tiny" "qwen3_moe tiny-hd32" \
+           "gpt_oss tiny" "gpt_oss tiny-hd32" "gpt_oss tiny-hd32 mxfp4" \
            "qwen3 tiny-hd32 yarn"; do
-    read -r family preset rope <<<"$row"
+    read -r family preset variant <<<"$row"
     seed=$((seed + 1)) cases=$((cases + 1))
-    dir=$work/$family-$preset${rope:+-$rope}
+    dir=$work/$family-$preset${variant:+-$variant}
     "$host" init-model --family "$family" --preset "$preset" --tokenizer bytes --out "$dir" --seed "$seed" 2>/dev/null
-    if [ "$rope" = yarn ]; then
+    if [ "$variant" = yarn ]; then
       /usr/bin/python3 - "$dir/config.json" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1]))
@@ -31,9 +36,14 @@ json.dump(c, open(sys.argv[1], "w"), indent=2)
 PY
     fi
     "$py" "$ref" perturb "$dir" "$seed"
+    ours=$dir
+    if [ "$variant" = mxfp4 ]; then  # areal reads the MXFP4 folder, transformers its own dequantization of it
+      ours=$dir-quantized
+      "$py" "$ref" mxfp4 "$dir" "$ours"
+    fi
     "$py" "$ref" sequences "$dir" "$dir/in.json" "$seed"
     HF_HUB_OFFLINE=1 "$py" "$ref" score "$dir" "$dir/in.json" "$dir/hf.json"
-    "$score" "$dir" "$dir/in.json" "$dir/areal.json"
+    "$score" "$ours" "$dir/in.json" "$dir/areal.json"
     read -r n worst < <(/usr/bin/python3 - "$dir/hf.json" "$dir/areal.json" <<'PY'
 import json, sys
 hf, ours = (json.load(open(p))["logprobs"] for p in sys.argv[1:3])
@@ -42,7 +52,7 @@ diffs = [abs(a - b) for x, y in zip(hf, ours) for a, b in zip(x, y)]
 print(len(diffs), max(diffs))
 PY
 )
-    if [ "$family" = qwen3_moe ]; then
+    if [ "$family" = qwen3_moe ] || [ "$family" = gpt_oss ]; then
       # The routers chose the same experts for every token and layer, and the
       # load-balancing loss is transformers' (1e-5).
       /usr/bin/python3 - "$dir/hf.json" "$dir/areal.json" <<'PY' || failed=$((failed + 1))
@@ -58,7 +68,7 @@ PY
     fi
     compared=$((compared + n))
     ok=$(/usr/bin/python3 -c "print(int($worst <= $bound))")
-    echo "$([ "$ok" = 1 ] && echo ok || echo FAIL) $family $preset${rope:+ $rope}: $n log-probs, max |transformers - areal| = $worst"
+    echo "$([ "$ok" = 1 ] && echo ok || echo FAIL) $family $preset${variant:+ $variant}: $n log-probs, max |transformers - areal| = $worst"
     [ "$ok" = 1 ] || failed=$((failed + 1))
 done
 echo "versions: $("$py" -c 'import transformers, torch; print("transformers", transformers.__version__, "torch", torch.__version__)')"

@@ -1,6 +1,6 @@
 """Hugging Face transformers as the independent reference for areal's
 forward pass (issue #28): the model classes themselves (Qwen3, Qwen2,
-Llama), loading our HF folders with from_pretrained, eager attention,
+Llama, Qwen3-MoE, GPT-OSS), loading our HF folders with from_pretrained, eager attention,
 float32. Runs in .venv-vllm (transformers and torch 2.x, pinned in
 tests/python/vllm/requirements.lock).
 
@@ -8,13 +8,16 @@ tests/python/vllm/requirements.lock).
       adds N(0, 0.05) noise to every tensor of MODEL_DIR/model.safetensors
       in place (norm weights then differ from 1, biases from 0, so every
       term of the forward counts)
+  reference_logprobs_transformers.py mxfp4 MODEL_DIR QUANTIZED_DIR
+      GPT-OSS's experts in MXFP4 (see mxfp4 below): QUANTIZED_DIR for areal,
+      MODEL_DIR dequantized by transformers for transformers
   reference_logprobs_transformers.py sequences MODEL_DIR OUT.json SEED
       random token sequences over the model's vocabulary
   reference_logprobs_transformers.py score MODEL_DIR IN.json OUT.json
       IN: {"sequences": [[ids]]} -> OUT: {"logprobs": [[log p(ids[t] | ids[<t]), t >= 1]]};
       a mixture-of-experts model adds "experts" (each token's top-k experts per
       MoE layer, sorted) and "aux_loss" (transformers' load_balancing_loss_func
-      of each sequence, as Qwen3MoeForCausalLM computes it)
+      of each sequence, as Qwen3MoeForCausalLM and GptOssForCausalLM compute it)
 """
 import json
 import sys
@@ -33,6 +36,51 @@ def perturb(model_dir, seed):
     save_file(tensors, path, metadata={"format": "pt"})
 
 
+E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
+
+
+def mxfp4(model_dir, quantized_dir):
+    """GPT-OSS's expert matrices in OpenAI's MXFP4 format (as the release
+    stores them), with our own encoder: each run of 32 values along the
+    reduction dimension gets the power-of-two scale that brings its largest
+    magnitude to 6 or below, each value the nearest e2m1 code (low nibble
+    first). QUANTIZED_DIR gets the blocks and scales (and
+    quantization_config); MODEL_DIR's matrices become transformers' own
+    dequantization of them (convert_moe_packed_tensors), which is what HF
+    computes with an MXFP4 checkpoint."""
+    import math
+    import os
+    import shutil
+    from transformers.integrations.mxfp4 import convert_moe_packed_tensors
+
+    shutil.copytree(model_dir, quantized_dir, dirs_exist_ok=True)
+    tensors = load_file(f"{model_dir}/model.safetensors")
+    quantized = {}
+    magnitudes = torch.tensor(E2M1)
+    for name, w in sorted(tensors.items()):
+        if not (name.endswith("mlp.experts.gate_up_proj") or name.endswith("mlp.experts.down_proj")):
+            quantized[name] = w
+            continue
+        e, cols, rows = w.shape                                   # x @ w[e]: [in, out]
+        blocks32 = w.float().transpose(1, 2).reshape(e, rows, cols // 32, 32)
+        amax = blocks32.abs().amax(-1).clamp_min(1e-30)
+        exp = torch.ceil(torch.log2(amax / 6.0)).clamp(-127, 127)
+        scaled = blocks32 / torch.pow(2.0, exp).unsqueeze(-1)
+        code = (scaled.abs().unsqueeze(-1) - magnitudes).abs().argmin(-1)
+        code = code + 8 * (scaled < 0).long()
+        packed = (code[..., 0::2] | (code[..., 1::2] << 4)).to(torch.uint8).contiguous()   # [e, rows, cols/32, 16]
+        scales = (exp + 127).to(torch.uint8).contiguous()
+        quantized[name + "_blocks"], quantized[name + "_scales"] = packed, scales
+        tensors[name] = convert_moe_packed_tensors(packed, scales, dtype=torch.float32).contiguous()
+    os.remove(f"{quantized_dir}/model.safetensors")
+    save_file(quantized, f"{quantized_dir}/model.safetensors", metadata={"format": "pt"})
+    save_file(tensors, f"{model_dir}/model.safetensors", metadata={"format": "pt"})
+    config = json.load(open(f"{quantized_dir}/config.json"))
+    config["quantization_config"] = {"quant_method": "mxfp4", "modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router",
+                                                                                         "model.embed_tokens", "lm_head"]}
+    json.dump(config, open(f"{quantized_dir}/config.json", "w"), indent=2)
+
+
 def sequences(model_dir, out, seed):
     vocab = json.load(open(f"{model_dir}/config.json"))["vocab_size"]
     g = torch.Generator().manual_seed(seed)
@@ -43,7 +91,11 @@ def sequences(model_dir, out, seed):
 def score(model_dir, path_in, path_out):
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager")
+    kwargs = {}
+    if json.load(open(f"{model_dir}/config.json"))["model_type"] == "gpt_oss":
+        # The per-expert loop (not grouped_mm): the reference sums as it reads.
+        kwargs["experts_implementation"] = "eager"
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager", **kwargs)
     out = {"logprobs": sequence_logprobs(model, path_in), "transformers": __import__("transformers").__version__, "torch": torch.__version__}
     if getattr(model.config, "num_experts", 0):
         out.update(moe_routing(model, path_in))
@@ -81,6 +133,8 @@ if __name__ == "__main__":
     cmd = sys.argv[1]
     if cmd == "perturb":
         perturb(sys.argv[2], int(sys.argv[3]))
+    elif cmd == "mxfp4":
+        mxfp4(sys.argv[2], sys.argv[3])
     elif cmd == "sequences":
         sequences(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     elif cmd == "score":

@@ -8,19 +8,21 @@
 # distribution's), dev mode (/pause, /resume, /collective_rpc reload_weights),
 # eager mode (no torch.compile: a 45 s start instead of 140 s on 2 cores;
 # AREAL_VLLM_EAGER=0 compiles, as the benchmark does),
-# hermes tool parsing for the SDK tests' tool calls.
+# hermes tool parsing for the SDK tests' tool calls (AREAL_VLLM_TOOLS=0: none;
+# vLLM runs GPT-OSS's chat through its Harmony parser, which refuses hermes).
 source "$(dirname "${BASH_SOURCE[0]}")/free_port.sh"
 
 start_real_vllm() {
   local src=$1 model=$2 log=$3 py=$1/.venv-vllm/bin/python
   shift 3
   [ -x "$py" ] || { echo "FAIL: $py is missing: run scripts/setup.sh with AREAL_TEST_PYTHON=1 (scripts/test.sh does)"; return 1; }
-  local port eager=(--enforce-eager)
+  local port eager=(--enforce-eager) tools=(--enable-auto-tool-choice --tool-call-parser hermes)
   [ "${AREAL_VLLM_EAGER:-1}" = 0 ] && eager=()
+  [ "${AREAL_VLLM_TOOLS:-1}" = 0 ] && tools=()
   port=$(free_port)
   VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE:-1} VLLM_SERVER_DEV_MODE=1 VLLM_NO_USAGE_STATS=1 VLLM_DO_NOT_TRACK=1 HF_HUB_OFFLINE=1 \
     "$py" -m vllm.entrypoints.openai.api_server --model "$model" --host 127.0.0.1 --port "$port" --dtype float32 "${eager[@]}" \
-    --max-model-len 4096 --logprobs-mode processed_logprobs --enable-auto-tool-choice --tool-call-parser hermes "$@" > "$log" 2>&1 &
+    --max-model-len 4096 --logprobs-mode processed_logprobs "${tools[@]}" "$@" > "$log" 2>&1 &
   VLLM_PID=$!
   VLLM_URL=http://127.0.0.1:$port
   local start=$SECONDS

@@ -1,6 +1,8 @@
 #include "core/hf/model_files/model_config.hpp"
 
+#include <algorithm>
 #include <set>
+#include <utility>
 
 #include "core/plugin_host/error.hpp"
 
@@ -31,7 +33,9 @@ ModelConfig ModelConfig::from_hf_json(const nlohmann::json& j, const std::string
   else if (type == "qwen3_moe") c.family = "qwen3_moe", c.qk_norm = true;
   else if (type == "qwen2") c.family = "qwen2", c.qkv_bias = true;
   else if (type == "llama") c.family = "llama3";
-  else bad(where, "model_type '" + type + "' is not supported (qwen3, qwen3_moe, qwen2, llama)");
+  else if (type == "gpt_oss") c.family = "gpt_oss", c.attention_sinks = true, c.fused_experts = true;
+  else bad(where, "model_type '" + type + "' is not supported (qwen3, qwen3_moe, qwen2, llama, gpt_oss)");
+  const bool oss = c.family == "gpt_oss";
   c.vocab_size = positive(j, "vocab_size", where);
   c.hidden_size = positive(j, "hidden_size", where);
   c.intermediate_size = positive(j, "intermediate_size", where);
@@ -43,8 +47,8 @@ ModelConfig ModelConfig::from_hf_json(const nlohmann::json& j, const std::string
   if (!j.contains("head_dim") && c.hidden_size % c.num_attention_heads != 0) bad(where, "hidden_size must divide by num_attention_heads");
   if (c.head_dim % 2 != 0) bad(where, "head_dim must be even for rotary embeddings");
   c.max_position_embeddings = j.value("max_position_embeddings", int64_t{4096});
-  c.rms_norm_eps = j.value("rms_norm_eps", 1e-6);
-  c.rope_theta = j.value("rope_theta", 10000.0);
+  c.rms_norm_eps = j.value("rms_norm_eps", oss ? 1e-5 : 1e-6);
+  c.rope_theta = j.value("rope_theta", oss ? 150000.0 : 10000.0);  // GptOssConfig.default_theta
   // transformers 5 writes the rotary settings as rope_parameters.
   if (j.contains("rope_parameters") && j["rope_parameters"].is_object() && !j.contains("rope_theta"))
     c.rope_theta = j["rope_parameters"].value("rope_theta", c.rope_theta);
@@ -54,6 +58,10 @@ ModelConfig ModelConfig::from_hf_json(const nlohmann::json& j, const std::string
   if (!c.rope_scaling.is_object() && j.contains("rope_parameters") && j["rope_parameters"].is_object() &&
       j["rope_parameters"].value("rope_type", std::string("default")) != "default")
     c.rope_scaling = j["rope_parameters"];
+  // GptOssConfig's rotary default when config.json names none: YaRN, factor 32 over 4096.
+  if (oss && !c.rope_scaling.is_object() && !j.contains("rope_parameters"))
+    c.rope_scaling = {{"rope_type", "yarn"}, {"factor", 32.0}, {"beta_fast", 32.0}, {"beta_slow", 1.0}, {"truncate", false},
+                      {"original_max_position_embeddings", 4096}};
   if (c.rope_scaling.is_object()) {
     const std::string rt = c.rope_scaling.value("rope_type", c.rope_scaling.value("type", std::string("default")));
     if (rt != "default" && rt != "llama3" && rt != "linear" && rt != "dynamic" && rt != "yarn")
@@ -62,6 +70,38 @@ ModelConfig ModelConfig::from_hf_json(const nlohmann::json& j, const std::string
   c.tie_word_embeddings = j.value("tie_word_embeddings", false);
   if (c.family == "llama3") c.qkv_bias = j.value("attention_bias", false);
   if (c.family == "qwen3" || c.family == "qwen3_moe") c.qkv_bias = j.value("attention_bias", false);
+  // Llama's and Qwen3's attention_bias covers o_proj too (Qwen2's bias is on q/k/v only).
+  if (c.family == "llama3" || c.family == "qwen3" || c.family == "qwen3_moe") c.o_bias = c.qkv_bias;
+  if (oss) {
+    c.qkv_bias = c.o_bias = j.value("attention_bias", true);
+    c.num_experts = j.contains("num_local_experts") ? positive(j, "num_local_experts", where) : positive(j, "num_experts", where);
+    c.num_experts_per_tok = j.contains("num_experts_per_tok") ? positive(j, "num_experts_per_tok", where) : positive(j, "experts_per_token", where);
+    if (c.num_experts_per_tok > c.num_experts) bad(where, "num_experts_per_tok must not exceed num_local_experts");
+    c.moe_intermediate_size = c.intermediate_size;  // each expert's width
+    c.router_aux_loss_coef = j.value("router_aux_loss_coef", 0.001);
+    c.swiglu_alpha = j.value("swiglu_alpha", 1.702);
+    c.swiglu_limit = j.value("swiglu_limit", 7.0);
+    c.sliding_window = j.contains("sliding_window") && !j["sliding_window"].is_null() ? positive(j, "sliding_window", where) : 0;
+    if (j.contains("layer_types") && !j["layer_types"].is_null()) {
+      if (!j["layer_types"].is_array() || static_cast<int64_t>(j["layer_types"].size()) != c.num_hidden_layers)
+        bad(where, "'layer_types' must list one type per layer (" + std::to_string(c.num_hidden_layers) + ")");
+      for (const auto& t : j["layer_types"]) {
+        if (!t.is_string() || (t != "sliding_attention" && t != "full_attention"))
+          bad(where, "'layer_types' entries must be \"sliding_attention\" or \"full_attention\", got " + t.dump());
+        c.layer_types.push_back(t.get<std::string>());
+      }
+    } else {
+      for (int64_t l = 0; l < c.num_hidden_layers; ++l) c.layer_types.push_back(l % 2 == 0 ? "sliding_attention" : "full_attention");  // HF's default
+    }
+    if (c.has_sliding_layers() && c.sliding_window == 0) bad(where, "'layer_types' has sliding layers but 'sliding_window' is not set");
+    if (j.contains("quantization_config") && j["quantization_config"].is_object()) {
+      const std::string method = j["quantization_config"].value("quant_method", std::string());
+      if (method != "mxfp4") bad(where, "quantization_config.quant_method '" + method + "' is not supported (mxfp4, or none)");
+      c.mxfp4_experts = true;
+    }
+  } else if (j.contains("quantization_config") && !j["quantization_config"].is_null()) {
+    bad(where, "quantized checkpoints (quantization_config) are not supported for " + c.family);
+  }
   if (c.family == "qwen3_moe") {
     // Qwen's checkpoints say num_experts; transformers 5 writes num_local_experts.
     c.num_experts = j.contains("num_experts") ? positive(j, "num_experts", where) : positive(j, "num_local_experts", where);
@@ -96,9 +136,21 @@ nlohmann::json ModelConfig::to_hf_json() const {
   j["architectures"] = {family == "qwen3"       ? "Qwen3ForCausalLM"
                         : family == "qwen3_moe" ? "Qwen3MoeForCausalLM"
                         : family == "qwen2"     ? "Qwen2ForCausalLM"
+                        : family == "gpt_oss"   ? "GptOssForCausalLM"
                                                 : "LlamaForCausalLM"};
   j["model_type"] = family == "llama3" ? "llama" : family;
-  if (is_moe()) {
+  const bool oss = family == "gpt_oss";
+  if (oss) {
+    j["num_local_experts"] = num_experts;
+    j["num_experts_per_tok"] = num_experts_per_tok;
+    j["experts_per_token"] = num_experts_per_tok;  // what OpenAI's own config.json says too
+    j["router_aux_loss_coef"] = router_aux_loss_coef;
+    j["output_router_logits"] = false;
+    j["swiglu_alpha"] = swiglu_alpha;
+    j["swiglu_limit"] = swiglu_limit;
+    j["sliding_window"] = sliding_window > 0 ? nlohmann::json(sliding_window) : nlohmann::json(nullptr);
+    j["layer_types"] = layer_types;
+  } else if (is_moe()) {
     j["num_experts"] = num_experts;
     j["num_experts_per_tok"] = num_experts_per_tok;
     j["moe_intermediate_size"] = moe_intermediate_size;
@@ -125,7 +177,7 @@ nlohmann::json ModelConfig::to_hf_json() const {
   if (family != "qwen2") j["attention_bias"] = qkv_bias;
   j["attention_dropout"] = 0.0;
   if (family == "llama3") j["mlp_bias"] = false;
-  if (qwen) {
+  if (qwen && !oss) {
     j["use_sliding_window"] = false;
     j["sliding_window"] = nullptr;
   }
@@ -156,7 +208,19 @@ std::vector<WeightSpec> ModelConfig::weights() const {
       w.push_back({p + "self_attn.k_norm.weight", {head_dim}, WeightSpec::kOnes});
     }
     w.push_back({p + "self_attn.o_proj.weight", {hidden_size, q}});
+    if (o_bias) w.push_back({p + "self_attn.o_proj.bias", {hidden_size}, WeightSpec::kZeros});
+    if (attention_sinks) w.push_back({p + "self_attn.sinks", {num_attention_heads}});
     w.push_back({p + "post_attention_layernorm.weight", {hidden_size}, WeightSpec::kOnes});
+    if (fused_experts) {
+      const int64_t I = moe_intermediate_size;
+      w.push_back({p + "mlp.router.weight", {num_experts, hidden_size}});
+      w.push_back({p + "mlp.router.bias", {num_experts}});  // HF draws it N(0, initializer_range) too
+      w.push_back({p + "mlp.experts.gate_up_proj", {num_experts, hidden_size, 2 * I}});
+      w.push_back({p + "mlp.experts.gate_up_proj_bias", {num_experts, 2 * I}, WeightSpec::kZeros});
+      w.push_back({p + "mlp.experts.down_proj", {num_experts, I, hidden_size}});
+      w.push_back({p + "mlp.experts.down_proj_bias", {num_experts, hidden_size}, WeightSpec::kZeros});
+      continue;
+    }
     if (is_moe_layer(i)) {
       w.push_back({p + "mlp.gate.weight", {num_experts, hidden_size}});
       for (int64_t e = 0; e < num_experts; ++e) {
@@ -176,6 +240,20 @@ std::vector<WeightSpec> ModelConfig::weights() const {
   return w;
 }
 
+bool is_mxfp4_weight(const std::string& name) {
+  auto ends = [&](const std::string& tail) { return name.size() >= tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0; };
+  return ends("mlp.experts.gate_up_proj") || ends("mlp.experts.down_proj");
+}
+
+int64_t ModelConfig::attention_window(int64_t layer) const {
+  if (sliding_window <= 0 || layer < 0 || layer >= static_cast<int64_t>(layer_types.size())) return 0;
+  return layer_types[static_cast<size_t>(layer)] == "sliding_attention" ? sliding_window : 0;
+}
+
+bool ModelConfig::has_sliding_layers() const {
+  return std::find(layer_types.begin(), layer_types.end(), "sliding_attention") != layer_types.end();
+}
+
 bool ModelConfig::is_moe_layer(int64_t layer) const {
   // HF's Qwen3MoeDecoderLayer: experts where (layer + 1) % decoder_sparse_step == 0, unless listed dense.
   if (!is_moe()) return false;
@@ -193,6 +271,19 @@ int64_t ModelConfig::moe_layer_count() const {
 void ModelConfig::check(const Checkpoint& c) const {
   std::set<std::string> expected;
   for (const auto& w : weights()) {
+    if (mxfp4_experts && is_mxfp4_weight(w.name)) {
+      // [E, rows, cols] stored as [E, cols, rows / 32, 16] bytes and [E, cols, rows / 32] exponents.
+      if (w.shape[1] % 32 != 0) bad(w.name, "MXFP4 needs the reduction dimension (" + std::to_string(w.shape[1]) + ") to be a multiple of 32");
+      const std::vector<int64_t> blocks = {w.shape[0], w.shape[2], w.shape[1] / 32, 16}, scales = {w.shape[0], w.shape[2], w.shape[1] / 32};
+      for (const auto& [name, shape] : {std::pair{w.name + "_blocks", blocks}, std::pair{w.name + "_scales", scales}}) {
+        expected.insert(name);
+        const TensorInfo& t = c.tensor(name);
+        if (t.shape != shape || t.dtype != DType::kU8)
+          throw Error(AREAL_CODE_INVALID_ARGUMENT, "tensor '" + name + "' is " + dtype_name(t.dtype) + " " + shape_str(t.shape) + " but an MXFP4 " +
+                                                       w.name + " of " + shape_str(w.shape) + " is uint8 " + shape_str(shape));
+      }
+      continue;
+    }
     expected.insert(w.name);
     const TensorInfo& t = c.tensor(w.name);  // NOT_FOUND names it
     if (t.shape != w.shape)
@@ -204,8 +295,8 @@ void ModelConfig::check(const Checkpoint& c) const {
 }
 
 ModelConfig preset(const std::string& family, const std::string& size, int64_t vocab_size) {
-  if (family != "qwen3" && family != "qwen2" && family != "llama3" && family != "qwen3_moe")
-    throw Error(AREAL_CODE_INVALID_ARGUMENT, "--family must be qwen3, qwen3_moe, qwen2 or llama3, got '" + family + "'");
+  if (family != "qwen3" && family != "qwen2" && family != "llama3" && family != "qwen3_moe" && family != "gpt_oss")
+    throw Error(AREAL_CODE_INVALID_ARGUMENT, "--family must be qwen3, qwen3_moe, gpt_oss, qwen2 or llama3, got '" + family + "'");
   ModelConfig c;
   c.family = family;
   c.qk_norm = family == "qwen3" || family == "qwen3_moe";
@@ -231,8 +322,31 @@ ModelConfig preset(const std::string& family, const std::string& size, int64_t v
     c.hidden_size = 2048, c.intermediate_size = 6144, c.num_hidden_layers = 48, c.num_attention_heads = 32, c.num_key_value_heads = 4, c.head_dim = 128;
     c.num_experts = 128, c.num_experts_per_tok = 8, c.moe_intermediate_size = 768;
     c.max_position_embeddings = 40960;
+  } else if (size == "20b" && family == "gpt_oss") {
+    // gpt-oss-20b's shape: 24 layers of 32 experts, 4 routed a token (3.6B active of 21B).
+    c.hidden_size = 2880, c.intermediate_size = 2880, c.num_hidden_layers = 24, c.num_attention_heads = 64, c.num_key_value_heads = 8, c.head_dim = 64;
+    c.num_experts = 32, c.num_experts_per_tok = 4;
+    c.max_position_embeddings = 131072;
   } else {
-    throw Error(AREAL_CODE_INVALID_ARGUMENT, "--preset must be tiny, tiny-hd32, small, agent, 0.6b or (qwen3_moe) 30b-a3b, got '" + size + "'");
+    throw Error(AREAL_CODE_INVALID_ARGUMENT, "--preset must be tiny, tiny-hd32, small, agent, 0.6b, (qwen3_moe) 30b-a3b or (gpt_oss) 20b, got '" + size + "'");
+  }
+  if (family == "gpt_oss") {
+    // GPT-OSS: every layer routes (top 2 of 8 in the small presets); each
+    // expert is intermediate_size wide, a multiple of 32 as vLLM's CPU
+    // experts and MXFP4 need; biases everywhere; sinks; even layers slide
+    // (over 16 keys in tiny presets, so short test sequences cross the
+    // window; 128 as released otherwise); YaRN over 4096 positions.
+    if (c.num_experts == 0) c.num_experts = 8, c.num_experts_per_tok = 2, c.intermediate_size = std::max<int64_t>(32, c.intermediate_size / 4);
+    c.moe_intermediate_size = c.intermediate_size;
+    c.qkv_bias = c.o_bias = c.attention_sinks = c.fused_experts = true;
+    c.sliding_window = size == "tiny" || size == "tiny-hd32" ? 16 : 128;
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) c.layer_types.push_back(l % 2 == 0 ? "sliding_attention" : "full_attention");
+    c.rms_norm_eps = 1e-5;
+    c.rope_theta = 150000.0;
+    c.rope_scaling = {{"rope_type", "yarn"}, {"factor", 32.0}, {"beta_fast", 32.0}, {"beta_slow", 1.0}, {"truncate", false},
+                      {"original_max_position_embeddings", 4096}};
+    c.tie_word_embeddings = false;
+    return c;
   }
   // The smaller MoE presets: every layer routes among 8 experts (top 2) of a
   // quarter of the dense width, as Qwen3-MoE's ratios go.
