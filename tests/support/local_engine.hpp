@@ -2,11 +2,15 @@
 // created with a config, for tests that drive it through its ABI table.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "core/plugin_host/error.hpp"
+#include "core/plugin_host/generation.hpp"
 #include "core/plugin_host/plugin_catalog.hpp"
 #include "core/plugin_host/plugin_instance.hpp"
 
@@ -20,6 +24,25 @@ struct LocalEngine {
   areal::PluginInstance instance;
   explicit LocalEngine(const nlohmann::json& config) : instance(plugin, config.dump(), &services) {}
   const areal_inference_vtable& vt() const { return *plugin->inference(); }
+
+  // Submits every prompt at once (they decode together), sampling at
+  // temperature 1 for exactly max_new tokens, each asking for its routing.
+  std::vector<std::unique_ptr<areal::CollectingSink>> submit_recording_routing(const std::vector<std::vector<int32_t>>& prompts, int32_t max_new) {
+    areal_sampling_params s{};
+    s.struct_size = AREAL_OFFSET_OF_END(areal_sampling_params, json_schema);
+    s.temperature = 1.0f, s.top_p = 1.0f, s.max_new_tokens = max_new, s.ignore_eos = 1;
+    std::vector<std::unique_ptr<areal::CollectingSink>> sinks;
+    for (const auto& p : prompts) {
+      areal_gen_request r{};
+      r.struct_size = AREAL_OFFSET_OF_END(areal_gen_request, record_routing);
+      r.request_id = areal::next_request_id();
+      r.input_ids = p.data(), r.input_ids_count = p.size(), r.sampling = &s;  // borrowed for the submit call only (the ABI)
+      r.record_routing = 1;
+      sinks.push_back(std::make_unique<areal::CollectingSink>());
+      areal::throw_if_status(vt().submit(instance.self(), &r, sinks.back()->sink()), "submit");
+    }
+    return sinks;
+  }
 };
 
 }  // namespace areal::testing

@@ -160,19 +160,7 @@ TEST(Moe, TheLocalEngineRecordsTheRoutingATrainingForwardReplays) {
   EXPECT_TRUE(nlohmann::json::parse(info).value("routing", false)) << info;
   const DecoderModel model = DecoderModel::load(dir, torch::kFloat64);
   std::vector<std::vector<int32_t>> prompts = {{5, 9, 33, 2, 71}, {100, 4}, {7, 7, 7, 8, 9, 10, 11, 12}};
-  std::vector<std::unique_ptr<areal::CollectingSink>> sinks;
-  areal_sampling_params s{};
-  s.struct_size = AREAL_OFFSET_OF_END(areal_sampling_params, json_schema);
-  s.temperature = 1.0f, s.top_p = 1.0f, s.max_new_tokens = 12, s.ignore_eos = 1;
-  for (auto& p : prompts) {
-    areal_gen_request r{};
-    r.struct_size = AREAL_OFFSET_OF_END(areal_gen_request, record_routing);
-    r.request_id = areal::next_request_id();
-    r.input_ids = p.data(), r.input_ids_count = p.size(), r.sampling = &s;
-    r.record_routing = 1;
-    sinks.push_back(std::make_unique<areal::CollectingSink>());
-    areal::throw_if_status(engine.vt().submit(engine.instance.self(), &r, sinks.back()->sink()), "submit");
-  }
+  const auto sinks = engine.submit_recording_routing(prompts, 12);
   for (size_t i = 0; i < prompts.size(); ++i) {
     ASSERT_TRUE(sinks[i]->wait(std::chrono::seconds(60)));
     const auto out = sinks[i]->result();
