@@ -1,4 +1,4 @@
-// A decoder-only LLM (Qwen3, Qwen3-MoE, Qwen2/2.5, Llama 3) in libtorch, computing
+// A decoder-only LLM (Qwen3, Qwen3-MoE, GPT-OSS, Qwen2/2.5, Llama 3) in libtorch, computing
 // exactly what Hugging Face's implementations compute, over packed
 // variable-length sequences (no padding). Shared by the train plugin and the
 // local inference plugin, so sampled and trained log-probs come from one
