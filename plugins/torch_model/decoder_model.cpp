@@ -657,6 +657,18 @@ struct TokenLogprob : torch::autograd::Function<TokenLogprob> {
 
 }  // namespace
 
+torch::Tensor DecoderModel::logprobs_tree(const Tree& tree, const torch::Tensor& previous, float temperature) const {
+  if (!(temperature > 0)) throw Error(AREAL_CODE_INVALID_ARGUMENT, "temperature must be > 0 for log-probs");
+  const auto compute = dtype_ == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+  const torch::Tensor h = hidden_tree(tree);
+  const torch::Tensor prev = previous.to(device_, torch::kInt64);
+  if (prev.dim() != 1 || prev.size(0) != h.size(0)) throw Error(AREAL_CODE_INVALID_ARGUMENT, "tree: previous must be [N]");
+  // Each token scored from the hidden state of the token before it on its path.
+  const torch::Tensor lp = TokenLogprob::apply(h.index_select(0, prev.clamp_min(0)), head_weight(), tree.ids.to(device_, torch::kInt64).contiguous(),
+                                               static_cast<double>(temperature), static_cast<int64_t>(compute));
+  return lp * prev.ge(0).to(compute);
+}
+
 torch::Tensor DecoderModel::logprobs(const torch::Tensor& ids, const torch::Tensor& cu_seqlens, float temperature, bool checkpoint,
                                      MoeRouting* routing) const {
   if (!(temperature > 0)) throw Error(AREAL_CODE_INVALID_ARGUMENT, "temperature must be > 0 for log-probs");

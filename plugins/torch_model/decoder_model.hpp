@@ -66,6 +66,22 @@ class DecoderModel {
   // `routing` (MoE models): replayed experts in, chosen experts and router
   // logits out.
   torch::Tensor hidden(const torch::Tensor& ids, const torch::Tensor& cu_seqlens, bool checkpoint = false, MoeRouting* routing = nullptr) const;
+  // Hidden states of a prefix tree's packed tokens (the layout of
+  // core/trainer/prefix_tree.hpp, issue #36): segment s holds tokens
+  // [begin[s], end[s]) and continues segment parent[s] (-1: a root;
+  // parents listed first, segments tiling the tokens in order). A token
+  // sees the earlier tokens of its segment and every token of its ancestor
+  // segments, at `positions` (its depth): each row through it computes the
+  // same hidden state there, so shared prefixes are computed once.
+  struct Tree {
+    torch::Tensor ids, positions;  // [N] int64
+    std::vector<int64_t> begin, end, parent;
+  };
+  torch::Tensor hidden_tree(const Tree& tree) const;
+  // log p(ids[j] | its path) at `temperature` for every packed token j,
+  // from the hidden state of previous[j] ([N] int64, -1 at a row's start:
+  // 0 there). Gathered by row, these are each row's own log-probs.
+  torch::Tensor logprobs_tree(const Tree& tree, const torch::Tensor& previous, float temperature) const;
   torch::Tensor logits(const torch::Tensor& hidden) const;  // [T, vocab], float32 at least
   const torch::Tensor& head_weight() const;                 // lm_head, or the tied embedding
   // log p(ids[t] | ids[<t]) within each sequence at `temperature`; 0 at each
