@@ -38,9 +38,12 @@ torch::Tensor dequantize_mxfp4(const model::Checkpoint& ck, const std::string& n
   const torch::Tensor blocks = torch::from_blob(const_cast<uint8_t*>(ck.data(bi.name)), bi.shape, torch::kUInt8);
   const torch::Tensor scales = torch::from_blob(const_cast<uint8_t*>(ck.data(si.name)), si.shape, torch::kUInt8);
   static const std::vector<float> kE2m1 = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
-  std::vector<float> powers(256);
-  for (int s = 0; s < 256; ++s) powers[static_cast<size_t>(s)] = std::ldexp(1.0f, s - 127);
-  const torch::Tensor lut = torch::tensor(kE2m1), pow2 = torch::tensor(powers);
+  static const std::vector<float> kPowers = [] {
+    std::vector<float> p(256);
+    for (int s = 0; s < 256; ++s) p[static_cast<size_t>(s)] = std::ldexp(1.0f, s - 127);
+    return p;
+  }();
+  const torch::Tensor lut = torch::tensor(kE2m1), pow2 = torch::tensor(kPowers);
   const torch::Tensor low = lut.index({blocks.bitwise_and(0x0F).to(torch::kInt64)}), high = lut.index({blocks.bitwise_right_shift(4).to(torch::kInt64)});
   const int64_t E = bi.shape[0], rows = bi.shape[1], groups = bi.shape[2];
   const torch::Tensor values = torch::stack({low, high}, -1).reshape({E, rows, groups, 32}) * pow2.index({scales.to(torch::kInt64)}).unsqueeze(-1);

@@ -23,6 +23,17 @@ std::string shape_str(const std::vector<int64_t>& s) {
   return out + "]";
 }
 
+// GptOssConfig's defaults: YaRN, factor 32 over 4096 positions; even layers slide.
+nlohmann::json gpt_oss_rope() {
+  return {{"rope_type", "yarn"}, {"factor", 32.0}, {"beta_fast", 32.0}, {"beta_slow", 1.0}, {"truncate", false}, {"original_max_position_embeddings", 4096}};
+}
+
+std::vector<std::string> alternating_layer_types(int64_t layers) {
+  std::vector<std::string> types;
+  for (int64_t l = 0; l < layers; ++l) types.push_back(l % 2 == 0 ? "sliding_attention" : "full_attention");
+  return types;
+}
+
 }  // namespace
 
 ModelConfig ModelConfig::from_hf_json(const nlohmann::json& j, const std::string& where) {
@@ -58,10 +69,8 @@ ModelConfig ModelConfig::from_hf_json(const nlohmann::json& j, const std::string
   if (!c.rope_scaling.is_object() && j.contains("rope_parameters") && j["rope_parameters"].is_object() &&
       j["rope_parameters"].value("rope_type", std::string("default")) != "default")
     c.rope_scaling = j["rope_parameters"];
-  // GptOssConfig's rotary default when config.json names none: YaRN, factor 32 over 4096.
-  if (oss && !c.rope_scaling.is_object() && !j.contains("rope_parameters"))
-    c.rope_scaling = {{"rope_type", "yarn"}, {"factor", 32.0}, {"beta_fast", 32.0}, {"beta_slow", 1.0}, {"truncate", false},
-                      {"original_max_position_embeddings", 4096}};
+  // GptOssConfig's rotary default when config.json names none.
+  if (oss && !c.rope_scaling.is_object() && !j.contains("rope_parameters")) c.rope_scaling = gpt_oss_rope();
   if (c.rope_scaling.is_object()) {
     const std::string rt = c.rope_scaling.value("rope_type", c.rope_scaling.value("type", std::string("default")));
     if (rt != "default" && rt != "llama3" && rt != "linear" && rt != "dynamic" && rt != "yarn")
@@ -91,7 +100,7 @@ ModelConfig ModelConfig::from_hf_json(const nlohmann::json& j, const std::string
         c.layer_types.push_back(t.get<std::string>());
       }
     } else {
-      for (int64_t l = 0; l < c.num_hidden_layers; ++l) c.layer_types.push_back(l % 2 == 0 ? "sliding_attention" : "full_attention");  // HF's default
+      c.layer_types = alternating_layer_types(c.num_hidden_layers);
     }
     if (c.has_sliding_layers() && c.sliding_window == 0) bad(where, "'layer_types' has sliding layers but 'sliding_window' is not set");
     if (j.contains("quantization_config") && j["quantization_config"].is_object()) {
@@ -340,11 +349,10 @@ ModelConfig preset(const std::string& family, const std::string& size, int64_t v
     c.moe_intermediate_size = c.intermediate_size;
     c.qkv_bias = c.o_bias = c.attention_sinks = c.fused_experts = true;
     c.sliding_window = size == "tiny" || size == "tiny-hd32" ? 16 : 128;
-    for (int64_t l = 0; l < c.num_hidden_layers; ++l) c.layer_types.push_back(l % 2 == 0 ? "sliding_attention" : "full_attention");
+    c.layer_types = alternating_layer_types(c.num_hidden_layers);
     c.rms_norm_eps = 1e-5;
     c.rope_theta = 150000.0;
-    c.rope_scaling = {{"rope_type", "yarn"}, {"factor", 32.0}, {"beta_fast", 32.0}, {"beta_slow", 1.0}, {"truncate", false},
-                      {"original_max_position_embeddings", 4096}};
+    c.rope_scaling = gpt_oss_rope();
     c.tie_word_embeddings = false;
     return c;
   }
