@@ -13,6 +13,7 @@
 #include <torch/utils.h>
 #include <torch/version.h>
 
+#include "attention_layout.hpp"
 #include "core/plugin_host/error.hpp"
 
 // torch::scaled_dot_product_attention arrived in libtorch 2.0; 1.13 (Debian's)
@@ -485,6 +486,27 @@ torch::Tensor DecoderModel::attend_padded(int64_t layer, const torch::Tensor& q,
   return torch::matmul(probs, v4).permute({0, 2, 1, 3}).reshape({G, L, -1});
 }
 
+torch::Tensor DecoderModel::attend_masked(int64_t layer, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                          const torch::Tensor& allowed) const {
+  const int64_t G = q.size(0), L = q.size(1), groups = config_.num_attention_heads / config_.num_key_value_heads;
+  [[maybe_unused]] const bool plain = plain_attention(layer);  // read by the fused paths (libtorch 2)
+  const torch::Tensor q4 = q.permute({0, 2, 1, 3}), mask = allowed.unsqueeze(1);  // [G, heads, Lq, hd], [G, 1, Lq, Lk]
+#if AREAL_HAS_SDPA_GQA
+  if (fused_on(q) && plain)
+    return torch::scaled_dot_product_attention(q4, k.permute({0, 2, 1, 3}), v.permute({0, 2, 1, 3}), mask, 0.0, false, std::nullopt, /*enable_gqa=*/true)
+        .permute({0, 2, 1, 3})
+        .reshape({G, L, -1});
+#endif
+  const torch::Tensor k4 = k.repeat_interleave(groups, 2).permute({0, 2, 1, 3}), v4 = v.repeat_interleave(groups, 2).permute({0, 2, 1, 3});
+#if AREAL_HAS_SDPA
+  if (fused_on(q) && plain) return torch::scaled_dot_product_attention(q4, k4, v4, mask).permute({0, 2, 1, 3}).reshape({G, L, -1});
+#endif
+  torch::Tensor scores = torch::matmul(q4, k4.transpose(2, 3)) / std::sqrt(static_cast<double>(config_.head_dim));
+  scores = scores.masked_fill(mask.logical_not(), -std::numeric_limits<double>::infinity());
+  const torch::Tensor probs = attention_probs(layer, scores, {1, config_.num_attention_heads, 1, 1}, q.scalar_type());
+  return torch::matmul(probs, v4).permute({0, 2, 1, 3}).reshape({G, L, -1});
+}
+
 torch::Tensor DecoderModel::attend_cached(int64_t layer, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                          const torch::Tensor& allowed) const {
   const int64_t B = q.size(0), kv = k.size(1), hd = config_.head_dim;
@@ -506,15 +528,15 @@ torch::Tensor DecoderModel::attend_cached(int64_t layer, const torch::Tensor& q,
   return o_proj(layer, o.reshape({B, -1}));
 }
 
-torch::Tensor DecoderModel::layer_forward(int64_t layer, const torch::Tensor& x, const torch::Tensor& rope, const torch::Tensor& cu,
+torch::Tensor DecoderModel::layer_forward(int64_t layer, const torch::Tensor& x, const torch::Tensor& rope, const AttentionLayout& layout,
                                           MoeRouting* routing) const {
   const std::string pre = "model.layers." + std::to_string(layer) + ".";
   const torch::Tensor h = rms_norm(x, p(pre + "input_layernorm.weight"));
   torch::Tensor q, k, v;
   qkv(layer, h, rope, q, k, v);
-  // Attention never crosses sequence boundaries of the packed batch.
-  const auto* b = cu.data_ptr<int64_t>();
-  const torch::Tensor x2 = x + attend_packed(layer, q, k, v, std::vector<int64_t>(b, b + cu.size(0)));
+  // Attention never crosses sequence boundaries of the packed batch, nor
+  // leaves a token's path in a tree.
+  const torch::Tensor x2 = x + (layout.tree() ? attend_tree(layer, q, k, v, layout) : attend_packed(layer, q, k, v, layout.bounds));
   return x2 + mlp(layer, rms_norm(x2, p(pre + "post_attention_layernorm.weight")), routing);
 }
 
@@ -534,75 +556,84 @@ torch::Tensor DecoderModel::hidden(const torch::Tensor& ids, const torch::Tensor
     if (bounds[b + 1] < bounds[b]) throw Error(AREAL_CODE_INVALID_ARGUMENT, "cu_seqlens must not decrease");
     for (int64_t t = bounds[b]; t < bounds[b + 1]; ++t) pos[t] = t - bounds[b];
   }
+  auto layout = c10::make_intrusive<AttentionLayout>();
+  layout->bounds.assign(bounds, bounds + cu.size(0));
   const torch::Tensor rope = rope_table(torch::tensor(pos, torch::kInt64).to(device_));  // once for every layer
-  torch::Tensor x = torch::embedding(p("model.embed_tokens.weight"), ids.to(device_, torch::kInt64));
+  return run_layers(torch::embedding(p("model.embed_tokens.weight"), ids.to(device_, torch::kInt64)), rope, layout, checkpoint, routing);
+}
+
+// One decoder layer recomputed in backward instead of stored: it keeps only
+// its input (and, for a MoE layer, the experts it chose, so the recompute
+// routes the same). A MoE layer's router logits are a second output, so a
+// loss on them (load balancing) reaches the router through the recompute too.
+struct CheckpointedLayer : torch::autograd::Function<CheckpointedLayer> {
+  static torch::autograd::tensor_list forward(torch::autograd::AutogradContext* ctx, torch::Tensor in, const DecoderModel* m, int64_t layer,
+                                              torch::Tensor rope, c10::intrusive_ptr<AttentionLayout> layout, torch::Tensor replay) {
+    ctx->saved_data["m"] = reinterpret_cast<int64_t>(m);
+    ctx->saved_data["layer"] = layer;
+    ctx->saved_data["layout"] = c10::IValue::make_capsule(layout);
+    torch::NoGradGuard no_grad;
+    MoeRouting r;
+    if (replay.numel() > 0) r.replay = replay;  // empty: the router chooses (custom functions take no undefined tensors)
+    r.record = r.keep_logits = true;
+    torch::Tensor out = m->layer_forward(layer, in, rope, *layout, &r);
+    const bool moe = !r.chosen.empty();
+    ctx->save_for_backward({in, rope, moe ? r.chosen[0] : torch::empty({0}, torch::kInt64)});
+    if (!moe) return {out};
+    ctx->mark_non_differentiable({r.chosen[0]});
+    return {out, r.logits[0], r.chosen[0]};
+  }
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx, torch::autograd::tensor_list grads) {
+    auto saved = ctx->get_saved_variables();
+    const auto* m = reinterpret_cast<const DecoderModel*>(ctx->saved_data["m"].toInt());
+    const int64_t layer = ctx->saved_data["layer"].toInt();
+    const auto layout = c10::static_intrusive_pointer_cast<AttentionLayout>(ctx->saved_data["layout"].toCapsule());
+    torch::Tensor in = saved[0].detach().requires_grad_(true);
+    MoeRouting r;
+    if (saved[2].numel() > 0) {
+      const int64_t moe_layers = m->config().moe_layer_count();
+      r.replay = saved[2].unsqueeze(1).expand({saved[2].size(0), moe_layers, saved[2].size(1)});  // a view: every slot is this layer's
+      r.keep_logits = true;
+    }
+    std::vector<torch::Tensor> outs, out_grads;
+    {
+      torch::AutoGradMode enable(true);
+      outs.push_back(m->layer_forward(layer, in, saved[1], *layout, &r));
+    }
+    out_grads.push_back(grads[0]);
+    if (!r.logits.empty() && grads.size() > 1 && grads[1].defined()) outs.push_back(r.logits[0]), out_grads.push_back(grads[1]);
+    std::vector<torch::Tensor> inputs = {in};
+    const std::string pre = "model.layers." + std::to_string(layer) + ".";
+    for (const auto& [name, t] : m->named_parameters())
+      if (name.rfind(pre, 0) == 0) inputs.push_back(t);
+    auto g = torch::autograd::grad(outs, inputs, out_grads, /*retain_graph=*/false, /*create_graph=*/false, /*allow_unused=*/true);
+    // Parameter grads accumulate directly; the input grad flows back.
+    for (size_t i = 1; i < inputs.size(); ++i)
+      if (g[i].defined()) {
+        auto& p = const_cast<torch::Tensor&>(inputs[i]);
+        if (p.grad().defined()) p.mutable_grad() += g[i];
+        else p.mutable_grad() = g[i].clone();
+      }
+    return {g[0], torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+torch::Tensor DecoderModel::run_layers(torch::Tensor x, const torch::Tensor& rope, const c10::intrusive_ptr<AttentionLayout>& layout, bool checkpoint,
+                                       MoeRouting* routing) const {
   for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
     if (checkpoint && x.requires_grad()) {
-      // Recompute this layer in backward: keep only its input (and, for a
-      // MoE layer, the experts it chose, so the recompute routes the same).
-      // A MoE layer's router logits are a second output, so a loss on them
-      // (load balancing) reaches the router through the recompute too.
-      struct Layer : torch::autograd::Function<Layer> {
-        static torch::autograd::tensor_list forward(torch::autograd::AutogradContext* ctx, torch::Tensor in, const DecoderModel* m,
-                                                    int64_t layer, torch::Tensor rope, torch::Tensor cu, torch::Tensor replay) {
-          ctx->saved_data["m"] = reinterpret_cast<int64_t>(m);
-          ctx->saved_data["layer"] = layer;
-          torch::NoGradGuard no_grad;
-          MoeRouting r;
-          if (replay.numel() > 0) r.replay = replay;  // empty: the router chooses (custom functions take no undefined tensors)
-          r.record = r.keep_logits = true;
-          torch::Tensor out = m->layer_forward(layer, in, rope, cu, &r);
-          const bool moe = !r.chosen.empty();
-          ctx->save_for_backward({in, rope, cu, moe ? r.chosen[0] : torch::empty({0}, torch::kInt64)});
-          if (!moe) return {out};
-          ctx->mark_non_differentiable({r.chosen[0]});
-          return {out, r.logits[0], r.chosen[0]};
-        }
-        static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx, torch::autograd::tensor_list grads) {
-          auto saved = ctx->get_saved_variables();
-          const auto* m = reinterpret_cast<const DecoderModel*>(ctx->saved_data["m"].toInt());
-          const int64_t layer = ctx->saved_data["layer"].toInt();
-          torch::Tensor in = saved[0].detach().requires_grad_(true);
-          MoeRouting r;
-          if (saved[3].numel() > 0) {
-            const int64_t moe_layers = m->config().moe_layer_count();
-            r.replay = saved[3].unsqueeze(1).expand({saved[3].size(0), moe_layers, saved[3].size(1)});  // a view: every slot is this layer's
-            r.keep_logits = true;
-          }
-          std::vector<torch::Tensor> outs, out_grads;
-          {
-            torch::AutoGradMode enable(true);
-            outs.push_back(m->layer_forward(layer, in, saved[1], saved[2], &r));
-          }
-          out_grads.push_back(grads[0]);
-          if (!r.logits.empty() && grads.size() > 1 && grads[1].defined()) outs.push_back(r.logits[0]), out_grads.push_back(grads[1]);
-          std::vector<torch::Tensor> inputs = {in};
-          const std::string pre = "model.layers." + std::to_string(layer) + ".";
-          for (const auto& [name, t] : m->named_parameters())
-            if (name.rfind(pre, 0) == 0) inputs.push_back(t);
-          auto g = torch::autograd::grad(outs, inputs, out_grads, /*retain_graph=*/false, /*create_graph=*/false, /*allow_unused=*/true);
-          // Parameter grads accumulate directly; the input grad flows back.
-          for (size_t i = 1; i < inputs.size(); ++i)
-            if (g[i].defined()) {
-              auto& p = const_cast<torch::Tensor&>(inputs[i]);
-              if (p.grad().defined()) p.mutable_grad() += g[i];
-              else p.mutable_grad() = g[i].clone();
-            }
-          return {g[0], torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
-        }
-      };
       const int64_t mi = moe_index_[static_cast<size_t>(l)];
       torch::Tensor replay = torch::empty({0}, torch::kInt64);
       if (mi >= 0 && routing != nullptr && routing->replay.defined())
         replay = routing->replay.narrow(1, mi, 1).expand({routing->replay.size(0), config_.moe_layer_count(), routing->replay.size(2)});
-      auto outs = Layer::apply(x, this, l, rope, cu, replay);
+      auto outs = CheckpointedLayer::apply(x, this, l, rope, layout, replay);
       x = outs[0];
       if (mi >= 0 && routing != nullptr) {
         if (routing->keep_logits) routing->logits.push_back(outs[1]);
         if (routing->record) routing->chosen.push_back(outs[2].detach());
       }
     } else {
-      x = layer_forward(l, x, rope, cu, routing);
+      x = layer_forward(l, x, rope, *layout, routing);
     }
   }
   return rms_norm(x, p("model.norm.weight"));
@@ -657,10 +688,11 @@ struct TokenLogprob : torch::autograd::Function<TokenLogprob> {
 
 }  // namespace
 
-torch::Tensor DecoderModel::logprobs_tree(const Tree& tree, const torch::Tensor& previous, float temperature) const {
+torch::Tensor DecoderModel::logprobs_tree(const Tree& tree, const torch::Tensor& previous, float temperature, bool checkpoint,
+                                          MoeRouting* routing) const {
   if (!(temperature > 0)) throw Error(AREAL_CODE_INVALID_ARGUMENT, "temperature must be > 0 for log-probs");
   const auto compute = dtype_ == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
-  const torch::Tensor h = hidden_tree(tree);
+  const torch::Tensor h = hidden_tree(tree, checkpoint, routing);
   const torch::Tensor prev = previous.to(device_, torch::kInt64);
   if (prev.dim() != 1 || prev.size(0) != h.size(0)) throw Error(AREAL_CODE_INVALID_ARGUMENT, "tree: previous must be [N]");
   // Each token scored from the hidden state of the token before it on its path.

@@ -13,6 +13,7 @@
 #include <vector>
 #include <cstdint>
 
+#include <c10/util/intrusive_ptr.h>
 #include <torch/autograd.h>
 #include <torch/types.h>
 
@@ -20,6 +21,9 @@
 #include "lora_adapter.hpp"
 
 namespace areal::torch_model {
+
+struct AttentionLayout;    // attention_layout.hpp
+struct CheckpointedLayer;  // decoder_model.cpp: a layer recomputed in backward
 
 // Expert routing of one forward pass of a mixture-of-experts model, MoE
 // layer by MoE layer (ModelConfig::is_moe_layer). Rows are the forward's
@@ -73,15 +77,18 @@ class DecoderModel {
   // sees the earlier tokens of its segment and every token of its ancestor
   // segments, at `positions` (its depth): each row through it computes the
   // same hidden state there, so shared prefixes are computed once.
+  // `checkpoint` and `routing` as for hidden(), with the tree's tokens as
+  // the rows.
   struct Tree {
     torch::Tensor ids, positions;  // [N] int64
     std::vector<int64_t> begin, end, parent;
   };
-  torch::Tensor hidden_tree(const Tree& tree) const;
+  torch::Tensor hidden_tree(const Tree& tree, bool checkpoint = false, MoeRouting* routing = nullptr) const;
   // log p(ids[j] | its path) at `temperature` for every packed token j,
   // from the hidden state of previous[j] ([N] int64, -1 at a row's start:
   // 0 there). Gathered by row, these are each row's own log-probs.
-  torch::Tensor logprobs_tree(const Tree& tree, const torch::Tensor& previous, float temperature) const;
+  torch::Tensor logprobs_tree(const Tree& tree, const torch::Tensor& previous, float temperature, bool checkpoint = false,
+                              MoeRouting* routing = nullptr) const;
   torch::Tensor logits(const torch::Tensor& hidden) const;  // [T, vocab], float32 at least
   const torch::Tensor& head_weight() const;                 // lm_head, or the tied embedding
   // log p(ids[t] | ids[<t]) within each sequence at `temperature`; 0 at each
@@ -141,6 +148,7 @@ class DecoderModel {
   const torch::Tensor& p(const std::string& name) const;
 
  private:
+  friend struct CheckpointedLayer;
   DecoderModel(model::ModelConfig config, torch::Dtype dtype, torch::Device device);  // no weights yet
   // attend without o_proj: [S, H*hd].
   torch::Tensor attend_heads(int64_t layer, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t q_offset) const;
@@ -158,8 +166,21 @@ class DecoderModel {
   torch::Tensor o_proj(int64_t layer, const torch::Tensor& heads) const;  // [S, H*hd] -> [S, hidden]
   // y (x's projection through the base weight) plus the adapter's term, if any.
   torch::Tensor with_lora(int64_t layer, LoraModule m, const torch::Tensor& x, torch::Tensor y) const;
-  torch::Tensor layer_forward(int64_t layer, const torch::Tensor& x, const torch::Tensor& rope, const torch::Tensor& cu,
+  // Causal attention of G padded query blocks over G key blocks: q [G, Lq,
+  // H, hd], k/v [G, Lk, kv_heads, hd], `allowed` [G, Lq, Lk] (at least one
+  // key a query) -> [G, Lq, H*hd].
+  torch::Tensor attend_masked(int64_t layer, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                              const torch::Tensor& allowed) const;
+  // A prefix tree's attention plan (attention_layout.hpp), checked.
+  c10::intrusive_ptr<AttentionLayout> tree_layout(const Tree& tree) const;
+  // Attention along the tree's paths: [N, hidden] after o_proj.
+  torch::Tensor attend_tree(int64_t layer, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const AttentionLayout& layout) const;
+  torch::Tensor layer_forward(int64_t layer, const torch::Tensor& x, const torch::Tensor& rope, const AttentionLayout& layout,
                               MoeRouting* routing) const;
+  // Every decoder layer over embedded tokens x, then the final norm; with
+  // `checkpoint`, each layer recomputed in backward.
+  torch::Tensor run_layers(torch::Tensor x, const torch::Tensor& rope, const c10::intrusive_ptr<AttentionLayout>& layout, bool checkpoint,
+                           MoeRouting* routing) const;
   // A MoE layer's MLP: top-k experts a token, their outputs weighted by the
   // router's (renormalised) probabilities.
   torch::Tensor moe(int64_t layer, const torch::Tensor& x, MoeRouting* routing) const;
