@@ -77,4 +77,32 @@ std::vector<int64_t> PrefixTree::path(int64_t segment) const {
   return out;
 }
 
+namespace {
+uint64_t edge(int64_t node, int32_t id) { return (static_cast<uint64_t>(node) << 32) | static_cast<uint32_t>(id); }
+}  // namespace
+
+int64_t PrefixCounter::new_tokens(const int32_t* ids, int64_t n) const {
+  int64_t at = 0, shared = 0;
+  for (; shared < n; ++shared) {
+    const auto it = child_.find(edge(at, ids[shared]));
+    if (it == child_.end()) break;
+    at = it->second;
+  }
+  return n - shared;
+}
+
+void PrefixCounter::add(const int32_t* ids, int64_t n) {
+  int64_t at = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const auto [it, added] = child_.try_emplace(edge(at, ids[i]), nodes_ + 1);
+    if (added) ++nodes_;
+    at = it->second;
+  }
+}
+
+void PrefixCounter::clear() {
+  child_.clear();
+  nodes_ = 0;
+}
+
 }  // namespace areal::trainer

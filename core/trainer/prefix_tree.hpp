@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <unordered_map>
 #include <vector>
 
 namespace areal::trainer {
@@ -41,6 +42,23 @@ class PrefixTree {
   std::vector<Segment> segments;   // parents before children
   std::vector<int64_t> row_offsets;  // [rows + 1] into row_index
   std::vector<int64_t> row_index;    // [row tokens]: packed index of each row token, rows back to back
+};
+
+// The tokens a tree would gain from each further row, for packing rows
+// into micro-batches by the tokens their tree computes (the trie of
+// PrefixTree::build, counted without laying it out).
+class PrefixCounter {
+ public:
+  // Tokens of ids[0, n) not already in the tree: n minus the longest
+  // prefix it shares with the rows added so far.
+  int64_t new_tokens(const int32_t* ids, int64_t n) const;
+  void add(const int32_t* ids, int64_t n);
+  int64_t tokens() const { return nodes_; }
+  void clear();
+
+ private:
+  std::unordered_map<uint64_t, int64_t> child_;  // (node << 32 | token) -> node; node 0 is the root
+  int64_t nodes_ = 0;
 };
 
 }  // namespace areal::trainer

@@ -1,5 +1,6 @@
 #include "batch_split.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -55,7 +56,25 @@ std::vector<int64_t> cu_seqlens_of(const areal_tensor_map& batch) {
   throw Error(AREAL_CODE_INVALID_ARGUMENT, "the batch has no cu_seqlens");
 }
 
-std::vector<BatchSlice> plan_slices(const std::vector<int64_t>& cu, int parts) {
+std::vector<int64_t> shared_prefixes(const areal_tensor_map& batch) {
+  const std::vector<int64_t> cu = cu_seqlens_of(batch);
+  for (size_t i = 0; i < batch.count; ++i) {
+    if (name_at(batch, i) != "input_ids") continue;
+    const DLTensor& t = *batch.tensors[i];
+    if (t.device.device_type != kDLCPU || t.ndim != 1 || t.strides != nullptr || t.shape[0] != cu.back() - cu.front()) break;
+    std::vector<int64_t> out(cu.size() - 1, 0);
+    for (size_t b = 1; b + 1 < cu.size(); ++b) {
+      int64_t n = 0;
+      const int64_t here = cu[b] - cu[0], before = cu[b - 1] - cu[0], len = std::min(cu[b + 1] - cu[b], cu[b] - cu[b - 1]);
+      while (n < len && int_at(t, here + n) == int_at(t, before + n)) ++n;
+      out[b] = n;
+    }
+    return out;
+  }
+  return {};  // no host input_ids: cut by tokens alone
+}
+
+std::vector<BatchSlice> plan_slices(const std::vector<int64_t>& cu, int parts, const std::vector<int64_t>& shared) {
   const int64_t B = static_cast<int64_t>(cu.size()) - 1;
   if (parts < 1) throw Error(AREAL_CODE_INVALID_ARGUMENT, "cannot split a batch into " + std::to_string(parts) + " parts");
   if (B < parts)
@@ -70,7 +89,18 @@ std::vector<BatchSlice> plan_slices(const std::vector<int64_t>& cu, int parts) {
       // The boundary nearest the ideal token count, leaving one sequence for each later rank.
       const double target = cu[0] + static_cast<double>(total) * (r + 1) / parts;
       end = begin + 1;
-      while (end < B - (parts - r - 1) && std::abs(cu[end + 1] - target) <= std::abs(cu[end] - target)) ++end;
+      const int64_t last = B - (parts - r - 1);
+      while (end < last && std::abs(cu[end + 1] - target) <= std::abs(cu[end] - target)) ++end;
+      if (static_cast<int64_t>(shared.size()) == B) {
+        // Within the slack, the cut that splits the least shared prefix.
+        const double slack = std::max(std::abs(cu[end] - target), static_cast<double>(total) / parts / 4);
+        int64_t best = end;
+        for (int64_t e = begin + 1; e <= last; ++e) {
+          if (std::abs(cu[e] - target) > slack) continue;
+          if (shared[e] < shared[best] || (shared[e] == shared[best] && std::abs(cu[e] - target) < std::abs(cu[best] - target))) best = e;
+        }
+        end = best;
+      }
     }
     out.push_back({begin, end, cu[begin], cu[end]});
     begin = end;

@@ -158,7 +158,7 @@ std::vector<Message> RemoteTrainRanks::call_all(std::vector<Message> requests) {
 }
 
 std::vector<Message> RemoteTrainRanks::scatter(const areal_tensor_map& batch, const json& request, std::vector<BatchSlice>* slices) {
-  *slices = plan_slices(cu_seqlens_of(batch), world_);
+  *slices = plan_slices(cu_seqlens_of(batch), world_, shared_prefixes(batch));
   std::vector<std::vector<OwnedTensor>> parts = split_batch(batch, *slices);
   std::vector<Message> requests(world_);
   for (int r = 0; r < world_; ++r) {

@@ -31,6 +31,7 @@
 #include <memory>
 #include <algorithm>
 #include <exception>
+#include <limits>
 
 #include <nlohmann/json.hpp>
 
@@ -43,6 +44,7 @@
 #include "flat_shards.hpp"
 #include "process_group.hpp"
 #include "gradient_clip.hpp"
+#include "prefix_sharing.hpp"
 #include "sharded_adamw.hpp"
 
 namespace {
@@ -156,6 +158,7 @@ class FsdpTrain {
     "grad_clip": {"type": "number", "default": 1.0, "minimum": 0, "doc": "Clip the global gradient norm to this; 0 disables."},
     "micro_batch_tokens": {"type": "integer", "default": 8192, "minimum": 1, "doc": "Token budget of a micro-batch (whole sequences; a longer sequence forms its own)."},
     "gradient_checkpointing": {"type": "boolean", "default": false, "doc": "Recompute layer activations in backward to save memory."},
+    "prefix_sharing": {"type": "string", "enum": ["auto", "off"], "default": "auto", "doc": "Rows that share token prefixes (a GRPO group's prompt, the turns of a session exported a row per call, retries and branches) computed as one prefix tree, each shared token once, in log-prob recomputation and training (issue #36; docs/algorithms.md, \"Prefix sharing\"). The loss and gradient are those of per-row computation. auto: a micro-batch is a tree when that saves at least a tenth of its tokens, and micro_batch_tokens then counts the tree's tokens (raise it so a whole group fits: 16 samples of an 8k prompt with 300-token replies are 12.8k tree tokens). off: every row computed on its own."},
     "threads": {"type": "integer", "default": 0, "minimum": 0, "doc": "Torch intra-op threads; 0 keeps the default."},
     "world_size": {"type": "integer", "default": 1, "minimum": 1, "doc": "Data-parallel ranks; parameters, gradients and optimizer state are sharded across them. `areal-host run` starts this many train-rank processes (docs/scale-out.md); a checkpoint resumes only at the world size that saved it."},
     "rank": {"type": "integer", "default": 0, "minimum": 0, "doc": "This process's rank in [0, world_size); set by the launcher for each rank."},
@@ -200,6 +203,7 @@ class FsdpTrain {
     clip_ = c.value("grad_clip", 1.0);
     micro_tokens_ = c.value("micro_batch_tokens", int64_t{8192});
     checkpointing_ = c.value("gradient_checkpointing", false);
+    sharing_ = fsdp::parse_prefix_sharing(c.value("prefix_sharing", std::string("auto")));
     if (model_->config().moe_layer_count() > 0) {
       const json moe = c.contains("moe") && c["moe"].is_object() ? c["moe"] : json::object();
       const double coef = moe.value("aux_loss_coef", -1.0);
@@ -256,14 +260,39 @@ class FsdpTrain {
     Gathered full(*shards_);
     const AdapterEval eval(lora_.get());  // no adapter dropout: these are the policy's log-probs
     const torch::Tensor ids = from_dl(tensor_named(batch, "input_ids"), "input_ids");
-    const torch::Tensor cu = from_dl(tensor_named(batch, "cu_seqlens"), "cu_seqlens");
+    const Rows rows = rows_of(ids, from_dl(tensor_named(batch, "cu_seqlens"), "cu_seqlens"));
     areal::torch_model::MoeRouting routing;
     routing.replay = replay_source(batch, ids.size(0));
     routing.record = routing_replay_ == "recompute";
-    torch::Tensor lp = model_->logprobs(ids, cu, temperature, false, &routing).to(torch::kCPU, torch::kFloat32).contiguous();
+    torch::Tensor lp = whole_batch_logprobs(rows, temperature, &routing).to(torch::kCPU, torch::kFloat32).contiguous();
     // R2: the update of this batch replays what this first pass chose.
     if (routing.record) first_pass_ = {ids, torch::stack(routing.chosen, 1).to(torch::kCPU)};
     return at::toDLPack(lp);
+  }
+
+  // A batch's token ids and row offsets on the host (micro-batch planning, prefix trees).
+  struct Rows {
+    std::vector<int32_t> ids;
+    std::vector<int64_t> bounds;
+  };
+  static Rows rows_of(const torch::Tensor& ids, const torch::Tensor& cu) {
+    Rows r;
+    const torch::Tensor i32 = ids.to(torch::kInt32).contiguous();
+    r.ids.assign(i32.data_ptr<int32_t>(), i32.data_ptr<int32_t>() + i32.numel());
+    const torch::Tensor c = cu.to(torch::kInt64).contiguous();
+    r.bounds.assign(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
+    if (r.bounds.size() < 2 || r.bounds.front() != 0 || r.bounds.back() != static_cast<int64_t>(r.ids.size()))
+      throw sdk::invalid_argument("cu_seqlens must start at 0 and end at len(input_ids)");
+    for (size_t b = 1; b < r.bounds.size(); ++b)
+      if (r.bounds[b] < r.bounds[b - 1]) throw sdk::invalid_argument("cu_seqlens must not decrease");
+    return r;
+  }
+  // Per-row log-probs of the whole batch in one forward (no budget: no
+  // gradient is kept), as a tree when sharing pays.
+  torch::Tensor whole_batch_logprobs(const Rows& rows, float temperature, areal::torch_model::MoeRouting* routing) const {
+    const auto plan = fsdp::plan_micro_batches(rows.ids, rows.bounds, std::numeric_limits<int64_t>::max(), sharing_);
+    if (plan.empty()) return torch::zeros({0}, torch::kFloat32);
+    return fsdp::rows_logprobs(*model_, rows.ids, rows.bounds, plan.at(0), temperature, false, routing);
   }
 
   // The experts a forward over `batch` replays (train.moe.routing_replay),
@@ -290,6 +319,7 @@ class FsdpTrain {
     const torch::Tensor cu = from_dl(tensor_named(batch, "cu_seqlens"), "cu_seqlens").to(torch::kInt64);
     const torch::Tensor mask = from_dl(tensor_named(batch, "loss_mask"), "loss_mask");
     const int64_t T = ids.size(0);
+    const Rows rows = rows_of(ids, cu);
     if (mask.size(0) != T) throw sdk::invalid_argument("loss_mask and input_ids differ in length");
     // Micro-batches are weighted by their share of the *global* batch's loss tokens.
     torch::Tensor counts = torch::tensor({mask.ne(0).sum().item<double>(), static_cast<double>(T)}, torch::kFloat64);
@@ -320,25 +350,24 @@ class FsdpTrain {
         const AdapterEval eval(lora_.get());
         areal::torch_model::MoeRouting first;
         first.record = true;
-        (void)model_->logprobs(ids, cu, temperature, false, &first);
+        (void)whole_batch_logprobs(rows, temperature, &first);
         replay = torch::stack(first.chosen, 1).to(torch::kCPU);
       }
     }
     first_pass_ = {};
-    const auto* bounds = cu.data_ptr<int64_t>();
-    const int64_t B = cu.size(0) - 1;
     double loss_sum = 0, aux_sum = 0;
-    int64_t micro = 0;
-    for (int64_t b0 = 0; b0 < B;) {
-      int64_t b1 = b0 + 1;  // whole sequences up to the token budget (at least one)
-      while (b1 < B && bounds[b1 + 1] - bounds[b0] <= micro_tokens_) ++b1;
-      const int64_t s = bounds[b0], len = bounds[b1] - bounds[b0];
-      const torch::Tensor mcu = cu.narrow(0, b0, b1 - b0 + 1) - s;
+    int64_t micro = 0, computed = 0;
+    // Whole rows up to the token budget (at least one), each micro-batch a
+    // prefix tree where that pays (train.prefix_sharing).
+    for (const fsdp::MicroBatch& plan : fsdp::plan_micro_batches(rows.ids, rows.bounds, micro_tokens_, sharing_)) {
+      const int64_t s = rows.bounds[plan.first], len = rows.bounds[plan.end] - s;
+      const torch::Tensor mcu = cu.narrow(0, plan.first, plan.end - plan.first + 1) - s;
       // MoE: the routers' logits come back for the load-balancing loss.
       areal::torch_model::MoeRouting routing;
       routing.keep_logits = aux_loss_coef_ > 0;
       if (replay.defined()) routing.replay = replay.narrow(0, s, len);
-      torch::Tensor lp = model_->logprobs(ids.narrow(0, s, len), mcu, temperature, checkpointing_, &routing);
+      torch::Tensor lp = fsdp::rows_logprobs(*model_, rows.ids, rows.bounds, plan, temperature, checkpointing_, &routing);
+      computed += plan.computed_tokens;
       torch::Tensor lp_value = lp.detach().to(torch::kCPU, torch::kFloat32).contiguous();  // the ABI carries float32 host tensors
       torch::Tensor grad = torch::zeros({len}, torch::kFloat32);
       std::vector<std::string> names;
@@ -375,11 +404,10 @@ class FsdpTrain {
       if (shards_->mixed_precision()) shards_->accumulate_gradients();  // micro-batches sum in float32
       loss_sum += value * share;
       ++micro;
-      b0 = b1;
     }
     torch::Tensor grad = shards_->reduce_gradients();  // this rank's slice of the global gradient
     const double local_norm = grad.norm().item<double>();  // no float64 copy of the gradient
-    torch::Tensor sums = torch::tensor({local_norm * local_norm, loss_sum, aux_sum}, torch::kFloat64);
+    torch::Tensor sums = torch::tensor({local_norm * local_norm, loss_sum, aux_sum, static_cast<double>(computed)}, torch::kFloat64);
     group_->all_reduce_sum(sums);
     const double norm = std::sqrt(sums[0].item<double>());
     if (const double k = areal::fsdp::clip_coefficient(norm, clip_); k < 1.0) grad.mul_(k);
@@ -387,7 +415,7 @@ class FsdpTrain {
     ++step_;
     optimizer_->step(shards_->shard(), grad, lr, step_);
     shards_->master_updated();
-    json stats = {{"loss", sums[1].item<double>()}, {"grad_norm", norm}, {"lr", lr}, {"tokens", counts[1].item<double>()},
+    json stats = {{"loss", sums[1].item<double>()}, {"grad_norm", norm}, {"lr", lr}, {"tokens", counts[1].item<double>()}, {"computed_tokens", sums[3].item<double>()},
                   {"loss_tokens", total_loss_tokens}, {"micro_batches", micro}, {"step", step_}, {"world_size", group_->world_size()},
                   {"resident_state_bytes", resident_state_bytes()}, {"peak_device_memory_bytes", areal::torch_model::peak_memory_bytes(device_)},
                   {"device", areal::torch_model::device_name(device_)}, {"dtype", areal::torch_model::dtype_name(dtype_)}};
@@ -536,6 +564,7 @@ class FsdpTrain {
   std::string routing_replay_ = "none";  // train.moe.routing_replay
   std::pair<torch::Tensor, torch::Tensor> first_pass_;  // recompute: the input ids and experts of the last compute_logprobs
   bool checkpointing_ = false;
+  fsdp::PrefixSharing sharing_ = fsdp::PrefixSharing::kAuto;  // train.prefix_sharing
   double aux_loss_coef_ = 0;  // MoE models: weight of the router load-balancing loss
 };
 

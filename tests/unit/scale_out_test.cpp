@@ -53,6 +53,32 @@ TEST(BatchSplit, SlicesAreWholeSequencesBalancedByTokens) {
   EXPECT_THROW(ranks::plan_slices({0, 5, 9}, 3), areal::Error);  // 2 sequences, 3 ranks
 }
 
+// Two GRPO groups of four rows: the cut nearest the token middle falls
+// inside the first group and moves to the group boundary, which is within
+// a quarter of a rank's share of the tokens.
+TEST(BatchSplit, CutsMoveToWhereTheLeastPrefixIsShared) {
+  // Group A: rows of 10, 10, 10, 10 tokens sharing 8; group B: 12, 12, 12, 12 sharing 9.
+  const std::vector<int64_t> cu = {0, 10, 20, 30, 40, 52, 64, 76, 88};
+  const std::vector<int64_t> shared = {0, 8, 8, 8, 0, 9, 9, 9};
+  const auto plain = ranks::plan_slices(cu, 2);
+  EXPECT_EQ(plain[0].end_sequence, 4);  // 40 of 88 tokens: already the group boundary
+  const std::vector<int64_t> cu2 = {0, 10, 20, 30, 40, 46, 52, 58, 64};  // group B of 6-token rows
+  const auto tokens_only = ranks::plan_slices(cu2, 2);
+  EXPECT_EQ(tokens_only[0].end_sequence, 3);  // 30 of 64: nearest the middle, inside group A
+  const auto kept = ranks::plan_slices(cu2, 2, shared);
+  EXPECT_EQ(kept[0].end_sequence, 4) << "the cut should move to the group boundary (40 of 64, within the slack)";
+  // No slack to move into: balance wins.
+  const std::vector<int64_t> cu3 = {0, 100, 200, 300, 400, 410, 420, 430, 440};
+  EXPECT_EQ(ranks::plan_slices(cu3, 2, shared)[0].end_sequence, ranks::plan_slices(cu3, 2)[0].end_sequence);
+}
+
+TEST(BatchSplit, SharedPrefixesAreReadFromInputIds) {
+  areal::HostTensor<int32_t> ids({1, 2, 3, 1, 2, 4, 1, 9, 7, 7}), cu({0, 3, 6, 8, 10});
+  areal::TensorMapBuilder b;
+  b.add("input_ids", ids.dl()).add("cu_seqlens", cu.dl());
+  EXPECT_EQ(ranks::shared_prefixes(*b.get()), (std::vector<int64_t>{0, 2, 1, 0}));
+}
+
 TEST(BatchSplit, TokenSequenceAndScalarTensorsGoWhereTheyBelong) {
   areal::HostTensor<int32_t> ids({1, 2, 3, 4, 5, 6, 7}), cu({0, 3, 5, 7});
   areal::HostTensor<float> adv({.1f, .2f, .3f, .4f, .5f, .6f, .7f}), rewards({1.f, 0.f, .5f});
