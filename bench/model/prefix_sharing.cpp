@@ -17,6 +17,8 @@
 #include <iostream>
 #include <string>
 #include <vector>
+#include <algorithm>
+#include <stdexcept>
 
 #include <nlohmann/json.hpp>
 

@@ -12,6 +12,9 @@
 // draws for every request of a step at once on the device, one transfer of
 // [tokens, log-probs] to the host per step; rows with top-k/top-p, logit_bias,
 // penalties or structured output are sampled on the host from their row.
+// A prompt that begins as another's did (a GRPO group's samples, an
+// agent's next turn) takes the keys and values of that prefix from the slot
+// holding them (prefix_cache, slot_contents.hpp) and computes only the rest.
 // The model is the same DecoderModel the trainer uses, so the log-probs
 // reported here are the ones training recomputes. It runs on `device` in
 // `dtype`; the log-prob head is float32 and the sampling distribution float64.
@@ -50,6 +53,7 @@
 #include "adapter_registry.hpp"
 #include "cuda_graph_cache.hpp"
 #include "float_tensor_view.hpp"
+#include "slot_contents.hpp"
 #include "decoder_model.hpp"
 #include "device.hpp"
 
@@ -117,6 +121,7 @@ class LocalInference {
     "cuda_graphs": {"type": "boolean", "default": true, "doc": "On CUDA, decode steps replay CUDA graphs captured once per step shape (slot rows and cached keys rounded up to a few sizes); false: every kernel launched from the host. Ignored on CPU."},
     "min_new_tokens": {"type": "integer", "default": 0, "minimum": 0, "doc": "Stop ids and EOS are masked until a reply has this many tokens (vLLM's min_tokens, for every request). For random-weight test models whose end-of-turn logit is raised (init-model --end-turn-logit): with 1, a client sending temperature 0 gets a one-token reply instead of an empty one. The recorded log-probs are those of the masked distribution."},
     "max_prefill_tokens": {"type": "integer", "default": 16384, "minimum": 1, "doc": "Prompt tokens prefilled together in one forward pass (newly admitted requests are packed up to this; a longer prompt goes alone)."},
+    "prefix_cache": {"type": "boolean", "default": true, "doc": "A prompt that begins as an earlier one did (the n samples of a GRPO group, an agent's next turn resending the conversation) copies that prefix's keys and values from the cache slot holding them and computes only the rest; slots keep their rows after their request ends until another takes them (the cache then stays allocated while idle). Rows count only for the same adapter and weights; requests recording MoE routing compute their whole prompt. info() reports prompt_tokens, cached_tokens and hit_rate."},
     "logprob_mode": {"type": "string", "enum": ["sampling", "raw"], "default": "sampling", "doc": "sampling: log-probs of softmax(logits / temperature), the ABI's convention and what training recomputes. raw: temperature-1 log-probs, which break that convention; only for test servers that emulate vLLM's or SGLang's raw mode."},
     "threads": {"type": "integer", "default": 0, "minimum": 0, "doc": "Torch intra-op threads; 0 keeps the default."},
     "adapters": {"type": "object", "default": {}, "doc": "LoRA adapters loaded at start, name -> PEFT adapter folder (adapter_config.json + adapter_model.safetensors), each at version 0. Requests choose one by name (the OpenAI 'model' field through the gateway); more can be loaded and replaced while serving (load_adapter)."}
@@ -143,6 +148,8 @@ class LocalInference {
     if (name_.empty()) name_ = fs::path(path_).filename().string();
     max_batch_ = c.value("max_batch", 8);
     max_prefill_tokens_ = c.value("max_prefill_tokens", int64_t{16384});
+    prefix_cache_ = c.value("prefix_cache", true);
+    contents_ = std::make_unique<areal::local_inference::SlotContents>(max_batch_);
     min_new_tokens_ = c.value("min_new_tokens", int64_t{0});
     graphs_on_ = c.value("cuda_graphs", true) && device_.is_cuda() && areal::local_inference::CudaGraphCache::available();
     decode_inputs_ = torch::zeros({4, max_batch_}, torch::TensorOptions().dtype(torch::kInt64).device(device_));
@@ -319,6 +326,7 @@ class LocalInference {
     std::lock_guard<std::mutex> step(step_mutex_);
     torch::NoGradGuard no_grad;
     for (const auto& [name, t] : fresh.named_parameters()) const_cast<torch::Tensor&>(model_->p(name)).copy_(t);
+    contents_->invalidate();  // cached rows are of the old weights
     std::lock_guard<std::mutex> lock(mutex_);
     version_ = spec["version"].get<int64_t>();
   }
@@ -340,6 +348,7 @@ class LocalInference {
     std::lock_guard<std::mutex> step(step_mutex_);
     torch::NoGradGuard no_grad;
     for (auto& [dst, src] : copies) const_cast<torch::Tensor&>(dst).copy_(src);
+    contents_->invalidate();  // cached rows are of the old weights
     std::lock_guard<std::mutex> lock(mutex_);
     version_ = version;
   }
@@ -364,6 +373,8 @@ class LocalInference {
                 {"peak_device_memory_bytes", areal::torch_model::peak_memory_bytes(device_)},
                 {"cuda_graphs", graphs_on_},
                 {"decode_steps", decode_steps_.load()},
+                {"prefix_cache", json{{"enabled", prefix_cache_}, {"prompt_tokens", prompt_tokens_.load()}, {"cached_tokens", cached_tokens_.load()},
+                                      {"hit_rate", prompt_tokens_.load() > 0 ? static_cast<double>(cached_tokens_.load()) / prompt_tokens_.load() : 0.0}}},
                 {"adapters", true},
                 {"loaded_adapters", adapters_->describe()},
                 // ABI 1.7: a mixture-of-experts model reports its routing when a request asks.
@@ -437,55 +448,120 @@ class LocalInference {
     return AdapterRouting{model_.get(), !groups.empty()};
   }
 
-  // Prefills newly admitted requests together: their prompts packed into one
-  // forward pass (projections and MLPs over all tokens at once, attention
-  // within each prompt), each prompt's keys and values written to its slot,
-  // and the first token of each sampled from its last position.
+  // The adapter a request runs with now (one replaced by load_adapter takes
+  // effect from this step on; one unloaded stays until the request ends).
+  void refresh_adapter(Request& r) {
+    if (r.adapter_name.empty()) return;
+    if (auto now = adapters_->find(r.adapter_name)) r.adapter = std::move(now);
+  }
+
+  // Prefills newly admitted requests. Those whose prompt shares more with an
+  // earlier one of this round than with any slot's rows (a group's samples
+  // arriving together) wait for a second pass, which copies what the first
+  // computed.
   void prefill(const std::vector<Request*>& reqs) {
-    const auto& c = model_->config();
-    std::vector<int64_t> ids, pos, last;
-    int64_t longest = 0;
+    std::vector<Request*> first, second;
     for (Request* r : reqs) {
-      r->slot = free_slots_.back();  // admission keeps at most max_batch requests active
-      free_slots_.pop_back();
-      const int64_t S = static_cast<int64_t>(r->prompt.size());
-      for (int64_t t = 0; t < S; ++t) ids.push_back(r->prompt[static_cast<size_t>(t)]), pos.push_back(t);
-      last.push_back(static_cast<int64_t>(ids.size()) - 1);
-      longest = std::max(longest, S);
+      refresh_adapter(*r);
+      bool later = false;
+      if (prefix_cache_ && !r->record_routing) {
+        const int64_t cached = contents_->longest_prefix(r->prompt, r->adapter.get()).tokens;
+        for (const Request* e : first) {
+          if (e->adapter.get() != r->adapter.get()) continue;
+          const size_t n = std::min(e->prompt.size(), r->prompt.size() - 1);
+          size_t k = 0;
+          while (k < n && e->prompt[k] == r->prompt[k]) ++k;
+          if (static_cast<int64_t>(k) >= cached + 16) later = true;
+          if (later) break;
+        }
+      }
+      (later ? second : first).push_back(r);
     }
+    prefill_pass(first);
+    if (!second.empty()) prefill_pass(second);
+  }
+
+  // One prefill pass: each request takes a slot (the one holding its longest
+  // cached prefix when free, else a free one the prefix is copied into), and
+  // the uncached rest of every prompt is packed into one forward pass
+  // (projections and MLPs over all tokens at once; attention within each
+  // prompt, over its cached keys too), written to its slot, and the first
+  // token of each sampled from its last position.
+  void prefill_pass(const std::vector<Request*>& reqs) {
+    const auto& c = model_->config();
+    int64_t longest = 0;
+    for (Request* r : reqs) longest = std::max(longest, static_cast<int64_t>(r->prompt.size()));
     ensure_capacity(longest);
-    std::vector<int64_t> starts = {0};
-    for (Request* r : reqs) starts.push_back(starts.back() + static_cast<int64_t>(r->prompt.size()));
-    const auto routing = route_adapters(reqs, [&](size_t i, std::vector<int64_t>& rows) {
+    std::map<const Request*, int64_t> cached;  // prompt tokens taken from the cache
+    for (Request* r : reqs) {
+      areal::local_inference::SlotContents::Match m;
+      if (prefix_cache_ && !r->record_routing) m = contents_->longest_prefix(r->prompt, r->adapter.get());
+      auto it = std::find(free_slots_.begin(), free_slots_.end(), m.slot);
+      if (m.tokens == 0 || it == free_slots_.end()) it = std::find(free_slots_.begin(), free_slots_.end(), contents_->pick(free_slots_));
+      r->slot = *it;  // admission keeps at most max_batch requests active
+      free_slots_.erase(it);
+      if (m.tokens > 0 && m.slot != r->slot)
+        for (auto* cache : {&k_cache_, &v_cache_})
+          for (auto& t : *cache) t.select(0, r->slot).narrow(1, 0, m.tokens).copy_(t.select(0, m.slot).narrow(1, 0, m.tokens));
+      cached[r] = m.tokens;
+      contents_->assign(r->slot, r->prompt, m.tokens, r->adapter);  // the rest is written below
+      prompt_tokens_ += static_cast<int64_t>(r->prompt.size());
+      cached_tokens_ += m.tokens;
+      if (m.tokens > 0) sdk::host().metric_add(sdk::str("areal_inference_prefix_cache_hit_tokens_total"), static_cast<double>(m.tokens));
+      sdk::host().metric_add(sdk::str("areal_inference_prompt_tokens_total"), static_cast<double>(r->prompt.size()));
+    }
+    // Prompts computed whole first (attention within each), then those continuing cached rows.
+    std::vector<Request*> order(reqs.begin(), reqs.end());
+    std::stable_partition(order.begin(), order.end(), [&](const Request* r) { return cached[r] == 0; });
+    const size_t whole = static_cast<size_t>(std::count_if(order.begin(), order.end(), [&](const Request* r) { return cached[r] == 0; }));
+    std::vector<int64_t> ids, pos, last, starts = {0};
+    for (Request* r : order) {
+      const int64_t S = static_cast<int64_t>(r->prompt.size());
+      for (int64_t t = cached[r]; t < S; ++t) ids.push_back(r->prompt[static_cast<size_t>(t)]), pos.push_back(t);
+      last.push_back(static_cast<int64_t>(ids.size()) - 1);
+      starts.push_back(static_cast<int64_t>(ids.size()));
+    }
+    const auto routing = route_adapters(order, [&](size_t i, std::vector<int64_t>& rows) {
       for (int64_t t = starts[i]; t < starts[i + 1]; ++t) rows.push_back(t);
     });
     const auto idx = torch::TensorOptions().dtype(torch::kInt64);
     const torch::Tensor rope = model_->rope_table(torch::tensor(pos, idx).to(device_));
     torch::Tensor x = torch::embedding(model_->p("model.embed_tokens.weight"), torch::tensor(ids, idx).to(device_));
     areal::torch_model::MoeRouting moe;
-    moe.record = std::any_of(reqs.begin(), reqs.end(), [](const Request* r) { return r->record_routing; });
+    moe.record = std::any_of(order.begin(), order.end(), [](const Request* r) { return r->record_routing; });
+    const std::vector<int64_t> whole_bounds(starts.begin(), starts.begin() + static_cast<int64_t>(whole) + 1);
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
       const std::string pre = "model.layers." + std::to_string(l) + ".";
       torch::Tensor q, k, v;
       model_->qkv(l, model_->rms_norm(x, model_->p(pre + "input_layernorm.weight")), rope, q, k, v);
-      std::vector<int64_t> bounds = {0};
-      for (Request* r : reqs) {
-        const int64_t start = bounds.back(), S = static_cast<int64_t>(r->prompt.size());
-        k_cache_[l].select(0, r->slot).narrow(1, 0, S).copy_(k.narrow(0, start, S).transpose(0, 1));
-        v_cache_[l].select(0, r->slot).narrow(1, 0, S).copy_(v.narrow(0, start, S).transpose(0, 1));
-        bounds.push_back(start + S);
+      std::vector<torch::Tensor> attended;
+      for (size_t i = 0; i < order.size(); ++i) {
+        const Request* r = order[i];
+        const int64_t from = cached.at(r), n = starts[i + 1] - starts[i];
+        k_cache_[l].select(0, r->slot).narrow(1, from, n).copy_(k.narrow(0, starts[i], n).transpose(0, 1));
+        v_cache_[l].select(0, r->slot).narrow(1, from, n).copy_(v.narrow(0, starts[i], n).transpose(0, 1));
+        if (i >= whole) {  // its new queries over the slot's keys, cached and new
+          const int64_t S = from + n;
+          attended.push_back(model_->attend(l, q.narrow(0, starts[i], n), k_cache_[l].select(0, r->slot).narrow(1, 0, S).transpose(0, 1),
+                                            v_cache_[l].select(0, r->slot).narrow(1, 0, S).transpose(0, 1), from));
+        }
       }
-      x = x + model_->attend_packed(l, q, k, v, bounds);  // each prompt attends to itself only
+      if (whole > 0) {  // each prompt attends to itself only
+        const int64_t T = whole_bounds.back();
+        attended.insert(attended.begin(), model_->attend_packed(l, q.narrow(0, 0, T), k.narrow(0, 0, T), v.narrow(0, 0, T), whole_bounds));
+      }
+      x = x + (attended.size() == 1 ? attended[0] : torch::cat(attended, 0));
       x = x + model_->mlp(l, model_->rms_norm(x, model_->p(pre + "post_attention_layernorm.weight")), &moe);
     }
-    if (moe.record) {
-      const std::vector<int64_t> rows(starts.begin(), starts.end());
-      for (size_t i = 0; i < reqs.size(); ++i)
-        if (reqs[i]->record_routing) append_routing(*reqs[i], moe.chosen, rows[i], rows[i + 1] - rows[i]);
+    if (moe.record)  // requests recording routing compute their whole prompt
+      for (size_t i = 0; i < order.size(); ++i)
+        if (order[i]->record_routing) append_routing(*order[i], moe.chosen, starts[i], starts[i + 1] - starts[i]);
+    for (Request* r : order) {
+      r->length = static_cast<int64_t>(r->prompt.size());
+      contents_->assign(r->slot, r->prompt, r->length, r->adapter);
     }
-    for (Request* r : reqs) r->length = static_cast<int64_t>(r->prompt.size());
     const torch::Tensor h = model_->rms_norm(x.index_select(0, torch::tensor(last, idx).to(device_)), model_->p("model.norm.weight"));
-    sample(reqs, raw_log_probs(h));
+    sample(order, raw_log_probs(h));
   }
 
   // Rounds a decode step's shape up to one of few sizes, so that a few
@@ -557,7 +633,7 @@ class LocalInference {
     if (moe.record)
       for (Request* r : batch)
         if (r->record_routing) append_routing(*r, moe.chosen, r->slot, 1);
-    for (Request* r : batch) ++r->length;
+    for (Request* r : batch) contents_->append(r->slot, r->last), ++r->length;  // the fed token's row is written
     const torch::Tensor h = hidden.index_select(0, torch::tensor(slots, torch::kInt64).to(device_));
     sample(batch, raw_log_probs(h));
   }
@@ -835,6 +911,7 @@ class LocalInference {
   }
 
   void drop_cache() {
+    contents_->clear();
     graphs_.clear();
     k_cache_.clear();
     v_cache_.clear();
@@ -858,12 +935,13 @@ class LocalInference {
       }
     }
     for (auto& r : done) {
-      if (r->slot >= 0) free_slots_.push_back(r->slot);
+      if (r->slot >= 0) free_slots_.push_back(r->slot), contents_->release(r->slot);
       r->slot = -1;
     }
-    // Idle: give the cache's memory back (on CUDA with graphs it stays, as a
-    // serving engine's preallocated cache does, and so do the graphs).
-    if (free_slots_.size() == static_cast<size_t>(max_batch_) && !graphs_on_) drop_cache();
+    // Idle: give the cache's memory back, unless it holds prefixes for the
+    // next requests (on CUDA with graphs it stays, as a serving engine's
+    // preallocated cache does, and so do the graphs).
+    if (free_slots_.size() == static_cast<size_t>(max_batch_) && !graphs_on_ && !prefix_cache_) drop_cache();
     for (auto& r : done)  // one sink's failure is that request's alone
       sdk::contain("local", [&] {
         if (r->record_routing && r->sink.struct_size >= AREAL_OFFSET_OF_END(areal_gen_sink, on_routing) && r->sink.on_routing != nullptr) {
@@ -903,6 +981,9 @@ class LocalInference {
   std::string path_, name_;
   int max_batch_ = 8;
   int64_t max_prefill_tokens_ = 16384, min_new_tokens_ = 0;
+  bool prefix_cache_ = true;
+  std::unique_ptr<areal::local_inference::SlotContents> contents_;  // what each slot's rows hold (scheduler thread)
+  std::atomic<int64_t> prompt_tokens_{0}, cached_tokens_{0};       // prefilled, and of those taken from the cache
   bool raw_logprobs_ = false;
   int64_t max_context_ = 4096, version_ = 0;
 

@@ -11,7 +11,12 @@
 # YaRN rope scaling (factor 4 over an original context of 32, so the
 # sequences reach 4x past it); and gpt_oss tiny-hd32 with its experts in
 # MXFP4 (areal reads the blocks and scales, transformers its own
-# dequantization of them). Bound: 1e-5 on every token of sequences of 2 to 130.
+# dequantization of them); and, with prefix sharing (issue #36), qwen3,
+# qwen3_moe and gpt_oss tiny scoring rows that share prefixes (a GRPO group,
+# a session's turns, retries branching off a turn, an unrelated row) in one
+# forward over their prefix tree (areal_score_logprobs --tree) against
+# transformers on each row alone. Bound: 1e-5 on every token of sequences
+# of 2 to 130.
 #   logprobs_transformers.sh AREAL_HOST SCORE_BIN SOURCE_DIR WORK
 set -euo pipefail
 host=$1 score=$2 src=$(cd "$3" && pwd) work=$4
@@ -22,7 +27,7 @@ rm -rf "$work" && mkdir -p "$work"
 bound=1e-5 failed=0 compared=0 seed=0 cases=0
 for row in "qwen3 tiny" "qwen3 tiny-hd32" "qwen2 tiny" "qwen2 tiny-hd32" "llama3 tiny" "llama3 tiny-hd32" "qwen3_moe tiny" "qwen3_moe tiny-hd32" \
            "gpt_oss tiny" "gpt_oss tiny-hd32" "gpt_oss tiny-hd32 mxfp4" \
-           "qwen3 tiny-hd32 yarn"; do
+           "qwen3 tiny-hd32 yarn" "qwen3 tiny tree" "qwen3_moe tiny tree" "gpt_oss tiny tree"; do
     read -r family preset variant <<<"$row"
     seed=$((seed + 1)) cases=$((cases + 1))
     dir=$work/$family-$preset${variant:+-$variant}
@@ -42,8 +47,26 @@ PY
       "$py" "$ref" mxfp4 "$dir" "$ours"
     fi
     "$py" "$ref" sequences "$dir" "$dir/in.json" "$seed"
+    tree=()
+    if [ "$variant" = tree ]; then  # rows sharing prefixes, cut from the random sequences
+      tree=(--tree)
+      /usr/bin/python3 - "$dir/in.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))["sequences"]
+long, mid = s[4], s[3]  # 130 and 64 random tokens
+prompt, session = long[:40], mid[:12]
+rows = [prompt + long[40 + 7 * i: 40 + 7 * i + n] for i, n in enumerate((5, 12, 1, 30))]  # a group
+turns = [long[70:76], long[80:89], long[95:99], long[100:120]]
+for t in range(1, 5):
+    rows.append(session + sum(turns[:t], []))  # a session a row per call
+rows.append(session + turns[0] + mid[20:31])  # a retry of the second turn
+rows.append(session + turns[0] + mid[20:31] + mid[40:60])  # and the session going on from it
+rows.append(s[2])  # unrelated
+json.dump({"sequences": rows}, open(sys.argv[1], "w"))
+PY
+    fi
     HF_HUB_OFFLINE=1 "$py" "$ref" score "$dir" "$dir/in.json" "$dir/hf.json"
-    "$score" "$ours" "$dir/in.json" "$dir/areal.json"
+    "$score" "${tree[@]}" "$ours" "$dir/in.json" "$dir/areal.json"
     read -r n worst < <(/usr/bin/python3 - "$dir/hf.json" "$dir/areal.json" <<'PY'
 import json, sys
 hf, ours = (json.load(open(p))["logprobs"] for p in sys.argv[1:3])

@@ -11,6 +11,10 @@
 // load-balancing loss of each sequence].
 // --lora scores through a PEFT adapter folder (LoraAdapter::load);
 // --save-lora writes that adapter back out (LoraAdapter::save).
+// --tree scores every sequence in one forward over their prefix tree
+// (core/trainer/prefix_tree.hpp, DecoderModel::logprobs_tree: each shared
+// prefix computed once), each row's log-probs, experts and balancing loss
+// gathered back from it: what the trainer computes with prefix sharing.
 #include <fstream>
 #include <iostream>
 #include <cstdint>
@@ -22,18 +26,21 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/trainer/prefix_tree.hpp"
 #include "decoder_model.hpp"
 
 int main(int argc, char** argv) {
   std::string lora, save_lora;
   std::vector<std::string> args;
+  bool tree = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if ((a == "--lora" || a == "--save-lora") && i + 1 < argc) (a == "--lora" ? lora : save_lora) = argv[++i];
+    if (a == "--tree") tree = true;
+    else if ((a == "--lora" || a == "--save-lora") && i + 1 < argc) (a == "--lora" ? lora : save_lora) = argv[++i];
     else args.push_back(a);
   }
   if ((args.size() != 3 && args.size() != 4) || (!save_lora.empty() && lora.empty())) {
-    std::cerr << "usage: areal_score_logprobs [--lora ADAPTER_DIR] [--save-lora OUT_DIR] MODEL_DIR IN.json OUT.json [TEMPERATURE]\n";
+    std::cerr << "usage: areal_score_logprobs [--tree] [--lora ADAPTER_DIR] [--save-lora OUT_DIR] MODEL_DIR IN.json OUT.json [TEMPERATURE]\n";
     return 2;
   }
   try {
@@ -48,15 +55,52 @@ int main(int argc, char** argv) {
     const nlohmann::json in = nlohmann::json::parse(in_file);
     nlohmann::json out = {{"logprobs", nlohmann::json::array()}};
     torch::NoGradGuard no_grad;
+    // Each sequence's log-probs [T], and for a MoE model its experts [T, moe layers, k] and router logits (one [T, E] a MoE layer).
+    struct Scored {
+      torch::Tensor lp, experts;
+      std::vector<torch::Tensor> logits;
+    };
+    std::vector<std::vector<int64_t>> seqs;
     for (const auto& seq : in.at("sequences")) {
-      const auto ids = seq.get<std::vector<int64_t>>();
-      if (ids.size() < 2) throw std::runtime_error("every sequence needs at least 2 tokens");
-      const torch::Tensor t = torch::tensor(ids, torch::kInt64);
+      seqs.push_back(seq.get<std::vector<int64_t>>());
+      if (seqs.back().size() < 2) throw std::runtime_error("every sequence needs at least 2 tokens");
+    }
+    const bool moe = model.config().moe_layer_count() > 0;
+    std::vector<Scored> scored;
+    if (tree) {
+      std::vector<std::vector<int32_t>> rows;
+      for (const auto& s : seqs) rows.emplace_back(s.begin(), s.end());
+      const auto t = areal::trainer::PrefixTree::build(rows);
+      areal::torch_model::DecoderModel::Tree dt;
+      dt.ids = torch::tensor(std::vector<int64_t>(t.ids.begin(), t.ids.end()), torch::kInt64);
+      dt.positions = torch::tensor(t.position, torch::kInt64);
+      for (const auto& seg : t.segments) dt.begin.push_back(seg.begin), dt.end.push_back(seg.end), dt.parent.push_back(seg.parent);
       areal::torch_model::MoeRouting routing;
-      routing.record = routing.keep_logits = model.config().moe_layer_count() > 0;
-      const torch::Tensor lp = model.logprobs(t, torch::tensor({int64_t{0}, static_cast<int64_t>(ids.size())}, torch::kInt64), temperature, false, &routing);
-      if (routing.record) {
-        const torch::Tensor experts = torch::stack(routing.chosen, 1).contiguous();  // [T, moe layers, k]
+      routing.record = routing.keep_logits = moe;
+      const torch::Tensor lp = model.logprobs_tree(dt, torch::tensor(t.previous, torch::kInt64), temperature, false, &routing);
+      std::cerr << "tree: " << t.tokens() << " tokens for " << t.row_tokens() << " row tokens\n";
+      for (size_t r = 0; r < rows.size(); ++r) {
+        const torch::Tensor at = torch::tensor(std::vector<int64_t>(t.row_index.begin() + t.row_offsets[r], t.row_index.begin() + t.row_offsets[r + 1]));
+        Scored sc{lp.index_select(0, at), {}, {}};
+        if (moe) {
+          sc.experts = torch::stack(routing.chosen, 1).index_select(0, at);
+          for (const auto& l : routing.logits) sc.logits.push_back(l.index_select(0, at));
+        }
+        scored.push_back(sc);
+      }
+    } else {
+      for (const auto& ids : seqs) {
+        areal::torch_model::MoeRouting routing;
+        routing.record = routing.keep_logits = moe;
+        const torch::Tensor t = torch::tensor(ids, torch::kInt64);
+        Scored sc{model.logprobs(t, torch::tensor({int64_t{0}, static_cast<int64_t>(ids.size())}, torch::kInt64), temperature, false, &routing), {}, {}};
+        if (moe) sc.experts = torch::stack(routing.chosen, 1), sc.logits = routing.logits;
+        scored.push_back(sc);
+      }
+    }
+    for (const Scored& sc : scored) {
+      if (moe) {
+        const torch::Tensor experts = sc.experts.contiguous();  // [T, moe layers, k]
         nlohmann::json per_token = nlohmann::json::array();
         for (int64_t i = 0; i < experts.size(0); ++i) {
           nlohmann::json layers = nlohmann::json::array();
@@ -68,9 +112,9 @@ int main(int argc, char** argv) {
         }
         out["experts"].push_back(per_token);
         const auto& c = model.config();
-        out["aux_loss"].push_back(areal::torch_model::load_balancing_loss(routing.logits, c.num_experts, c.num_experts_per_tok).item<double>());
+        out["aux_loss"].push_back(areal::torch_model::load_balancing_loss(sc.logits, c.num_experts, c.num_experts_per_tok).item<double>());
       }
-      const torch::Tensor tail = lp.narrow(0, 1, lp.size(0) - 1).to(torch::kFloat64).contiguous();
+      const torch::Tensor tail = sc.lp.narrow(0, 1, sc.lp.size(0) - 1).to(torch::kFloat64).contiguous();
       out["logprobs"].push_back(std::vector<double>(tail.data_ptr<double>(), tail.data_ptr<double>() + tail.numel()));
     }
     std::ofstream(args[2]) << out.dump();

@@ -1,0 +1,115 @@
+// The local engine's prefix cache (issue #36): the n samples of a GRPO group
+// and an agent's next turn take their shared prefix's keys and values from
+// the cache, info() reports the hit rate, and what is sampled (tokens and
+// log-probs, seeded) is what the engine samples with the cache off. For a
+// dense model and for GPT-OSS (sinks, a 16-key window the cached prefixes
+// cross).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "core/hf/model_files/init_model.hpp"
+#include "core/plugin_host/error.hpp"
+#include "core/plugin_host/generation.hpp"
+#include "core/plugin_host/string_writer.hpp"
+#include "local_engine.hpp"
+#include "model_dir_once.hpp"
+
+namespace {
+
+using Results = std::vector<areal::GenerationResult>;
+
+std::string model_dir(const std::string& family) {
+  areal::model::InitModelOptions o;
+  o.family = family, o.preset = "tiny", o.tokenizer_dir = "bytes", o.seed = 31;
+  o.initializer_range = 0.2;
+  return areal::testing::model_dir_once("prefix-cache-" + family, o);
+}
+
+// Submits every prompt at once, seeded sampling at temperature 1, and waits.
+Results generate(areal::testing::LocalEngine& e, const std::vector<std::vector<int32_t>>& prompts, int32_t max_new) {
+  std::vector<std::unique_ptr<areal::CollectingSink>> sinks;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    areal_sampling_params s{};
+    s.struct_size = AREAL_OFFSET_OF_END(areal_sampling_params, json_schema);
+    s.temperature = 1.0f, s.top_p = 1.0f, s.max_new_tokens = max_new, s.ignore_eos = 1;
+    s.has_seed = 1, s.seed = 100 + i;
+    areal_gen_request r{};
+    r.struct_size = AREAL_OFFSET_OF_END(areal_gen_request, sampling);
+    r.request_id = areal::next_request_id();
+    r.input_ids = prompts[i].data(), r.input_ids_count = prompts[i].size(), r.sampling = &s;
+    sinks.push_back(std::make_unique<areal::CollectingSink>());
+    areal::throw_if_status(e.vt().submit(e.instance.self(), &r, sinks.back()->sink()), "submit");
+  }
+  Results out;
+  for (auto& s : sinks) {
+    EXPECT_TRUE(s->wait(std::chrono::seconds(60)));
+    out.push_back(s->result());
+  }
+  return out;
+}
+
+nlohmann::json cache_info(areal::testing::LocalEngine& e) {
+  areal::StringCollector info;
+  areal::throw_if_status(e.vt().info(e.instance.self(), info.writer()), "info");
+  return nlohmann::json::parse(info.text)["prefix_cache"];
+}
+
+struct Served {
+  Results group, turn;
+  nlohmann::json after_group, after_turn;
+};
+
+// A group of 8 samples of one 40-token prompt, then the next turn of the
+// first sample's conversation: its prompt, its reply and 12 more tokens.
+Served serve(const std::string& family, bool cache) {
+  areal::testing::LocalEngine e(nlohmann::json{{"model_path", model_dir(family)}, {"max_batch", 16}, {"prefix_cache", cache}});
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 40; ++i) prompt.push_back((7 + 37 * i) % 300);
+  Served r;
+  r.group = generate(e, std::vector<std::vector<int32_t>>(8, prompt), 6);
+  r.after_group = cache_info(e);
+  std::vector<int32_t> next = prompt;
+  next.insert(next.end(), r.group[0].output_ids.begin(), r.group[0].output_ids.end());
+  for (int i = 0; i < 12; ++i) next.push_back((11 + 13 * i) % 300);
+  r.turn = generate(e, {next}, 6);
+  r.after_turn = cache_info(e);
+  return r;
+}
+
+class LocalPrefixCache : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(LocalPrefixCache, GroupSamplesAndNextTurnsHitItAndSampleTheSame) {
+  const Served on = serve(GetParam(), true), off = serve(GetParam(), false);
+  // The group: the first sample computes the prompt, the other 7 copy its first 39 tokens.
+  EXPECT_EQ(on.after_group["prompt_tokens"], 8 * 40);
+  EXPECT_EQ(on.after_group["cached_tokens"], 7 * 39);
+  // The next turn: the first sample's slot holds its prompt and the 5 fed reply tokens.
+  EXPECT_EQ(on.after_turn["cached_tokens"].get<int64_t>() - on.after_group["cached_tokens"].get<int64_t>(), 40 + 5);
+  EXPECT_GT(on.after_turn["hit_rate"].get<double>(), 0.7);
+  EXPECT_EQ(off.after_turn["cached_tokens"], 0);
+  double worst = 0;
+  for (const auto& [a, b] : {std::pair<const Results&, const Results&>{on.group, off.group}, {on.turn, off.turn}}) {
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(a[i].output_ids, b[i].output_ids) << "request " << i;
+      for (size_t t = 0; t < std::min(a[i].logprobs.size(), b[i].logprobs.size()); ++t)
+        worst = std::max(worst, std::abs(static_cast<double>(a[i].logprobs[t]) - b[i].logprobs[t]));
+    }
+  }
+  EXPECT_LT(worst, 1e-5);
+  std::printf("%s: hit rate %.3f (%s of %s prompt tokens cached); max |log-prob diff| against the cache off %.3g\n", GetParam().c_str(),
+              on.after_turn["hit_rate"].get<double>(), on.after_turn["cached_tokens"].dump().c_str(), on.after_turn["prompt_tokens"].dump().c_str(), worst);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, LocalPrefixCache, ::testing::Values("qwen3", "gpt_oss"));
+
+}  // namespace
