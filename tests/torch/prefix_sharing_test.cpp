@@ -25,24 +25,16 @@
 #include "core/trainer/prefix_tree.hpp"
 #include "mean_nll_loss.hpp"
 #include "model_dir_once.hpp"
+#include "token_rows.hpp"
 #include "prefix_sharing.hpp"
 
 using areal::fsdp::MicroBatch;
 using areal::fsdp::PrefixSharing;
-using Rows = std::vector<std::vector<int32_t>>;
+using areal::testing::Rows;
+using areal::testing::operator+;
+constexpr auto run = areal::testing::token_run;
 
 namespace {
-
-std::vector<int32_t> run(int32_t from, int n) {
-  std::vector<int32_t> out;
-  for (int i = 0; i < n; ++i) out.push_back((from + 37 * i) % 300);
-  return out;
-}
-
-std::vector<int32_t> operator+(std::vector<int32_t> a, const std::vector<int32_t>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
 
 struct Packed {
   std::vector<int32_t> ids;

@@ -18,24 +18,16 @@
 #include "core/trainer/prefix_tree.hpp"
 #include "decoder_model.hpp"
 #include "model_dir_once.hpp"
+#include "token_rows.hpp"
 
 using areal::torch_model::DecoderModel;
 using areal::torch_model::MoeRouting;
 using areal::trainer::PrefixTree;
-using Rows = std::vector<std::vector<int32_t>>;
+using areal::testing::Rows;
+using areal::testing::operator+;
+constexpr auto run = areal::testing::token_run;
 
 namespace {
-
-std::vector<int32_t> run(int32_t from, int n) {
-  std::vector<int32_t> out;
-  for (int i = 0; i < n; ++i) out.push_back((from + 37 * i) % 300);
-  return out;
-}
-
-std::vector<int32_t> operator+(std::vector<int32_t> a, const std::vector<int32_t>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
 
 // A GRPO group: answers of several lengths to one prompt.
 Rows group() {
