@@ -220,9 +220,10 @@ void make_batch(const std::vector<RolloutGroup>& groups, int64_t version, Packed
   }
 }
 
-// The inference engine's peak device memory, when its info reports one
-// (the local engine does; remote servers report their own elsewhere).
-void add_inference_memory(const TrainerParts& parts, json& row) {
+// The inference engine's peak device memory and prefix-cache hit rate (the
+// share of prompt tokens so far taken from its cache), when its info reports
+// them (the local engine does; remote servers report their own elsewhere).
+void add_inference_info(const TrainerParts& parts, json& row) {
   StringCollector info;
   if (areal_status* st = parts.inference->info(parts.inference_self, info.writer())) {
     warn_if_status(st, "inference info");
@@ -231,6 +232,8 @@ void add_inference_memory(const TrainerParts& parts, json& row) {
   const json j = json::parse(info.text.empty() ? "{}" : info.text, nullptr, false);
   if (j.is_object() && j.contains("peak_device_memory_bytes") && j["peak_device_memory_bytes"].is_number())
     row["inference_peak_device_memory_bytes"] = j["peak_device_memory_bytes"];
+  if (j.is_object() && j.contains("prefix_cache") && j["prefix_cache"].is_object() && j["prefix_cache"].value("enabled", false))
+    row["inference_prefix_cache_hit_rate"] = j["prefix_cache"].value("hit_rate", 0.0);
 }
 
 // Device memory goes only to an inference plugin whose info names a CUDA
@@ -415,7 +418,7 @@ TrainSummary run_trainer(const TrainerOptions& opt, const TrainerParts& parts, R
       t.total = seconds_since(t_step);
       t.elapsed = seconds_since(run_start);
       json row = metrics_row(step + 1, version - 1, stats, batch, controller.stats(), t, sync, step_stats);
-      add_inference_memory(parts, row);
+      add_inference_info(parts, row);
       tlog.step(row);
       summary.step_rewards.push_back(stats.reward_mean());
       ++summary.steps_run;
