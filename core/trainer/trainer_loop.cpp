@@ -202,21 +202,29 @@ struct BatchStats {
   double reward_mean() const { return episodes ? reward_sum / static_cast<double>(episodes) : 0.0; }
 };
 
-// The groups' rows packed for the plugins, with their stats.
+// The groups' rows packed for the plugins, with their stats. Rows go in the
+// order of their tokens, so rows sharing a prefix are neighbours whichever
+// order their sessions ended in (a group's samples, a session's turns): the
+// train plugin's micro-batches and the split over train ranks then keep
+// them together and compute the prefix once (train.prefix_sharing). Groups
+// are found by group_ids, never by position, so the order is free.
 void make_batch(const std::vector<RolloutGroup>& groups, int64_t version, PackedBatch& batch, BatchStats& stats) {
+  std::vector<std::pair<const TrajectoryRow*, int64_t>> rows;
   for (const auto& g : groups) {
     for (double r : g.episode_rewards) stats.reward_sum += r, stats.reward_sq += r * r, ++stats.episodes;
     stats.unrewarded += g.unrewarded;
     if (!g.session_id.empty()) stats.session_ids.push_back(g.session_id), stats.tasks.push_back(g.task);
-    for (const auto& r : g.rows) {
-      const int64_t oldest = r.oldest_version();
-      stats.sample_versions.push_back(oldest);
-      if (oldest >= 0) {
-        stats.staleness_max = std::max(stats.staleness_max, version - oldest);
-        stats.staleness_sum += static_cast<double>(version - oldest);
-      }
-      batch.add(r, g.group_id);
+    for (const auto& r : g.rows) rows.emplace_back(&r, g.group_id);
+  }
+  std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.first->input_ids < b.first->input_ids; });
+  for (const auto& [r, group_id] : rows) {
+    const int64_t oldest = r->oldest_version();
+    stats.sample_versions.push_back(oldest);
+    if (oldest >= 0) {
+      stats.staleness_max = std::max(stats.staleness_max, version - oldest);
+      stats.staleness_sum += static_cast<double>(version - oldest);
     }
+    batch.add(*r, group_id);
   }
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # fsdp data parallelism over Gloo: 2 ranks, each with half of the global
 # batch, end with the parameters 1 rank reaches on the whole batch, and each
-# rank keeps about half the parameter + optimizer state.
+# rank keeps about half the parameter + optimizer state. The batch's rows
+# share prompts (two groups), so prefix sharing runs on every rank.
 #   data_parallel.sh AREAL_HOST DP_DRIVER SOURCE_DIR WORK_DIR
 set -euo pipefail
 host=$1 driver=$2 src=$3 work=$4
@@ -41,6 +42,8 @@ one, r0, r1 = last(f"{work}/one.log"), last(f"{work}/two.0.log"), last(f"{work}/
 for a, b, c in zip(one, r0, r1):   # every rank reports the global loss, norm and token count
     for k in ("loss", "grad_norm", "tokens", "loss_tokens"):
         assert abs(a[k] - b[k]) <= 1e-5 * max(1, abs(a[k])) and abs(b[k] - c[k]) <= 1e-12 * max(1, abs(b[k])), (k, a[k], b[k], c[k])
+for rows in (one, r0, r1):  # each group's prompt computed once where its rows share a micro-batch
+    assert all(r["computed_tokens"] < r["tokens"] for r in rows), [(r["computed_tokens"], r["tokens"]) for r in rows]
 ratio = r0[-1]["resident_state_bytes"] / one[-1]["resident_state_bytes"]
 print(f"per-rank parameter+optimizer bytes: 1 rank {one[-1]['resident_state_bytes']}, 2 ranks {r0[-1]['resident_state_bytes']} (ratio {ratio:.3f})")
 assert 0.45 <= ratio <= 0.55, ratio

@@ -1,7 +1,9 @@
 // One rank of the fsdp data-parallel check (tests/integration/data_parallel.sh).
 //   areal_dp_driver train MODEL_DIR OUT_DIR WORLD RANK INIT_METHOD [DTYPE LR]
 //     trains 4 steps on a fixed global batch (this rank takes sequences
-//     i % WORLD == RANK), prints each step's stats, saves to OUT_DIR.
+//     i % WORLD == RANK), prints each step's stats, saves to OUT_DIR. The
+//     even and the odd sequences each share a 6-token prompt, so each rank
+//     computes its group's prefix once (train.prefix_sharing, issue #36).
 //   areal_dp_driver compare DIR_A DIR_B TOLERANCE [mean]
 //     exits 0 when every parameter agrees within TOLERANCE (with `mean`:
 //     when the mean absolute difference over all parameters is within it).
@@ -33,18 +35,19 @@ int train(const std::string& model, const std::string& out, int world, int rank,
   std::string name = "train";
   auto services = areal::make_services(name);
   const std::string cfg = nlohmann::json{{"model_path", model}, {"dtype", dtype}, {"lr", lr}, {"grad_clip", 0.5}, {"weight_decay", 0.01},
-                                         {"micro_batch_tokens", 16}, {"world_size", world}, {"rank", rank}, {"init_method", init},
+                                         {"micro_batch_tokens", 32}, {"world_size", world}, {"rank", rank}, {"init_method", init},
                                          {"timeout_seconds", 60}}
                               .dump();
   areal::PluginInstance engine(plugin, cfg, &services);
   areal_loss_fn loss = areal::testing::mean_nll_loss();
   for (int step = 0; step < 4; ++step) {
     std::vector<int32_t> ids, cu{0}, mask;
-    for (int seq = 0; seq < 6; ++seq) {
+    for (const int seq : {0, 2, 4, 1, 3, 5}) {  // each group's rows together, as the trainer orders a batch
       const int len = 5 + (seq * 7 + step * 3) % 11;
       if (seq % world != rank) continue;
       for (int t = 0; t < len; ++t) {
-        ids.push_back((seq * 7919 + t * 104729 + step * 31) % 150000);
+        const int owner = t < 6 ? seq % 2 : seq;  // the group's prompt, then the sequence's own tokens
+        ids.push_back((owner * 7919 + t * 104729 + step * 31) % 150000);
         mask.push_back(t >= 2 ? 1 : 0);  // a two-token "prompt" per sequence
       }
       cu.push_back(static_cast<int32_t>(ids.size()));
