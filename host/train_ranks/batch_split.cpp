@@ -61,7 +61,8 @@ std::vector<int64_t> shared_prefixes(const areal_tensor_map& batch) {
   for (size_t i = 0; i < batch.count; ++i) {
     if (name_at(batch, i) != "input_ids") continue;
     const DLTensor& t = *batch.tensors[i];
-    if (t.device.device_type != kDLCPU || t.ndim != 1 || t.strides != nullptr || t.shape[0] != cu.back() - cu.front()) break;
+    const bool integer = t.dtype.code == kDLInt && (t.dtype.bits == 32 || t.dtype.bits == 64);
+    if (!integer || t.device.device_type != kDLCPU || t.ndim != 1 || t.strides != nullptr || t.shape[0] != cu.back() - cu.front()) break;
     std::vector<int64_t> out(cu.size() - 1, 0);
     for (size_t b = 1; b + 1 < cu.size(); ++b) {
       int64_t n = 0;

@@ -492,7 +492,8 @@ class LocalInference {
     int64_t longest = 0;
     for (Request* r : reqs) longest = std::max(longest, static_cast<int64_t>(r->prompt.size()));
     ensure_capacity(longest);
-    std::map<const Request*, int64_t> cached;  // prompt tokens taken from the cache
+    std::map<const Request*, int64_t> cached;          // prompt tokens taken from the cache
+    std::map<const Request*, const void*> looked_up;   // the adapter they were looked up for
     for (Request* r : reqs) {
       areal::local_inference::SlotContents::Match m;
       if (prefix_cache_ && !r->record_routing) m = contents_->longest_prefix(r->prompt, r->adapter.get());
@@ -504,6 +505,7 @@ class LocalInference {
         for (auto* cache : {&k_cache_, &v_cache_})
           for (auto& t : *cache) t.select(0, r->slot).narrow(1, 0, m.tokens).copy_(t.select(0, m.slot).narrow(1, 0, m.tokens));
       cached[r] = m.tokens;
+      looked_up[r] = r->adapter.get();
       contents_->assign(r->slot, r->prompt, m.tokens, r->adapter);  // the rest is written below
       prompt_tokens_ += static_cast<int64_t>(r->prompt.size());
       cached_tokens_ += m.tokens;
@@ -542,15 +544,16 @@ class LocalInference {
         v_cache_[l].select(0, r->slot).narrow(1, from, n).copy_(v.narrow(0, starts[i], n).transpose(0, 1));
         if (i >= whole) {  // its new queries over the slot's keys, cached and new
           const int64_t S = from + n;
-          attended.push_back(model_->attend(l, q.narrow(0, starts[i], n), k_cache_[l].select(0, r->slot).narrow(1, 0, S).transpose(0, 1),
-                                            v_cache_[l].select(0, r->slot).narrow(1, 0, S).transpose(0, 1), from));
+          attended.push_back(model_->attend_heads(l, q.narrow(0, starts[i], n), k_cache_[l].select(0, r->slot).narrow(1, 0, S).transpose(0, 1),
+                                                  v_cache_[l].select(0, r->slot).narrow(1, 0, S).transpose(0, 1), from));
         }
       }
       if (whole > 0) {  // each prompt attends to itself only
         const int64_t T = whole_bounds.back();
-        attended.insert(attended.begin(), model_->attend_packed(l, q.narrow(0, 0, T), k.narrow(0, 0, T), v.narrow(0, 0, T), whole_bounds));
+        attended.insert(attended.begin(), model_->attend_packed_heads(l, q.narrow(0, 0, T), k.narrow(0, 0, T), v.narrow(0, 0, T), whole_bounds));
       }
-      x = x + (attended.size() == 1 ? attended[0] : torch::cat(attended, 0));
+      // One projection over every row: per-row adapter groups index the pass's rows.
+      x = x + model_->o_proj(l, attended.size() == 1 ? attended[0] : torch::cat(attended, 0));
       x = x + model_->mlp(l, model_->rms_norm(x, model_->p(pre + "post_attention_layernorm.weight")), &moe);
     }
     if (moe.record)  // requests recording routing compute their whole prompt
@@ -558,7 +561,9 @@ class LocalInference {
         if (order[i]->record_routing) append_routing(*order[i], moe.chosen, starts[i], starts[i + 1] - starts[i]);
     for (Request* r : order) {
       r->length = static_cast<int64_t>(r->prompt.size());
-      contents_->assign(r->slot, r->prompt, r->length, r->adapter);
+      // An adapter replaced since the cache lookup computed the rest: the rows mix two adapters.
+      if (r->adapter.get() == looked_up.at(r)) contents_->assign(r->slot, r->prompt, r->length, r->adapter);
+      else contents_->forget(r->slot);
     }
     const torch::Tensor h = model_->rms_norm(x.index_select(0, torch::tensor(last, idx).to(device_)), model_->p("model.norm.weight"));
     sample(order, raw_log_probs(h));
@@ -633,7 +638,7 @@ class LocalInference {
     if (moe.record)
       for (Request* r : batch)
         if (r->record_routing) append_routing(*r, moe.chosen, r->slot, 1);
-    for (Request* r : batch) contents_->append(r->slot, r->last), ++r->length;  // the fed token's row is written
+    for (Request* r : batch) contents_->append(r->slot, r->last, r->adapter.get()), ++r->length;  // the fed token's row is written
     const torch::Tensor h = hidden.index_select(0, torch::tensor(slots, torch::kInt64).to(device_));
     sample(batch, raw_log_probs(h));
   }

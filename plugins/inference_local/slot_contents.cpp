@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -29,7 +30,16 @@ void SlotContents::assign(int slot, const std::vector<int32_t>& tokens, int64_t 
   c.epoch = epoch_;
 }
 
-void SlotContents::append(int slot, int32_t token) { slots_[static_cast<size_t>(slot)].tokens.push_back(token); }
+void SlotContents::append(int slot, int32_t token, const void* adapter) {
+  Content& c = slots_[static_cast<size_t>(slot)];
+  if (c.adapter.get() != adapter) forget(slot);
+  c.tokens.push_back(token);
+}
+
+void SlotContents::forget(int slot) {
+  Content& c = slots_[static_cast<size_t>(slot)];
+  c.tokens.clear(), c.adapter.reset(), c.epoch = -1;
+}
 
 void SlotContents::release(int slot) { slots_[static_cast<size_t>(slot)].released = ++clock_; }
 
@@ -38,7 +48,7 @@ int SlotContents::pick(const std::vector<int>& free) const {
   auto rank = [&](int s) {
     const Content& c = slots_[static_cast<size_t>(s)];
     const bool holds = c.epoch == epoch_ && !c.tokens.empty();
-    return std::make_pair(holds, c.released);
+    return std::make_tuple(holds, holds ? c.released : 0, s);
   };
   for (const int s : free)
     if (rank(s) < rank(best)) best = s;

@@ -28,10 +28,15 @@ class SlotContents {
   Match longest_prefix(const std::vector<int32_t>& prompt, const void* adapter) const;
   // `slot` now holds tokens[0, n), computed with `adapter`.
   void assign(int slot, const std::vector<int32_t>& tokens, int64_t n, std::shared_ptr<const void> adapter);
-  void append(int slot, int32_t token);  // one more row written (a decode step)
+  // One more row written (a decode step) with `adapter`: another adapter
+  // than the slot's rows were computed with (one replaced while the request
+  // ran) leaves the slot holding nothing reusable.
+  void append(int slot, int32_t token, const void* adapter);
+  void forget(int slot);  // its rows are not reusable (computed with an adapter replaced mid-way)
   void release(int slot);                // its request ended; the rows stay
   // Which of the `free` slots a request takes when none holds its prefix:
-  // one holding nothing, else the one released longest ago.
+  // the lowest one holding nothing (a decode step computes every slot row up
+  // to the highest active one), else the one released longest ago.
   int pick(const std::vector<int>& free) const;
   void invalidate();  // the weights changed: no row counts any more
   void clear();       // the cache's memory was dropped

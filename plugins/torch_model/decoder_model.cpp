@@ -405,8 +405,13 @@ torch::Tensor DecoderModel::attend(int64_t layer, const torch::Tensor& q, const 
 
 torch::Tensor DecoderModel::attend_packed(int64_t layer, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                           const std::vector<int64_t>& bounds) const {
+  return o_proj(layer, attend_packed_heads(layer, q, k, v, bounds));
+}
+
+torch::Tensor DecoderModel::attend_packed_heads(int64_t layer, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                                const std::vector<int64_t>& bounds) const {
   const int64_t B = static_cast<int64_t>(bounds.size()) - 1, T = q.size(0);
-  if (B == 1) return attend(layer, q, k, v, 0);
+  if (B == 1) return attend_heads(layer, q, k, v, 0);
   auto len = [&](int64_t b) { return bounds[b + 1] - bounds[b]; };
   // Longest first; sequences longer than kAlone keep a call each (their
   // attention dominates; no padding); shorter ones go in groups of similar
@@ -455,8 +460,7 @@ torch::Tensor DecoderModel::attend_packed(int64_t layer, const torch::Tensor& q,
     rows += G * L;
     i = j;
   }
-  const torch::Tensor heads = torch::cat(pieces, 0).index_select(0, torch::tensor(row_of, idx).to(q.device()));
-  return o_proj(layer, heads);
+  return torch::cat(pieces, 0).index_select(0, torch::tensor(row_of, idx).to(q.device()));
 }
 
 torch::Tensor DecoderModel::attend_padded(int64_t layer, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) const {

@@ -138,6 +138,13 @@ class DecoderModel {
   // CPU quickstart's 144 episodes); long ones keep a call each.
   torch::Tensor attend_packed(int64_t layer, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                               const std::vector<int64_t>& bounds) const;
+  // The same before o_proj: [T, H*hd]. A prefill that attends its rows in
+  // parts projects them together, so per-row LoRA groups index every row.
+  torch::Tensor attend_packed_heads(int64_t layer, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                    const std::vector<int64_t>& bounds) const;
+  // attend without o_proj: [S, H*hd].
+  torch::Tensor attend_heads(int64_t layer, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t q_offset) const;
+  torch::Tensor o_proj(int64_t layer, const torch::Tensor& heads) const;  // [S, H*hd] -> [S, hidden]
   // One new token per row over that row's cached keys, all rows at once
   // (batched decoding): q [B, H, hd], k/v [B, kv_heads, L, hd] (a view of
   // the cache: the last dimension contiguous), `allowed` [B, 1, 1, L]: the
@@ -150,8 +157,6 @@ class DecoderModel {
  private:
   friend struct CheckpointedLayer;
   DecoderModel(model::ModelConfig config, torch::Dtype dtype, torch::Device device);  // no weights yet
-  // attend without o_proj: [S, H*hd].
-  torch::Tensor attend_heads(int64_t layer, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t q_offset) const;
   // Causal self-attention of G equally long sequences at once: q [G, L, H, hd],
   // k/v [G, L, kv_heads, hd] -> [G, L, H*hd].
   torch::Tensor attend_padded(int64_t layer, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) const;
@@ -163,7 +168,6 @@ class DecoderModel {
   // Whether the layer's attention is plain causal softmax attention (no
   // sinks, no window), which the fused kernels compute.
   bool plain_attention(int64_t layer) const;
-  torch::Tensor o_proj(int64_t layer, const torch::Tensor& heads) const;  // [S, H*hd] -> [S, hidden]
   // y (x's projection through the base weight) plus the adapter's term, if any.
   torch::Tensor with_lora(int64_t layer, LoraModule m, const torch::Tensor& x, torch::Tensor y) const;
   // Causal attention of G padded query blocks over G key blocks: q [G, Lq,

@@ -47,7 +47,10 @@ c10::intrusive_ptr<AttentionLayout> DecoderModel::tree_layout(const Tree& t) con
   constexpr int64_t kMaxScores = int64_t{1} << 25;
   std::vector<size_t> shorts;
   for (size_t s = 0; s < S; ++s) {
-    if (length(s) <= kAlone) {
+    // A short segment on a path so long that its own scores pass the bound
+    // goes alone too: attend_heads splits its queries into blocks.
+    const bool bounded = config_.num_attention_heads * length(s) * static_cast<int64_t>(path[s].size()) <= kMaxScores;
+    if (length(s) <= kAlone && bounded) {
       shorts.push_back(s);
       continue;
     }

@@ -40,7 +40,8 @@ std::vector<MicroBatch> plan_micro_batches(const std::vector<int32_t>& ids, cons
     mb.end = b;
     const int64_t shared = sharing == PrefixSharing::kOff ? mb.row_tokens : tree.tokens();
     // A per-row micro-batch past the budget (its tree fitted) stays a tree.
-    mb.tree = sharing != PrefixSharing::kOff && mb.end - mb.first > 1 && (10 * shared <= 9 * mb.row_tokens || mb.row_tokens > budget);
+    mb.tree = sharing != PrefixSharing::kOff && mb.end - mb.first > 1 && mb.row_tokens > 0 &&
+              (10 * shared <= 9 * mb.row_tokens || mb.row_tokens > budget);
     mb.computed_tokens = mb.tree ? shared : mb.row_tokens;
     out.push_back(mb);
   }

@@ -2,8 +2,10 @@
 // and an agent's next turn take their shared prefix's keys and values from
 // the cache, info() reports the hit rate, and what is sampled (tokens and
 // log-probs, seeded) is what the engine samples with the cache off. For a
-// dense model and for GPT-OSS (sinks, a 16-key window the cached prefixes
-// cross).
+// dense model, for GPT-OSS (sinks, a 16-key window the cached prefixes
+// cross), and for a group half of whose samples run with a LoRA adapter
+// (rows of one adapter never serve the other; one prefill pass mixes
+// cached and computed rows of both).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -17,6 +19,9 @@
 #include <nlohmann/json.hpp>
 
 #include "core/hf/model_files/init_model.hpp"
+#include "decoder_model.hpp"
+#include "lora_adapter.hpp"
+#include "test_temp_dir.hpp"
 #include "core/plugin_host/error.hpp"
 #include "core/plugin_host/generation.hpp"
 #include "core/plugin_host/string_writer.hpp"
@@ -34,8 +39,22 @@ std::string model_dir(const std::string& family) {
   return areal::testing::model_dir_once("prefix-cache-" + family, o);
 }
 
-// Submits every prompt at once, seeded sampling at temperature 1, and waits.
-Results generate(areal::testing::LocalEngine& e, const std::vector<std::vector<int32_t>>& prompts, int32_t max_new) {
+// A trained-looking adapter (B not zero) on the family's model, as a PEFT folder.
+std::string adapter_dir(const std::string& family) {
+  const std::string dir = areal::testing::test_temp_dir("prefix-cache-adapter-" + family);
+  const auto m = areal::torch_model::DecoderModel::load(model_dir(family), torch::kFloat32);
+  auto a = areal::torch_model::LoraAdapter::init(
+      areal::torch_model::LoraConfig::from_json(nlohmann::json{{"rank", 4}, {"alpha", 8}, {"target_modules", "all-linear"}}, "lora"), m.config(), 5);
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(8);
+  for (auto& t : a.parameters()) t.add_(torch::randn_like(t) * 0.3);
+  a.save(dir, model_dir(family));
+  return dir;
+}
+
+// Submits every prompt at once, seeded sampling at temperature 1, and waits;
+// with `adapter`, the even-numbered requests name it.
+Results generate(areal::testing::LocalEngine& e, const std::vector<std::vector<int32_t>>& prompts, int32_t max_new, const std::string& adapter = "") {
   std::vector<std::unique_ptr<areal::CollectingSink>> sinks;
   for (size_t i = 0; i < prompts.size(); ++i) {
     areal_sampling_params s{};
@@ -43,7 +62,8 @@ Results generate(areal::testing::LocalEngine& e, const std::vector<std::vector<i
     s.temperature = 1.0f, s.top_p = 1.0f, s.max_new_tokens = max_new, s.ignore_eos = 1;
     s.has_seed = 1, s.seed = 100 + i;
     areal_gen_request r{};
-    r.struct_size = AREAL_OFFSET_OF_END(areal_gen_request, sampling);
+    r.struct_size = AREAL_OFFSET_OF_END(areal_gen_request, adapter);
+    if (!adapter.empty() && i % 2 == 0) r.adapter = areal_str{adapter.data(), adapter.size()};
     r.request_id = areal::next_request_id();
     r.input_ids = prompts[i].data(), r.input_ids_count = prompts[i].size(), r.sampling = &s;
     sinks.push_back(std::make_unique<areal::CollectingSink>());
@@ -70,31 +90,40 @@ struct Served {
 
 // A group of 8 samples of one 40-token prompt, then the next turn of the
 // first sample's conversation: its prompt, its reply and 12 more tokens.
-Served serve(const std::string& family, bool cache) {
-  areal::testing::LocalEngine e(nlohmann::json{{"model_path", model_dir(family)}, {"max_batch", 16}, {"prefix_cache", cache}});
+Served serve(const std::string& family, bool cache, bool lora) {
+  nlohmann::json config = {{"model_path", model_dir(family)}, {"max_batch", 16}, {"prefix_cache", cache}};
+  if (lora) config["adapters"] = {{"a", adapter_dir(family)}};
+  areal::testing::LocalEngine e(config);
+  const std::string adapter = lora ? "a" : "";
   std::vector<int32_t> prompt;
   for (int i = 0; i < 40; ++i) prompt.push_back((7 + 37 * i) % 300);
   Served r;
-  r.group = generate(e, std::vector<std::vector<int32_t>>(8, prompt), 6);
+  r.group = generate(e, std::vector<std::vector<int32_t>>(8, prompt), 6, adapter);
   r.after_group = cache_info(e);
   std::vector<int32_t> next = prompt;
   next.insert(next.end(), r.group[0].output_ids.begin(), r.group[0].output_ids.end());
   for (int i = 0; i < 12; ++i) next.push_back((11 + 13 * i) % 300);
-  r.turn = generate(e, {next}, 6);
+  r.turn = generate(e, {next}, 6, adapter);
   r.after_turn = cache_info(e);
   return r;
 }
 
-class LocalPrefixCache : public ::testing::TestWithParam<std::string> {};
+struct Case {
+  std::string family;
+  bool lora;
+};
+
+class LocalPrefixCache : public ::testing::TestWithParam<Case> {};
 
 TEST_P(LocalPrefixCache, GroupSamplesAndNextTurnsHitItAndSampleTheSame) {
-  const Served on = serve(GetParam(), true), off = serve(GetParam(), false);
-  // The group: the first sample computes the prompt, the other 7 copy its first 39 tokens.
+  const Case& k = GetParam();
+  const Served on = serve(k.family, true, k.lora), off = serve(k.family, false, k.lora);
+  // The group: the first sample (of each adapter) computes the prompt, the others copy its first 39 tokens.
   EXPECT_EQ(on.after_group["prompt_tokens"], 8 * 40);
-  EXPECT_EQ(on.after_group["cached_tokens"], 7 * 39);
+  EXPECT_EQ(on.after_group["cached_tokens"], (k.lora ? 6 : 7) * 39);
   // The next turn: the first sample's slot holds its prompt and the 5 fed reply tokens.
   EXPECT_EQ(on.after_turn["cached_tokens"].get<int64_t>() - on.after_group["cached_tokens"].get<int64_t>(), 40 + 5);
-  EXPECT_GT(on.after_turn["hit_rate"].get<double>(), 0.7);
+  EXPECT_GT(on.after_turn["hit_rate"].get<double>(), k.lora ? 0.6 : 0.7);
   EXPECT_EQ(off.after_turn["cached_tokens"], 0);
   double worst = 0;
   for (const auto& [a, b] : {std::pair<const Results&, const Results&>{on.group, off.group}, {on.turn, off.turn}}) {
@@ -106,10 +135,12 @@ TEST_P(LocalPrefixCache, GroupSamplesAndNextTurnsHitItAndSampleTheSame) {
     }
   }
   EXPECT_LT(worst, 1e-5);
-  std::printf("%s: hit rate %.3f (%s of %s prompt tokens cached); max |log-prob diff| against the cache off %.3g\n", GetParam().c_str(),
+  std::printf("%s%s: hit rate %.3f (%s of %s prompt tokens cached); max |log-prob diff| against the cache off %.3g\n", k.family.c_str(),
+              k.lora ? " with an adapter on half the group" : "",
               on.after_turn["hit_rate"].get<double>(), on.after_turn["cached_tokens"].dump().c_str(), on.after_turn["prompt_tokens"].dump().c_str(), worst);
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, LocalPrefixCache, ::testing::Values("qwen3", "gpt_oss"));
+INSTANTIATE_TEST_SUITE_P(Cases, LocalPrefixCache, ::testing::Values(Case{"qwen3", false}, Case{"gpt_oss", false}, Case{"qwen3", true}),
+                         [](const auto& info) { return info.param.family + (info.param.lora ? "_lora" : ""); });
 
 }  // namespace
