@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "areal/sdk.hpp"
-#include "core/trainer/prefix_tree.hpp"
 
 namespace areal::fsdp {
 
@@ -48,6 +47,14 @@ std::vector<MicroBatch> plan_micro_batches(const std::vector<int32_t>& ids, cons
   return out;
 }
 
+torch_model::DecoderModel::Tree model_tree(const trainer::PrefixTree& t) {
+  torch_model::DecoderModel::Tree tree;
+  tree.ids = torch::tensor(std::vector<int64_t>(t.ids.begin(), t.ids.end()), torch::kInt64);
+  tree.positions = torch::tensor(t.position, torch::kInt64);
+  for (const auto& seg : t.segments) tree.begin.push_back(seg.begin), tree.end.push_back(seg.end), tree.parent.push_back(seg.parent);
+  return tree;
+}
+
 torch::Tensor rows_logprobs(const torch_model::DecoderModel& model, const std::vector<int32_t>& ids, const std::vector<int64_t>& bounds,
                             const MicroBatch& mb, float temperature, bool checkpoint, torch_model::MoeRouting* routing) {
   const int64_t s = bounds[mb.first], len = bounds[mb.end] - s;
@@ -61,10 +68,7 @@ torch::Tensor rows_logprobs(const torch_model::DecoderModel& model, const std::v
   std::vector<std::vector<int32_t>> rows;
   for (int64_t b = mb.first; b < mb.end; ++b) rows.emplace_back(ids.begin() + bounds[b], ids.begin() + bounds[b + 1]);
   const trainer::PrefixTree t = trainer::PrefixTree::build(rows);
-  torch_model::DecoderModel::Tree tree;
-  tree.ids = torch::tensor(std::vector<int64_t>(t.ids.begin(), t.ids.end()), i64);
-  tree.positions = torch::tensor(t.position, i64);
-  for (const auto& seg : t.segments) tree.begin.push_back(seg.begin), tree.end.push_back(seg.end), tree.parent.push_back(seg.parent);
+  const torch_model::DecoderModel::Tree tree = model_tree(t);
   const torch::Tensor row_index = torch::tensor(t.row_index, i64).to(model.device());
   if (routing != nullptr && routing->replay.defined()) {
     // A shared token's experts: those recorded for the first row through it.

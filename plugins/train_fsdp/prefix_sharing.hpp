@@ -13,6 +13,7 @@
 
 #include <torch/types.h>
 
+#include "core/trainer/prefix_tree.hpp"
 #include "decoder_model.hpp"
 
 namespace areal::fsdp {
@@ -34,6 +35,9 @@ struct MicroBatch {
 // per-row path's fused kernels win) and per row otherwise, both within the
 // budget. ids: the batch's tokens, bounds: its B+1 row offsets.
 std::vector<MicroBatch> plan_micro_batches(const std::vector<int32_t>& ids, const std::vector<int64_t>& bounds, int64_t budget, PrefixSharing sharing);
+
+// A PrefixTree's layout as the decoder takes it.
+torch_model::DecoderModel::Tree model_tree(const trainer::PrefixTree& t);
 
 // Per-row log-probs of rows [first, end) (as DecoderModel::logprobs gives
 // them: 0 at each row's start), computed as a tree when `tree`. `routing`

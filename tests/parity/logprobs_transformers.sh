@@ -14,7 +14,7 @@
 # dequantization of them); and, with prefix sharing (issue #36), qwen3,
 # qwen3_moe and gpt_oss tiny scoring rows that share prefixes (a GRPO group,
 # a session's turns, retries branching off a turn, an unrelated row) in one
-# forward over their prefix tree (areal_score_logprobs --tree) against
+# forward over their prefix tree (areal_score_logprobs --tree, through fsdp's rows_logprobs) against
 # transformers on each row alone. Bound: 1e-5 on every token of sequences
 # of 2 to 130.
 #   logprobs_transformers.sh AREAL_HOST SCORE_BIN SOURCE_DIR WORK

@@ -11,10 +11,10 @@
 // load-balancing loss of each sequence].
 // --lora scores through a PEFT adapter folder (LoraAdapter::load);
 // --save-lora writes that adapter back out (LoraAdapter::save).
-// --tree scores every sequence in one forward over their prefix tree
-// (core/trainer/prefix_tree.hpp, DecoderModel::logprobs_tree: each shared
-// prefix computed once), each row's log-probs, experts and balancing loss
-// gathered back from it: what the trainer computes with prefix sharing.
+// --tree scores every sequence in one forward over their prefix tree, each
+// shared prefix computed once, through the trainer's own code for it
+// (plugins/train_fsdp/prefix_sharing: rows_logprobs), each row's log-probs,
+// experts and balancing loss gathered back from it.
 #include <fstream>
 #include <iostream>
 #include <cstdint>
@@ -26,8 +26,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/trainer/prefix_tree.hpp"
 #include "decoder_model.hpp"
+#include "prefix_sharing.hpp"
 
 int main(int argc, char** argv) {
   std::string lora, save_lora;
@@ -67,24 +67,21 @@ int main(int argc, char** argv) {
     }
     const bool moe = model.config().moe_layer_count() > 0;
     std::vector<Scored> scored;
-    if (tree) {
-      std::vector<std::vector<int32_t>> rows;
-      for (const auto& s : seqs) rows.emplace_back(s.begin(), s.end());
-      const auto t = areal::trainer::PrefixTree::build(rows);
-      areal::torch_model::DecoderModel::Tree dt;
-      dt.ids = torch::tensor(std::vector<int64_t>(t.ids.begin(), t.ids.end()), torch::kInt64);
-      dt.positions = torch::tensor(t.position, torch::kInt64);
-      for (const auto& seg : t.segments) dt.begin.push_back(seg.begin), dt.end.push_back(seg.end), dt.parent.push_back(seg.parent);
+    if (tree) {  // the trainer's own path: fsdp's rows_logprobs over one tree micro-batch
+      std::vector<int32_t> ids;
+      std::vector<int64_t> bounds = {0};
+      for (const auto& s : seqs) ids.insert(ids.end(), s.begin(), s.end()), bounds.push_back(static_cast<int64_t>(ids.size()));
+      areal::fsdp::MicroBatch all;
+      all.end = static_cast<int64_t>(seqs.size()), all.row_tokens = bounds.back(), all.tree = true;
       areal::torch_model::MoeRouting routing;
       routing.record = routing.keep_logits = moe;
-      const torch::Tensor lp = model.logprobs_tree(dt, torch::tensor(t.previous, torch::kInt64), temperature, false, &routing);
-      std::cerr << "tree: " << t.tokens() << " tokens for " << t.row_tokens() << " row tokens\n";
-      for (size_t r = 0; r < rows.size(); ++r) {
-        const torch::Tensor at = torch::tensor(std::vector<int64_t>(t.row_index.begin() + t.row_offsets[r], t.row_index.begin() + t.row_offsets[r + 1]));
-        Scored sc{lp.index_select(0, at), {}, {}};
+      const torch::Tensor lp = areal::fsdp::rows_logprobs(model, ids, bounds, all, temperature, false, &routing);  // by row token
+      for (size_t r = 0; r < seqs.size(); ++r) {
+        const int64_t at = bounds[r], n = bounds[r + 1] - bounds[r];
+        Scored sc{lp.narrow(0, at, n), {}, {}};
         if (moe) {
-          sc.experts = torch::stack(routing.chosen, 1).index_select(0, at);
-          for (const auto& l : routing.logits) sc.logits.push_back(l.index_select(0, at));
+          sc.experts = torch::stack(routing.chosen, 1).narrow(0, at, n);
+          for (const auto& l : routing.logits) sc.logits.push_back(l.narrow(0, at, n));
         }
         scored.push_back(sc);
       }

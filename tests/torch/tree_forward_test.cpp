@@ -17,6 +17,7 @@
 #include "core/hf/model_files/init_model.hpp"
 #include "core/trainer/prefix_tree.hpp"
 #include "decoder_model.hpp"
+#include "prefix_sharing.hpp"
 #include "model_dir_once.hpp"
 #include "token_rows.hpp"
 
@@ -71,10 +72,7 @@ Compared compare(const std::string& family, const Rows& rs, torch::Dtype dtype, 
   const std::string dir = areal::testing::model_dir_once("tree-" + family, o);
   const PrefixTree tree = PrefixTree::build(rs);
   const auto i64 = torch::kInt64;
-  DecoderModel::Tree t;
-  t.ids = torch::tensor(std::vector<int64_t>(tree.ids.begin(), tree.ids.end()), i64);
-  t.positions = torch::tensor(tree.position, i64);
-  for (const auto& s : tree.segments) t.begin.push_back(s.begin), t.end.push_back(s.end), t.parent.push_back(s.parent);
+  const DecoderModel::Tree t = areal::fsdp::model_tree(tree);
   const torch::Tensor row_index = torch::tensor(tree.row_index, i64);
   // Per-row reference: the rows packed back to back.
   std::vector<int64_t> ids, cu = {0};
@@ -168,12 +166,9 @@ TEST(TreeForwardSensitivity, AncestorsAreAttendedTo) {
   const DecoderModel m = DecoderModel::load(areal::testing::model_dir_once("tree-qwen3", o), torch::kFloat64);
   const PrefixTree tree = PrefixTree::build(group());
   const auto i64 = torch::kInt64;
-  DecoderModel::Tree t;
-  t.ids = torch::tensor(std::vector<int64_t>(tree.ids.begin(), tree.ids.end()), i64);
-  t.positions = torch::tensor(tree.position, i64);
+  const DecoderModel::Tree t = areal::fsdp::model_tree(tree);
   DecoderModel::Tree cut = t;  // every segment a root: children lose the prompt
-  for (const auto& s : tree.segments) t.begin.push_back(s.begin), t.end.push_back(s.end), t.parent.push_back(s.parent);
-  cut.begin = t.begin, cut.end = t.end, cut.parent.assign(t.parent.size(), -1);
+  cut.parent.assign(t.parent.size(), -1);
   torch::NoGradGuard no_grad;
   const torch::Tensor prev = torch::tensor(tree.previous, i64);
   const double moved = (m.logprobs_tree(t, prev, 1.0f) - m.logprobs_tree(cut, prev, 1.0f)).abs().max().item<double>();
