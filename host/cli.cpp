@@ -13,7 +13,7 @@ bool is_switch(const std::string& flag) {
 
 namespace {
 
-const char* const kCommands[] = {"run", "check-config", "plugins", "conformance", "config-reference", "api-fields", "tokenize", "serve", "init-model", "sft", "dashboard", "launch", "train-rank", "reap-process-groups"};
+const char* const kCommands[] = {"run", "check-config", "plugins", "conformance", "config-reference", "api-fields", "tokenize", "serve", "init-model", "sft", "dashboard", "launch", "train-rank", "reap-process-groups", "service", "tenants"};
 
 bool is_command(const std::string& w) {
   for (const char* c : kCommands)
@@ -84,6 +84,13 @@ Usage:
   areal-host serve [--config FILE.yaml] [--model DIR] [--port N] [--admin-key K] [--tokenizer DIR] [key=value ...]
                                                         serve the gateway and its inference backend, no training
                                                         (--model: a Hugging Face folder on the CPU engine)
+  areal-host service --config SERVICE.yaml
+                                                        the managed multi-tenant service: users' API keys,
+                                                        RL jobs on demand on shared engines, their models
+                                                        served by experiment/trial (docs/service.md)
+  areal-host tenants (--config SERVICE.yaml | --state-dir DIR) add-user NAME | create-key USER |
+                      revoke-key KEY_ID | list [--json]
+                                                        the service's users and API keys (also while it runs)
   areal-host check-config FILE.yaml [dotted.key=value ...]
                                                         validate a config (loads its plugins)
   areal-host plugins [--json]                           list every plugin found

@@ -45,6 +45,8 @@ int main(int argc, char** argv) {
     if (cl.command == "init-model") return init_model(cl);
     if (cl.command == "train-rank") return train_rank(cl);
     if (cl.command == "launch") return launch(cl);
+    if (cl.command == "service") return run_service(cl);
+    if (cl.command == "tenants") return manage_tenants(cl);
     if (cl.command == "reap-process-groups") return launcher::reap_process_groups();  // internal: see launcher/process_set.hpp
     std::cerr << (cl.command.empty() ? std::string("areal-host: no command given") : "areal-host: unknown command '" + cl.command + "'")
               << "\n\n" << usage();

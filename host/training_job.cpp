@@ -55,6 +55,7 @@ int run_training(const ResolvedConfig& rc, const RolloutPlan& plan, const Runnin
   opt.resume = h.trainer.resume;
   opt.save_final = h.trainer.save_final;
   opt.weight_update = h.trainer.weight_update;
+  if (!running.shared_engine_adapter.empty()) opt.shared_engine = true, opt.policy_adapter = running.shared_engine_adapter;
   // ABI 1.2 made behaviour log-probs those of the sampling distribution; an
   // older inference plugin reports temperature-1 values, exact only at T = 1.
   if (const auto& inf = rc.plugins.at("inference"); inf->info().abi_minor < 2 && !opt.recompute_logprob)
@@ -111,7 +112,7 @@ int run_training(const ResolvedConfig& rc, const RolloutPlan& plan, const Runnin
 
   // The dashboard: the run directory's files as a web page, while it trains.
   std::unique_ptr<dashboard::DashboardServer> board;
-  if (h.dashboard.enabled) {
+  if (h.dashboard.enabled && running.dashboard) {
     dashboard::ServerOptions o;
     o.run_dir = opt.run_dir, o.host = h.dashboard.host, o.port = h.dashboard.port, o.live = true;
     const Json& gw = rc.effective.contains("gateway") ? rc.effective["gateway"] : Json::object();
@@ -126,6 +127,14 @@ int run_training(const ResolvedConfig& rc, const RolloutPlan& plan, const Runnin
     logging::get("dashboard")->info("dashboard at {}/ (afterwards: areal-host dashboard {})", board->start(), opt.run_dir);
   }
 
+  opt.stop_requested = running.stop_requested;
+  if (running.stop_requested) {
+    auto agent_check = std::move(ro_opt.watchdog);
+    ro_opt.watchdog = [stop = running.stop_requested, agent_check] {
+      if (std::string why = stop(); !why.empty()) return why;
+      return agent_check ? agent_check() : std::string();
+    };
+  }
   // The launcher's processes are watched while the trainer waits too.
   if (launcher::RunLauncher* l = running.launcher) {
     auto agent_check = std::move(ro_opt.watchdog);

@@ -34,6 +34,15 @@ struct TrainerOptions {
   // (ABI 1.1, both in this process); "disk": save HF files, inference
   // reloads; "auto": memory when both plugins can, else disk.
   std::string weight_update = "auto";
+  // With LoRA adapter hand-offs: the name the engine serves the policy as.
+  std::string policy_adapter = "policy";
+  // The engine serves other jobs too (the managed service): the policy is a
+  // named adapter, never the default one; the engine's version and pause
+  // state are left alone. Needs adapter hand-offs.
+  bool shared_engine = false;
+  // (optional) Asked before every step: a non-empty reason ends the run
+  // there (areal::Error CANCELLED; checkpoints written so far stay).
+  std::function<std::string()> stop_requested;
   // (optional) Called after every step with (steps done, the version now
   // served, whether it was the last); returns rows for metrics.jsonl
   // (evaluation results). It may block only on the last call.

@@ -3,7 +3,8 @@
 // key), chat with the session's key as the API key, report a reward, end the
 // session. areal records every token of every call and trains on it.
 //
-// Task: "Which digit comes after D?" for D in 0..8; the answer is D+1.
+// Task: "Which digit comes after D?" for D in 0..8; the answer is D+1
+// (--task before: "Which digit comes before D?" for D in 1..9, answer D-1).
 // Reward (reward() below): 1 for exactly the right digit, 0.5 for the right
 // digit followed by anything, else 0. A random model scores ~0.005; a
 // trained one approaches 1.
@@ -16,6 +17,11 @@
 //   --concurrency N   groups in flight (default 8)
 //   --group-size G    sessions per question, one GRPO group (default 8)
 //   --seed S          question order (default 1)
+//   --task T          after (default) or before
+//   --model M         the `model` of every chat call (default "default"; the
+//                     managed service serves a trained job as "experiment/trial")
+// Against the managed service (docs/service.md), AREAL_GATEWAY_URL is the
+// job's base URL and AREAL_ADMIN_KEY (or AREAL_API_KEY) the user's key.
 import OpenAI from 'openai';
 import { keepAliveFetch } from './keep_alive_fetch.mjs';
 
@@ -27,7 +33,21 @@ const CONCURRENCY = arg('--concurrency', 8);
 const GROUP_SIZE = arg('--group-size', 8);
 let seed = arg('--seed', 1) >>> 0;
 const GATEWAY = process.env.AREAL_GATEWAY_URL;
-const ADMIN_KEY = process.env.AREAL_ADMIN_KEY;
+const ADMIN_KEY = process.env.AREAL_ADMIN_KEY ?? process.env.AREAL_API_KEY;
+const strArg = (name, dflt) => {
+  const i = process.argv.indexOf(name);
+  return i >= 0 ? process.argv[i + 1] : dflt;
+};
+const TASK = strArg('--task', 'after');
+const MODEL = strArg('--model', 'default');
+if (TASK !== 'after' && TASK !== 'before') {
+  console.error(`agent: --task must be after or before, got ${TASK}`);
+  process.exit(2);
+}
+// The task's question and answer for digit d (after: d in 0..8; before: d in 1..9).
+const question = (d) => `Which digit comes ${TASK} ${d}?`;
+const answerOf = (d) => (TASK === 'after' ? d + 1 : d - 1);
+const DIGITS = TASK === 'after' ? [0, 1, 2, 3, 4, 5, 6, 7, 8] : [1, 2, 3, 4, 5, 6, 7, 8, 9];
 if (!process.argv.includes('--episode') && (!GATEWAY || !ADMIN_KEY)) {
   console.error('agent: AREAL_GATEWAY_URL and AREAL_ADMIN_KEY must be set (areal-host sets them in online mode)');
   process.exit(2);
@@ -77,7 +97,7 @@ async function episode(question, answer, taskId, groupId) {
   const client = new OpenAI({ baseURL: `${GATEWAY}/v1`, apiKey: session.api_key, maxRetries: 2, fetch: keepAliveFetch });
   try {
     const completion = await client.chat.completions.create({
-      model: 'default',
+      model: MODEL,
       messages: [{ role: 'user', content: question }],
       max_tokens: 4,
       temperature: 1.0,
@@ -95,7 +115,7 @@ async function episode(question, answer, taskId, groupId) {
 let deck = [];
 function nextDigit() {
   if (deck.length === 0) {
-    deck = [0, 1, 2, 3, 4, 5, 6, 7, 8];
+    deck = [...DIGITS];
     for (let i = deck.length - 1; i > 0; --i) {
       const j = Math.floor(nextRandom() * (i + 1));
       [deck[i], deck[j]] = [deck[j], deck[i]];
@@ -107,10 +127,9 @@ function nextDigit() {
 async function worker(id) {
   for (let round = 0; !stopping; ++round) {
     const d = nextDigit();
-    const question = `Which digit comes after ${d}?`;
     const groupId = `w${id}-r${round}-d${d}`;
     const results = await Promise.allSettled(
-      Array.from({ length: GROUP_SIZE }, (_, k) => episode(question, d + 1, `${groupId}-s${k}`, groupId)));
+      Array.from({ length: GROUP_SIZE }, (_, k) => episode(question(d), answerOf(d), `${groupId}-s${k}`, groupId)));
     for (const r of results) if (r.status === 'rejected' && !stopping) console.error(`agent: episode failed: ${r.reason}`);
     if (results.every((r) => r.status === 'rejected')) await sleep(200);  // e.g. the gateway is going away
   }
@@ -141,7 +160,7 @@ async function evaluate() {
   const path = process.env.AREAL_EVAL_DATASET;
   const items = path
     ? (await import('node:fs')).readFileSync(path, 'utf8').split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l))
-    : Array.from({ length: 9 }, (_, d) => ({ question: `Which digit comes after ${d}?`, answer: d + 1 }));
+    : DIGITS.map((d) => ({ question: question(d), answer: answerOf(d) }));
   const greedy = process.env.AREAL_EVAL_GREEDY !== '0';
   const temperature = greedy ? 0 : Number(process.env.AREAL_EVAL_TEMPERATURE ?? 1);
   const n = Math.max(1, Number(process.env.AREAL_EVAL_N_SAMPLES ?? 1));
@@ -153,7 +172,7 @@ async function evaluate() {
     for (let i = next++; i < jobs.length; i = next++) {
       const { question, answer } = jobs[i];
       const completion = await client.chat.completions.create({
-        model: 'default', messages: [{ role: 'user', content: question }], max_tokens: 4, temperature,
+        model: MODEL, messages: [{ role: 'user', content: question }], max_tokens: 4, temperature,
       });
       const reply = completion.choices[0].message.content ?? '';
       rewards[i] = reward(reply, answer);

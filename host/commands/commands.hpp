@@ -19,5 +19,7 @@ int serve(const CommandLine& cl);
 int init_model(const CommandLine& cl);
 int train_rank(const CommandLine& cl);
 int launch(const CommandLine& cl);
+int run_service(const CommandLine& cl);
+int manage_tenants(const CommandLine& cl);
 
 }  // namespace areal::host

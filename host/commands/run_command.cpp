@@ -15,6 +15,7 @@
 #include "../train_ranks/rank_messages.hpp"
 #include "../rollout_runner.hpp"
 #include "../training_job.hpp"
+#include "../gateway_startup.hpp"
 #include "core/plugin_host/error.hpp"
 #include "core/plugin_host/gateway_sessions.hpp"
 #include "core/plugin_host/host_api.hpp"
@@ -88,48 +89,25 @@ int run_job(const CommandLine& cl) {
       launched->start_servers(rc);
     }
     // Start order: inference, gateway, workflow; torn down in reverse.
-    std::string inference_name = "inference", gateway_name = "gateway", workflow_name = "workflow";
+    std::string inference_name = "inference", workflow_name = "workflow";
     areal_services inf_services = make_services(inference_name);
     auto inference_plugin = rc.plugins.at("inference");
     PluginInstance inference(inference_plugin, rc.section_json("inference"), &inf_services);
     areal_inference_ref ref{AREAL_OFFSET_OF_END(areal_inference_ref, self), inference_plugin->inference(), inference.self()};
 
-    std::unique_ptr<PluginInstance> gateway;
-    std::unique_ptr<GatewaySessions> sessions;  // the gateway's session slots, when it has them
-    areal_services gw_services = make_services(gateway_name);
-    gw_services.inference = &ref;
+    std::unique_ptr<RunningGateway> gateway;
     RunningParts running;
     running.inference = ref;
     if (rc.plugins.count("gateway")) {
-      Json gw = Json::parse(rc.section_json("gateway"));
-      // AReaL's rollout.openai.* names, applied to the gateway they configure.
-      const auto& oa = h.rollout.openai;
-      if (oa.export_style) gw["export_style"] = *oa.export_style;
-      if (oa.admin_api_key) gw["admin_api_key"] = *oa.admin_api_key;
-      if (oa.session_timeout_seconds) gw["session_timeout_seconds"] = *oa.session_timeout_seconds;
-      if (training) gw["turn_discount"] = oa.turn_discount;
-      // Online training: sessions start only as the trainer grants capacity.
-      if (online && gw.value("capacity", int64_t{-1}) < 0) gw["capacity"] = 0;
-      // Durable by default where sessions come from outside (online): inline
-      // episodes are re-run from the dataset on resume instead.
-      resolve_gateway_state_dir(rc, gw, online, online && training && !h.trainer.resume);
-      gateway = std::make_unique<PluginInstance>(rc.plugins.at("gateway"), gw.dump(), &gw_services);
-      running.gateway = rc.plugins.at("gateway")->gateway();
+      gateway = start_gateway(rc, &ref, GatewayStart{training, online, online && training && !h.trainer.resume});
+      running.gateway = gateway->vtable;
       running.gateway_self = gateway->self();
-      if (GatewaySessions::supported(running.gateway)) {
-        sessions = std::make_unique<GatewaySessions>(running.gateway, running.gateway_self);
-        running.sessions = sessions.get();
-      } else if (online) {
-        throw Error(AREAL_CODE_UNSUPPORTED, "rollout.openai.mode online needs a gateway with the ABI 1.4 session slots; '" +
-                                                rc.plugins.at("gateway")->name() + "' (ABI " + rc.plugins.at("gateway")->abi_version() + ") has none");
-      }
-      StringCollector url;
-      throw_if_status(running.gateway->start(gateway->self(), url.writer()), "gateway start");
-      running.gateway_url = url.text;
-      write_gateway_url(rc, url.text);
+      running.sessions = gateway->sessions.get();
+      running.gateway_url = gateway->url;
+      write_gateway_url(rc, gateway->url);
       plan.sessions = running.sessions;
-      plan.base_url = url.text + "/v1";
-      logging::get("gateway")->info("gateway listening at {}", url.text);
+      plan.base_url = gateway->url + "/v1";
+      logging::get("gateway")->info("gateway listening at {}", gateway->url);
     }
 
     areal_services wf_services = make_services(workflow_name);
@@ -150,7 +128,7 @@ int run_job(const CommandLine& cl) {
     running.launcher = launched.get();
     if (training) {
       const int rc_train = run_training(rc, plan, running);
-      if (gateway) warn_if_status(running.gateway->stop(gateway->self()), "gateway stop");
+      if (gateway) gateway->stop();
       return rc_train;
     }
     log->info("rollout: {} episodes over {} dataset items, concurrency {}, output {}", plan.episodes, plan.dataset.size(),
@@ -158,7 +136,7 @@ int run_job(const CommandLine& cl) {
     RolloutSummary s = run_rollout(plan, *running.workflow, running.workflow_self, *ref.vtable, ref.self);
     log->info("done: {} ok, {} failed | mean reward {:.4f} over {} rewarded completions | {} tokens | {:.2f} s ({:.1f} episodes/s)",
               s.ok, s.failed, s.mean_reward(), s.rewarded, s.tokens, s.seconds, (s.ok + s.failed) / std::max(s.seconds, 1e-9));
-    if (gateway) warn_if_status(rc.plugins.at("gateway")->gateway()->stop(gateway->self()), "gateway stop");
+    if (gateway) gateway->stop();
     if (s.failed > 0) {
       std::cerr << "areal-host: " << s.failed << " episode(s) failed; their records in " << plan.output_path
                 << " have status \"error\" and the reason\n";

@@ -177,6 +177,7 @@ class Handler {
   void health(HTTPServerResponse& res) {
     if (state_->router) return areal::gateway::send_json(res, 200, state_->router->health().dump());
     json body{{"status", "ok"}, {"version", kGatewayVersion}};
+    body["sessions_active"] = state_->sessions->active_count();  // what the managed service counts against a user's quota
     if (state_->inference != nullptr) {
       sdk::InferenceClient client(state_->inference);
       body["policy_version"] = client.version();
@@ -194,7 +195,7 @@ class Handler {
 
   void models(HTTPServerResponse& res) {
     json data = json::array({model_object(state_->model_name)});
-    if (state_->chat)
+    if (state_->chat && state_->chat->config().adapter.empty())  // one adapter only: the others are not this gateway's to list
       for (const auto& name : state_->chat->adapters().loaded()) {
         json m = model_object(name);
         m["parent"] = state_->model_name;
@@ -297,6 +298,7 @@ class Gateway {
     "reasoning_parser": {"type": "string", "enum": ["auto", "qwen3", "deepseek_r1", "none"], "default": "auto", "doc": "Splits <think>...</think> into reasoning_content. qwen3: the output opens <think> itself (text before a lone </think> is reasoning too); deepseek_r1: the prompt opened <think>, so everything up to </think> is reasoning. auto: none if the chat template never mentions <think>, deepseek_r1 if its generation prompt ends with <think>, else qwen3."},
     "tool_call_parser": {"type": "string", "enum": ["auto", "qwen", "hermes", "qwen3_coder", "llama3", "mistral", "deepseek_v3", "none"], "default": "auto", "doc": "Parses the model's tool-call markup into tool_calls: qwen/hermes <tool_call>{json}</tool_call>; qwen3_coder <tool_call><function=NAME><parameter=P>...; llama3 {\"name\", \"parameters\"} JSON, optionally after the python_tag token; mistral [TOOL_CALLS]; deepseek_v3 <｜tool▁calls▁begin｜>. auto: from the chat template (<function= and <parameter= -> qwen3_coder, <tool_call> -> qwen, <｜tool▁calls▁begin｜> -> deepseek_v3, [TOOL_CALLS] -> mistral, the python_tag token or a Llama 3 \"parameters\" tool prompt -> llama3, else none). A call that cannot be read stays text and is counted (areal_gateway_unreadable_tool_calls_total)."},
     "model": {"type": "string", "default": "", "doc": "Model name reported to clients; empty: the inference backend's."},
+    "adapter": {"type": "string", "default": "", "doc": "Generate every request with this LoRA adapter of the inference backend, whatever the request's `model` names (empty: `model` may name any loaded adapter, else the base serves). The managed service gives each job's gateway its job's adapter (docs/service.md)."},
     "workers": {"type": "array", "items": {"type": "string"}, "default": [], "doc": "Router mode: base URLs of worker gateways (areal-host serve processes). Sessions are spread over them and every request of a session goes to its worker; this gateway then serves no model itself (docs/http-api.md)."},
     "state_dir": {"type": "string", "default": "auto", "doc": "Where sessions, calls (token ids, log-probs, versions), rewards, ends and capacity are committed (SQLite in WAL mode) before a client is answered, so that a crash or restart loses none of them (docs/durability.md). auto: <output_dir>/<name>/<trial>/gateway_state for areal-host serve and online training, memory only for inline training (its episodes are re-run on resume) and router mode; none: memory only."},
     "state_sync": {"type": "string", "enum": ["full", "normal"], "default": "full", "doc": "full: every commit is fsynced (survives power loss); normal: committed state survives a crash of the process, the last commits may be lost when the machine loses power."},
@@ -359,6 +361,7 @@ class Gateway {
       const json info = json::parse(ctx.inference().info());
       cc.max_context = info.value("max_context", int64_t{32768});
       cc.model_name = c.value("model", std::string()).empty() ? info.value("model", std::string("default")) : c.value("model", std::string());
+      cc.adapter = c.value("adapter", std::string());
       cc.record_routing = c.value("record_routing", false);
       cc.on_unrouted_call = areal::gateway::count_unrouted_call;
       if (cc.record_routing && !info.value("routing", false))

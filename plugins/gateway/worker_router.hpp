@@ -24,10 +24,11 @@
 #include <vector>
 #include <cstdint>
 
-#include <Poco/Net/HTTPClientSession.h>
 #include <Poco/Net/HTTPServerRequest.h>
 #include <Poco/Net/HTTPServerResponse.h>
 #include <nlohmann/json.hpp>
+
+#include "upstream.hpp"
 
 namespace areal::gateway {
 
@@ -43,23 +44,11 @@ class WorkerRouter {
 
  private:
   struct Worker {
-    std::string url, host, prefix;
-    uint16_t port = 80;
+    Worker(const std::string& url, double idle_timeout_s) : up(url, idle_timeout_s) {}
+    Upstream up;
     std::atomic<int64_t> sessions{0};
-    std::atomic<int64_t> down_until_ms{0};  // after a failed connection, new sessions try it last for a while
-    std::mutex idle_mutex;  // keep-alive connections not in use
-    std::vector<std::unique_ptr<Poco::Net::HTTPClientSession>> idle;
-  };
-  struct Forwarded {
-    int status = 0;
-    std::string body;  // only when `capture` was asked
   };
 
-  // Sends the request to worker w and streams the answer to `res` (or, with
-  // capture, also keeps the body). Returns false when the worker cannot be
-  // reached before anything was sent to the client.
-  bool forward(Worker& w, Poco::Net::HTTPServerRequest& req, const std::string& body, Poco::Net::HTTPServerResponse& res,
-               bool capture, Forwarded& out, bool send_to_client = true);
   void start_session(Poco::Net::HTTPServerRequest& req, const std::string& body, Poco::Net::HTTPServerResponse& res);
   void remember(std::unordered_map<std::string, size_t>& map, std::deque<std::string>& order, const std::string& key, size_t worker);
   size_t worker_of_key(const std::string& key);
@@ -67,7 +56,6 @@ class WorkerRouter {
   bool scoped_route(const std::string& path, size_t& worker, std::string& key, std::string& rest);
 
   std::vector<std::unique_ptr<Worker>> workers_;
-  double idle_timeout_s_;
   std::function<bool(const std::string&)> is_admin_;
   std::mutex mutex_;  // the route tables
   std::unordered_map<std::string, size_t> by_key_, by_session_;

@@ -227,8 +227,11 @@ Generated ChatService::generate(std::vector<int32_t> prompt, const ChatRequest& 
   s.logit_bias_count = bias.size();
   s.structured_output = req.structured_output;
   s.json_schema = areal_str{req.json_schema.data(), req.json_schema.size()};
-  // The request's `model` chooses a LoRA adapter when it names one the backend serves.
-  const std::string adapter = req.model == config_.model_name ? std::string() : adapters_->adapter_for(req.model);
+  // The request's `model` chooses a LoRA adapter when it names one the backend
+  // serves, unless the gateway serves one adapter only (gateway.adapter).
+  const std::string adapter = !config_.adapter.empty()             ? config_.adapter
+                              : req.model == config_.model_name ? std::string()
+                                                                : adapters_->adapter_for(req.model);
   areal_gen_request r{};
   r.struct_size = AREAL_OFFSET_OF_END(areal_gen_request, record_routing);
   r.record_routing = config_.record_routing ? 1 : 0;

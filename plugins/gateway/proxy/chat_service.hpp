@@ -48,6 +48,9 @@ struct ChatServiceConfig {
   int64_t max_completion_tokens = 0;  // > 0: caps every request's completion budget
   int64_t max_context = 32768;     // prompt + completion
   std::string model_name = "default";
+  // Non-empty: every request is generated with this LoRA adapter, whatever
+  // its `model` names (a managed-service job's gateway serves its job's adapter only).
+  std::string adapter;
   bool record_routing = false;  // ask the backend for MoE routing (ABI 1.7) and record it
   std::function<void()> on_unrouted_call;  // a call recorded without the routing it asked for (counted)
   OutputParserConfig parsers;

@@ -1,0 +1,89 @@
+// The managed service's HTTP front door (docs/service.md): the operator's
+// admin routes (users, keys, every job), the user's job routes, and the
+// agents' and Phase 3 traffic, which it forwards to the job's own gateway.
+//
+// Who may do what is decided here, once, for every route:
+//   operator key   /admin/*, /health, /metrics
+//   user key       their jobs (/v1/jobs...), their jobs' base URLs
+//                  (/jobs/{id}/...: sessions start there; other calls are
+//                  served without recording), and Phase 3 (`model` =
+//                  "experiment/trial" on the OpenAI/Anthropic routes)
+//   session key    the calls of that session, wherever they arrive
+// Anything of another user's is answered 404, as if it did not exist.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <Poco/Net/HTTPServerRequest.h>
+#include <Poco/Net/HTTPServerResponse.h>
+#include <nlohmann/json.hpp>
+
+#include "core/tenants/tenant_store.hpp"
+#include "job_runner.hpp"
+#include "service_settings.hpp"
+
+namespace areal::gateway {
+class Upstream;
+namespace server {
+class HttpServer;
+}
+}  // namespace areal::gateway
+
+namespace areal::host::service {
+
+// The base models' shared engines, by model name.
+using Engines = std::map<std::string, const areal_inference_ref*>;
+
+class ServiceFront {
+ public:
+  ServiceFront(ServiceSettings settings, tenants::TenantStore& store, Engines engines);
+  ~ServiceFront();  // stops serving, then every job (their recorded states stay)
+
+  // Starts every job the store holds (running ones resume from their newest
+  // checkpoint), then listens. Returns the URL.
+  std::string start();
+  void stop();
+
+  void handle(Poco::Net::HTTPServerRequest& req, Poco::Net::HTTPServerResponse& res);
+
+ private:
+  struct JobSlot {
+    std::unique_ptr<JobRunner> runner;
+    std::unique_ptr<gateway::Upstream> upstream;
+  };
+
+  // Routes, each after its credential check.
+  void admin_route(const std::string& path, Poco::Net::HTTPServerRequest& req, const std::string& body, Poco::Net::HTTPServerResponse& res);
+  void jobs_route(const std::string& user, const std::string& path, Poco::Net::HTTPServerRequest& req, const std::string& body,
+                  Poco::Net::HTTPServerResponse& res);
+  void job_base_url(const std::string& path, Poco::Net::HTTPServerRequest& req, const std::string& body, Poco::Net::HTTPServerResponse& res);
+  void agent_call(const std::string& path, Poco::Net::HTTPServerRequest& req, const std::string& body, Poco::Net::HTTPServerResponse& res);
+  void models(const std::string& user, Poco::Net::HTTPServerResponse& res);
+
+  nlohmann::json create_job(const std::string& user, const nlohmann::json& request);
+  nlohmann::json job_view(const JobSlot& slot);
+  // The user's job `id`, or 404 (also for another user's).
+  JobSlot& job_of(const std::string& user, const std::string& id);
+  // Starts a job's runner (gateway, then training when due) and lists it.
+  std::shared_ptr<JobSlot> launch_slot(tenants::Job job);
+  // Forwards to the job's gateway as its admin (the user's own calls) or
+  // as sent (a session's calls).
+  void forward(JobSlot& slot, const std::string& path, Poco::Net::HTTPServerRequest& req, const std::string& body,
+               Poco::Net::HTTPServerResponse& res, bool as_admin);
+  void start_session(const std::string& user, JobSlot& slot, const std::string& path, Poco::Net::HTTPServerRequest& req,
+                     const std::string& body, Poco::Net::HTTPServerResponse& res);
+  int64_t open_sessions(const std::string& user);
+
+  ServiceSettings settings_;
+  tenants::TenantStore& store_;
+  Engines engines_;
+  std::mutex slots_mutex_;
+  std::map<std::string, std::shared_ptr<JobSlot>> slots_;  // by job id
+  std::mutex create_mutex_;  // quota check and insert of one job at a time
+  std::unique_ptr<gateway::server::HttpServer> server_;
+};
+
+}  // namespace areal::host::service
