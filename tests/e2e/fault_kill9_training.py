@@ -54,7 +54,7 @@ def trained(rows, taken, what):
 def check(run, work, total, ckpt, max_stale):
     total, ckpt, max_stale = int(total), int(ckpt), int(max_stale)
     pending = json.load(open(f"{work}/pending.json"))
-    rows = [json.loads(l) for l in open(f"{run}/metrics.jsonl")]
+    rows = [r for r in map(json.loads, open(f"{run}/metrics.jsonl")) if not r.get("eval")]  # step rows; evaluations have their own
     problems = []
     steps = [r["step"] for r in rows]
     if steps != list(range(1, total + 1)):
@@ -76,7 +76,7 @@ def check(run, work, total, ckpt, max_stale):
     after_set = set(redone)
     stale = {c for c in pending_calls - after_set if any(sid in dropped_ids for sid, p in pending.items() if tuple(p["calls"]) == c)}
     lost = pending_calls - after_set - stale
-    before = [json.loads(l) for l in open(f"{work}/metrics_before_kill.jsonl")]
+    before = [r for r in map(json.loads, open(f"{work}/metrics_before_kill.jsonl")) if not r.get("eval")]
     lost_steps = sum(len(r.get("session_ids", [])) for r in before if r["step"] > ckpt)
     if not pending:
         problems.append("the gateway held nothing at the kill: the test did not test a crash")

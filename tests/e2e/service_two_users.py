@@ -1,0 +1,333 @@
+"""e2e.service_two_users (issue #37): the managed service with two users and
+two jobs on one base model, in one deployment.
+
+  - the operator adds users and keys with `areal-host tenants`; each user
+    starts a LoRA job over HTTP (alice: "digit after D", bob: "digit before
+    D"); both share the one engine of the base model;
+  - each user's real agent (examples/quickstart_agent, the openai npm
+    client) trains against its job's base URL with the user's key;
+  - while they train, every route of the service is tried with the other
+    user's key and session keys: all 401/403/404; quotas answer 429;
+  - the service is killed with -9 mid-training and started again: no
+    acknowledged session is lost or trained twice (fault_kill9_training.py's
+    check, per job), jobs resume from their checkpoints and finish;
+  - both agents learn (last 50 steps' mean reward and the final greedy
+    evaluation >= 0.9);
+  - Phase 3: each user's model answers by "experiment/trial" through the
+    OpenAI SDK (the agent in eval mode, greedy), scoring exactly what the
+    job's final evaluation scored; the other user gets 404.
+
+  service_two_users.py AREAL_HOST SOURCE_DIR WORK [isolation]   (WORK/model: the formatted base)
+
+With `isolation` (security.service_isolation): no agents and no kill; after
+the isolation checks each owner pauses, resumes and cancels their job, and a
+cancelled job neither takes sessions nor answers.
+"""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+host, src, work = sys.argv[1], os.path.abspath(sys.argv[2]), os.path.abspath(sys.argv[3])
+ISOLATION = len(sys.argv) > 4 and sys.argv[4] == "isolation"
+STEPS = 2000 if ISOLATION else int(os.environ.get("SERVICE_E2E_STEPS", "350"))
+agent_js = f"{src}/examples/quickstart_agent/agent.mjs"
+problems = []
+
+
+def expect(cond, what):
+    if not cond:
+        problems.append(what)
+        print("FAIL:", what, flush=True)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+PORT = free_port()
+URL = f"http://127.0.0.1:{PORT}"
+ADMIN = "operator-secret-0123456789"
+
+
+def call(method, path, key=None, body=None, raw=False):
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(URL + path, data=data, method=method)
+    if key:
+        req.add_header("Authorization", f"Bearer {key}")
+    if data is not None:
+        req.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(req, timeout=120) as r:
+            text = r.read().decode()
+            return r.status, (text if raw else json.loads(text or "{}"))
+    except urllib.error.HTTPError as e:
+        text = e.read().decode()
+        try:
+            return e.code, json.loads(text)
+        except ValueError:
+            return e.code, text
+
+
+def cli(*args):
+    return subprocess.run([host, "tenants", "--config", f"{work}/service.yaml", *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+# --- The deployment: a job template on WORK/model and the service file.
+with open(f"{work}/job.yaml", "w") as f:
+    f.write(f"""extends: {src}/configs/service_job_quickstart.yaml
+inference: {{model_path: {work}/model}}
+gateway: {{tokenizer: {work}/model, session_timeout_seconds: 10}}  # sessions whose agent call died with the service end
+train: {{model_path: {work}/model}}
+""")
+with open(f"{work}/service.yaml", "w") as f:
+    f.write(f"""service:
+  port: {PORT}
+  state_dir: {work}/state
+  admin_api_key: {ADMIN}
+  checkpoint_every: 20
+  models:
+    digits: {{config: {work}/job.yaml}}
+  evaluations:
+    digit_after: {{agent_command: node {agent_js} --eval, dataset: {src}/configs/data/quickstart_eval.jsonl}}
+    digit_before: {{agent_command: node {agent_js} --eval --task before, dataset: {src}/configs/data/quickstart_before_eval.jsonl}}
+  hyperparameters:
+    trainer.total_steps: {{min: 1, max: 2000}}
+    experiment.seed: {{min: 0, max: 1000}}
+  quotas: {{max_active_jobs: 1, max_open_sessions: 400}}
+""")
+cli("add-user", "alice")
+cli("add-user", "bob")
+key = {"alice": cli("create-key", "alice"), "bob": cli("create-key", "bob")}
+spare = json.loads(cli("create-key", "alice", "--json"))
+
+service = None
+
+
+def start_service(log_name):
+    global service
+    service = subprocess.Popen([host, "service", "--config", f"{work}/service.yaml"], stderr=open(f"{work}/{log_name}", "w"),
+                               stdout=subprocess.DEVNULL, start_new_session=True)
+    for _ in range(600):
+        try:
+            if call("GET", "/health")[0] == 200:
+                return
+        except OSError:
+            pass
+        if service.poll() is not None:
+            sys.exit(f"the service exited: {open(f'{work}/{log_name}').read()[-3000:]}")
+        time.sleep(0.1)
+    sys.exit("the service did not answer /health")
+
+
+agents = []
+try:
+    start_service("service1.log")
+    # --- Operator and users.
+    expect(call("GET", "/admin/users", key["alice"])[0] == 403, "a user key reached /admin/users")
+    st, users = call("GET", "/admin/users", ADMIN)
+    expect(st == 200 and [u["name"] for u in users["data"]] == ["alice", "bob"], f"/admin/users: {st} {users}")
+    expect(call("GET", "/v1/jobs", spare["key"])[0] == 200, "the spare key does not work")
+    expect(call("DELETE", f"/admin/keys/{spare['id']}", ADMIN)[0] == 200, "revoking a key failed")
+    expect(call("GET", "/v1/jobs", spare["key"])[0] == 401, "a revoked key still works")
+    expect(call("GET", "/v1/jobs")[0] == 401, "no key was accepted")
+
+    jobs = {}
+    for user, exp, ev in (("alice", "after", "digit_after"), ("bob", "before", "digit_before")):
+        st, j = call("POST", "/v1/jobs", key[user], {"base_model": "digits", "experiment": exp, "trial": "t1", "evaluation": ev,
+                                                     "hyperparameters": {"trainer.total_steps": STEPS, "experiment.seed": 7}})
+        assert st == 201, f"{user}'s job: {st} {j}"
+        jobs[user] = j
+        print(f"{user}: job {j['id']} ({j['model']}), base URL {j['base_url']}", flush=True)
+    a, b = jobs["alice"]["id"], jobs["bob"]["id"]
+    st, body = call("POST", "/v1/jobs", key["alice"], {"base_model": "digits", "experiment": "after", "trial": "t2"})
+    expect(st == 429 and "quota" in body["error"]["message"].lower(), f"a second job over the quota: {st} {body}")
+    st, body = call("POST", "/v1/jobs", key["bob"], {"base_model": "digits", "experiment": "x", "hyperparameters": {"train.lr": 1.0}})
+    expect(st == 400 and "not one this service lets jobs set" in body["error"]["message"], f"a hyper-parameter outside the list: {st} {body}")
+    st, body = call("POST", "/v1/jobs", key["bob"], {"base_model": "digits", "experiment": "x", "hyperparameters": {"trainer.total_steps": 99999}})
+    expect(st == 400 and "at most" in body["error"]["message"], f"a hyper-parameter over its limit: {st} {body}")
+    st, body = call("POST", "/v1/jobs", key["bob"], {"base_model": "gpt-5", "experiment": "x"})
+    expect(st == 400 and "digits" in body["error"]["message"], f"an unknown base model: {st} {body}")
+
+    for user, task in () if ISOLATION else (("alice", "after"), ("bob", "before")):
+        env = dict(os.environ, AREAL_GATEWAY_URL=f"{URL}{jobs[user]['base_url']}", AREAL_ADMIN_KEY=key[user])
+        agents.append(subprocess.Popen(["node", agent_js, "--concurrency", "9", "--group-size", "16", "--task", task],
+                                       env=env, stdout=open(f"{work}/agent_{user}.log", "w"), stderr=subprocess.STDOUT))
+
+    def run_dir(user, exp):
+        return f"{work}/state/users/{user}/{exp}/t1"
+
+    def steps_done(user, exp):
+        try:
+            return sum(1 for l in open(f"{run_dir(user, exp)}/metrics.jsonl") if '"eval":true' not in l)
+        except FileNotFoundError:
+            return 0
+
+    deadline = time.time() + 600
+    while not ISOLATION and (steps_done("alice", "after") < 5 or steps_done("bob", "before") < 5):
+        assert time.time() < deadline, "the jobs did not train 5 steps"
+        assert service.poll() is None, "the service died"
+        time.sleep(0.5)
+
+    # --- Isolation: a session of each user's own, then every route with the other's credentials.
+    sessions = {}
+    for user in ("alice", "bob"):
+        base = jobs[user]["base_url"]
+        for _ in range(300):
+            st, s = call("POST", f"{base}/rl/start_session", key[user], {"task_id": f"probe-{user}", "group_id": "probe"})
+            if st != 429:
+                break
+            time.sleep(0.1)
+        assert st == 200, f"{user}'s probe session: {st} {s}"
+        st, c = call("POST", f"{base}/v1/chat/completions", s["api_key"], {"model": "x", "messages": [{"role": "user", "content": "Which digit comes after 3?"}], "max_tokens": 2})
+        expect(st == 200, f"{user}'s probe call: {st} {c}")
+        sessions[user] = s
+    ba, bb = jobs["alice"]["base_url"], jobs["bob"]["base_url"]
+    sa, sb = sessions["alice"], sessions["bob"]
+    chat = {"model": "after/t1", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+    cross = [  # bob (his key, or his session's key) at everything of alice's
+        ("GET", f"/v1/jobs/{a}", key["bob"], None), ("POST", f"/v1/jobs/{a}/pause", key["bob"], {}),
+        ("POST", f"/v1/jobs/{a}/resume", key["bob"], {}), ("POST", f"/v1/jobs/{a}/cancel", key["bob"], {}),
+        ("GET", f"/v1/jobs/{a}/metrics", key["bob"], None), ("GET", f"/v1/jobs/{a}/sessions", key["bob"], None),
+        ("GET", f"/v1/jobs/{a}/reward_curve.svg", key["bob"], None),
+        ("POST", f"/v1/jobs/{a}/export_trajectories", key["bob"], {"session_id": sa["session_id"]}),
+        ("POST", f"/v1/jobs/{b}/export_trajectories", key["bob"], {"session_id": sa["session_id"]}),
+        ("POST", f"{ba}/rl/start_session", key["bob"], {"task_id": "x"}), ("POST", f"{ba}/v1/rl/start_session", key["bob"], {"task_id": "x"}),
+        ("POST", f"{ba}/v1/chat/completions", key["bob"], chat), ("POST", f"{ba}/chat/completions", key["bob"], chat),
+        ("POST", f"{ba}/v1/messages", key["bob"], {"model": "x", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}]}),
+        ("POST", f"{ba}/v1/responses", key["bob"], {"model": "x", "input": "hi"}),
+        ("POST", f"{ba}/export_trajectories", key["bob"], {"session_id": sa["session_id"]}),
+        ("GET", f"{ba}/v1/models", key["bob"], None), ("GET", f"{ba}/health", key["bob"], None),
+        ("POST", f"{ba}/v1/chat/completions", sb["api_key"], chat), ("POST", f"{ba}/rl/set_reward", sb["api_key"], {"reward": 1}),
+        ("POST", f"{ba}/rl/end_session", sb["api_key"], {}), ("POST", f"{ba}/{sb['api_key']}/v1/chat/completions", None, chat),
+        ("POST", "/v1/chat/completions", key["bob"], chat), ("POST", "/chat/completions", key["bob"], chat),
+        ("POST", "/v1/messages", key["bob"], {"model": "after/t1", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}]}),
+        ("POST", "/v1/responses", key["bob"], {"model": "after/t1", "input": "hi"}),
+        ("POST", "/rl/start_session", key["bob"], {"task_id": "x", "job": a}),
+        ("GET", "/admin/users", key["bob"], None), ("GET", "/admin/jobs", key["bob"], None), ("POST", "/admin/users/bob/keys", key["bob"], {}),
+        ("GET", "/metrics", key["bob"], None),
+    ]
+    for method, path, k, body in cross:
+        st, ans = call(method, path, k, body)
+        expect(st in (401, 403, 404), f"bob reached {method} {path}: {st} {str(ans)[:200]}")
+    own = [  # the same routes answer their owner (so the refusals above are about the credential)
+        ("GET", f"/v1/jobs/{a}", None), ("GET", f"/v1/jobs/{a}/metrics", None), ("GET", f"/v1/jobs/{a}/sessions", None),
+        ("POST", f"{ba}/v1/chat/completions", chat), ("POST", "/v1/chat/completions", chat),
+        ("POST", "/v1/messages", {"model": "after/t1", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}]}),
+        ("GET", f"{ba}/v1/models", None)]
+    for method, path, body in own:
+        st, ans = call(method, path, key["alice"], body)
+        expect(st == 200, f"alice could not reach her own {method} {path}: {st} {str(ans)[:200]}")
+    st, listed = call("GET", "/v1/jobs", key["bob"])
+    expect(st == 200 and [j["id"] for j in listed["data"]] == [b], f"bob's job list: {listed}")
+    st, models = call("GET", "/v1/models", key["bob"])
+    expect("after/t1" not in [m["id"] for m in models["data"]] and "before/t1" in [m["id"] for m in models["data"]], f"bob's models: {models}")
+    # Their own: the export route reaches the owner's session (still open: 409
+    # says so; once ended, the trainer takes it), then it ends, rewarded.
+    for user in ("alice", "bob"):
+        s, base = sessions[user], jobs[user]["base_url"]
+        st, ex = call("POST", f"/v1/jobs/{jobs[user]['id']}/export_trajectories", key[user], {"session_id": s["session_id"]})
+        expect(st == 409 and "still active" in ex["error"]["message"], f"{user}'s export of her open session: {st} {str(ex)[:200]}")
+        expect(call("POST", f"{base}/rl/set_reward", s["api_key"], {"reward": 0.0})[0] == 200, f"{user}'s reward")
+        expect(call("POST", f"{base}/rl/end_session", s["api_key"], {})[0] == 200, f"{user}'s end_session")
+    print(f"isolation: {len(cross)} routes with the other user's credentials, all refused", flush=True)
+    if ISOLATION:
+        for user in ("alice", "bob"):
+            jid = jobs[user]["id"]
+            for action, state in (("pause", "paused"), ("resume", "running"), ("cancel", "cancelled")):
+                st, j = call("POST", f"/v1/jobs/{jid}/{action}", key[user], {})
+                expect(st == 200 and j["state"] == state, f"{user}'s {action}: {st} {j}")
+            st, j = call("POST", f"/v1/jobs/{jid}/resume", key[user], {})
+            expect(st == 409, f"{user} resumed a cancelled job: {st} {j}")
+            st, j = call("POST", f"{jobs[user]['base_url']}/rl/start_session", key[user], {"task_id": "late"})
+            expect(st == 409, f"a cancelled job took a session: {st} {j}")
+            st, j = call("GET", f"/v1/jobs/{jid}", key[user])
+            expect(st == 200 and j["state"] == "cancelled", f"{user}'s cancelled job: {st} {j}")
+        st, j = call("POST", "/v1/jobs", key["alice"], {"base_model": "digits", "experiment": "after", "trial": "t2"})
+        expect(st == 201, f"a job within the quota once the first was cancelled: {st} {j}")
+
+    if not ISOLATION:
+        # --- kill -9 mid-training, then the same deployment again.
+        while steps_done("alice", "after") < 50 or steps_done("bob", "before") < 30:
+            assert time.time() < deadline + 600, "the jobs did not reach the kill point"
+            time.sleep(0.2)
+        os.killpg(service.pid, signal.SIGKILL)
+        service.wait()
+        ckpt = {}
+        for user, exp in (("alice", "after"), ("bob", "before")):
+            rd, kw = run_dir(user, exp), f"{work}/kill_{user}"
+            os.makedirs(kw, exist_ok=True)
+            subprocess.run(["/usr/bin/python3", f"{src}/tests/e2e/fault_kill9_training.py", "snapshot", f"{rd}/gateway_state/gateway_state.sqlite3",
+                            f"{kw}/pending.json"], check=True)
+            shutil.copy(f"{rd}/metrics.jsonl", f"{kw}/metrics_before_kill.jsonl")
+            shutil.copy(f"{rd}/rollouts.jsonl", f"{kw}/rollouts_before_kill.jsonl")
+            ckpt[user] = max(int(d[5:]) for d in os.listdir(f"{rd}/checkpoints") if os.path.exists(f"{rd}/checkpoints/{d}/host_state.json"))
+            print(f"killed the service: {user}'s job at step {steps_done(user, exp)}, newest checkpoint step {ckpt[user]}", flush=True)
+        start_service("service2.log")
+        st, listed = call("GET", "/admin/jobs", ADMIN)
+        expect(sorted(j["id"] for j in listed["data"]) == sorted([a, b]), f"jobs after the restart: {listed}")
+
+        final = {}
+        while len(final) < 2:
+            assert time.time() < deadline + 1800, "the jobs did not finish"
+            assert service.poll() is None, "the restarted service died"
+            for user in ("alice", "bob"):
+                st, j = call("GET", f"/v1/jobs/{jobs[user]['id']}", key[user])
+                if j.get("state") in ("finished", "failed", "cancelled"):
+                    final[user] = j
+            time.sleep(1)
+        for user, exp in (("alice", "after"), ("bob", "before")):
+            j = final[user]
+            expect(j["state"] == "finished", f"{user}'s job ended {j['state']}: {j.get('message')}")
+            r = subprocess.run(["/usr/bin/python3", f"{src}/tests/e2e/fault_kill9_training.py", "check", run_dir(user, exp), f"{work}/kill_{user}",
+                                str(STEPS), str(ckpt[user]), "2"], capture_output=True, text=True)
+            print(f"{user}: {r.stdout.strip()}", flush=True)
+            expect(r.returncode == 0, f"{user}'s job lost or repeated sessions across the kill: {r.stdout} {r.stderr}")
+            st, m = call("GET", f"/v1/jobs/{jobs[user]['id']}/metrics", key[user])
+            steps = [row for row in m["rows"] if not row.get("eval")]
+            last50 = sum(row["reward_mean"] for row in steps[-50:]) / 50
+            ev = j.get("last_evaluation", {}).get("eval_reward_mean", -1)
+            print(f"{user}: {len(steps)} steps, last-50 mean reward {last50:.4f}, final greedy evaluation {ev}", flush=True)
+            expect(last50 >= 0.9, f"{user}'s agent did not learn: last-50 mean reward {last50:.4f}")
+            expect(ev >= 0.9, f"{user}'s final evaluation {ev} < 0.9")
+            expect(max(row["staleness_max"] for row in steps) <= 2, f"{user}'s job trained past its staleness bound")
+            final[user]["eval"] = ev
+        for p in agents:
+            p.terminate()
+
+        # --- Phase 3: the trained models by experiment/trial, through the OpenAI SDK (the agent's eval mode).
+        for user, exp, task, data in (("alice", "after", "after", "quickstart_eval"), ("bob", "before", "before", "quickstart_before_eval")):
+            env = dict(os.environ, AREAL_GATEWAY_URL=URL, AREAL_API_KEY=key[user], AREAL_EVAL_DATASET=f"{src}/configs/data/{data}.jsonl")
+            env.pop("AREAL_ADMIN_KEY", None)
+            out = subprocess.run(["node", agent_js, "--eval", "--task", task, "--model", f"{exp}/t1"], env=env, capture_output=True, text=True)
+            expect(out.returncode == 0, f"{user}'s Phase 3 evaluation failed: {out.stderr[-500:]}")
+            result = json.loads(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 else {}
+            print(f"{user}: Phase 3 '{exp}/t1' scores {result.get('reward_mean')} (the job's final evaluation: {final[user]['eval']})", flush=True)
+            expect(result.get("reward_mean") == final[user]["eval"], f"{user}'s model by experiment/trial scores {result.get('reward_mean')}, "
+                                                                      f"its job's final evaluation {final[user]['eval']}")
+        st, ans = call("POST", "/v1/chat/completions", key["alice"], {"model": "before/t1", "messages": [{"role": "user", "content": "hi"}]})
+        expect(st == 404, f"alice reached bob's model: {st}")
+        st, ans = call("POST", "/v1/chat/completions", key["bob"], {"model": "after/t1", "messages": [{"role": "user", "content": "hi"}]})
+        expect(st == 404, f"bob reached alice's model: {st}")
+finally:
+    for p in agents:
+        p.kill()
+    if service and service.poll() is None:
+        service.send_signal(signal.SIGTERM)
+        try:
+            service.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(service.pid, signal.SIGKILL)
+
+if problems:
+    print(f"{len(problems)} problem(s)")
+    sys.exit(1)
+print("OK")
