@@ -4,6 +4,9 @@
 #include <fstream>
 #include <random>
 #include <exception>
+#include <cstdint>
+#include <vector>
+#include <cstdlib>
 
 #include "../gateway_startup.hpp"
 #include "../rollout_runner.hpp"
@@ -11,6 +14,7 @@
 #include "core/config/config_loader.hpp"
 #include "core/plugin_host/error.hpp"
 #include "core/plugin_host/string_writer.hpp"
+#include "core/telemetry/guarded_thread.hpp"
 #include "core/telemetry/logging.hpp"
 
 namespace areal::host::service {
@@ -135,7 +139,7 @@ void JobRunner::launch_training() {
   if (trainer_.joinable()) trainer_.join();
   stop_ = Stop::kNone;
   set_state(JobState::kRunning, "");
-  trainer_ = std::thread([this] { train(); });
+  trainer_ = guarded_thread("service.job", [this] { train(); });
 }
 
 void JobRunner::train() {

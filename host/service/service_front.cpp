@@ -6,6 +6,10 @@
 #include <fstream>
 #include <sstream>
 #include <exception>
+#include <cstdint>
+#include <vector>
+#include <optional>
+#include <cstdlib>
 
 #include <Poco/Net/HTTPClientSession.h>
 #include <Poco/Net/HTTPRequest.h>
@@ -38,9 +42,11 @@ constexpr size_t kMaxBody = 32u << 20;
 
 bool anthropic_path(const std::string& p) { return p == "/v1/messages" || p == "/messages" || p == "/v1/messages/count_tokens" || p == "/messages/count_tokens"; }
 
-// The routes a model call arrives on (Phase 3 finds the job by its `model`).
+// The routes a model call arrives on (Phase 3 finds the job by its `model`;
+// SGLang's /generate takes it as an extra field).
 bool model_call_path(const std::string& p) {
-  return p == "/v1/chat/completions" || p == "/chat/completions" || p == "/v1/responses" || p == "/responses" || anthropic_path(p);
+  return p == "/v1/chat/completions" || p == "/chat/completions" || p == "/v1/responses" || p == "/responses" || p == "/generate" ||
+         anthropic_path(p);
 }
 
 bool start_session_path(const std::string& p) { return p == "/rl/start_session" || p == "/rl/v1/start_session"; }

@@ -32,6 +32,7 @@
 #include "anthropic_routes.hpp"
 #include "api_call.hpp"
 #include "chat_routes.hpp"
+#include "generate_route.hpp"
 #include "responses_routes.hpp"
 #include "session_control.hpp"
 #include "session_routes.hpp"
@@ -61,6 +62,7 @@ struct GatewayState {
   std::unique_ptr<areal::gateway::ChatRoutes> chat_routes;
   std::unique_ptr<areal::gateway::AnthropicRoutes> anthropic_routes;
   std::unique_ptr<areal::gateway::ResponsesRoutes> responses_routes;
+  std::unique_ptr<areal::gateway::GenerateRoute> generate_route;
   std::unique_ptr<areal::gateway::WorkerRouter> router;  // router mode (gateway.workers) only
   std::shared_ptr<areal::proxy::ChatService> chat;       // may be NULL (no tokenizer)
 };
@@ -150,6 +152,7 @@ class Handler {
       if (state_->chat_routes->handle(path, req, body, res)) return;
       if (state_->anthropic_routes->handle(path, req, body, res)) return;
       if (state_->responses_routes->handle(path, req, body, res)) return;
+      if (state_->generate_route->handle(path, req, body, res)) return;
       throw areal::gateway::HttpError(404, "Unknown endpoint " + req.getMethod() + " " + route + " (see docs/http-api.md)", "not_found");
     } catch (const areal::gateway::HttpError& e) {
       fail(e.status, e.what(), e.code);
@@ -383,6 +386,7 @@ class Gateway {
     state_->anthropic_routes =
         std::make_unique<areal::gateway::AnthropicRoutes>(chat, *state_->session_routes, *state_->sessions, settings.max_request_bytes);
     state_->responses_routes = std::make_unique<areal::gateway::ResponsesRoutes>(chat, *state_->session_routes, *state_->sessions);
+    state_->generate_route = std::make_unique<areal::gateway::GenerateRoute>(chat, *state_->session_routes, *state_->sessions);
     // Idle sessions end on a timer too, not only when someone starts or exports one.
     const double timeout = c.value("session_timeout_seconds", 3600.0);
     const auto period = std::chrono::milliseconds(static_cast<int64_t>(std::clamp(timeout * 1000.0 / 4.0, 50.0, 30000.0)));

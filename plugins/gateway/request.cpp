@@ -61,7 +61,7 @@ bool known_top_segment(const std::string& path) {
   if (path.size() < 2 || path[0] != '/') return false;
   const size_t slash = path.find('/', 1);
   const std::string first = path.substr(1, slash == std::string::npos ? std::string::npos : slash - 1);
-  for (const char* top : {"v1", "rl", "chat", "responses", "messages", "models", "health", "metrics", "grant_capacity", "export_trajectories"})
+  for (const char* top : {"v1", "rl", "chat", "responses", "messages", "models", "health", "metrics", "grant_capacity", "export_trajectories", "generate"})
     if (first == top) return true;
   return false;
 }

@@ -1,6 +1,7 @@
 #include "upstream.hpp"
 
 #include <chrono>
+#include <ostream>
 
 #include <Poco/Exception.h>
 #include <Poco/Net/NetException.h>

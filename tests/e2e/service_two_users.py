@@ -212,6 +212,8 @@ try:
         ("POST", "/v1/messages", key["bob"], {"model": "after/t1", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}]}),
         ("POST", "/v1/responses", key["bob"], {"model": "after/t1", "input": "hi"}),
         ("POST", "/rl/start_session", key["bob"], {"task_id": "x", "job": a}),
+        ("POST", "/generate", key["bob"], {"model": "after/t1", "input_ids": [1, 2, 3]}),
+        ("POST", f"{ba}/generate", key["bob"], {"input_ids": [1, 2, 3]}), ("POST", f"{ba}/generate", sb["api_key"], {"input_ids": [1, 2, 3]}),
         ("GET", "/admin/users", key["bob"], None), ("GET", "/admin/jobs", key["bob"], None), ("POST", "/admin/users/bob/keys", key["bob"], {}),
         ("GET", "/metrics", key["bob"], None),
     ]
@@ -313,6 +315,19 @@ try:
             print(f"{user}: Phase 3 '{exp}/t1' scores {result.get('reward_mean')} (the job's final evaluation: {final[user]['eval']})", flush=True)
             expect(result.get("reward_mean") == final[user]["eval"], f"{user}'s model by experiment/trial scores {result.get('reward_mean')}, "
                                                                       f"its job's final evaluation {final[user]['eval']}")
+            # The seeds' Phase 3 engine call: SGLang's /generate on the chat prompt's ids, greedy, against the chat route's answer.
+            for d in range(1, 9):
+                q = f"Which digit comes {task} {d}?"
+                with open(f"{work}/q.json", "w") as f:
+                    json.dump({"messages": [{"role": "user", "content": q}]}, f)
+                ids = json.loads(subprocess.run([host, "tokenize", "--tokenizer", f"{work}/model", "--chat", f"{work}/q.json"], stdin=subprocess.DEVNULL,
+                                                capture_output=True, text=True, check=True).stdout)["ids"]
+                st, g = call("POST", "/generate", key[user], {"model": f"{exp}/t1", "input_ids": ids, "sampling_params": {"temperature": 0, "max_new_tokens": 4}})
+                st2, c = call("POST", "/v1/chat/completions", key[user], {"model": f"{exp}/t1", "messages": [{"role": "user", "content": q}],
+                                                                         "temperature": 0, "max_tokens": 4})
+                expect(st == 200 and st2 == 200 and g["text"] == c["choices"][0]["message"]["content"],
+                       f"{user}'s /generate and chat answers differ for {q!r}: {st} {g} / {st2} {c}")
+            print(f"{user}: /generate (SGLang's route, by experiment/trial) answers as the chat route does", flush=True)
         st, ans = call("POST", "/v1/chat/completions", key["alice"], {"model": "before/t1", "messages": [{"role": "user", "content": "hi"}]})
         expect(st == 404, f"alice reached bob's model: {st}")
         st, ans = call("POST", "/v1/chat/completions", key["bob"], {"model": "after/t1", "messages": [{"role": "user", "content": "hi"}]})

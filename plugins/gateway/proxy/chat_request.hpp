@@ -29,6 +29,7 @@ struct ChatRequest {
   std::optional<int64_t> max_total_tokens; // prompt + completion cap (AReaL's extension)
   int32_t n = 1;                           // choices (chat completions only)
   std::vector<std::string> stop;
+  std::vector<int32_t> stop_token_ids;      // beyond the model's end of turn (SGLang's /generate)
   std::optional<uint64_t> seed;
   bool logprobs = false;
   bool stream = false;

@@ -205,6 +205,10 @@ std::vector<int32_t> ChatService::build_prompt(const ChatRequest& req, const std
   return full;  // the template does not line up with the stored turns: fall back to a fresh render
 }
 
+Generated ChatService::generate_tokens(std::vector<int32_t> prompt, const ChatRequest& req) {
+  return generate(std::move(prompt), req, "", nullptr);
+}
+
 Generated ChatService::generate(std::vector<int32_t> prompt, const ChatRequest& req, const std::string& affinity_key,
                                 const std::function<void(const std::string&)>& on_delta) {
   if (inference_ == nullptr) throw Error(AREAL_CODE_UNAVAILABLE, "no inference backend is configured");
@@ -217,8 +221,10 @@ Generated ChatService::generate(std::vector<int32_t> prompt, const ChatRequest& 
   s.max_new_tokens = static_cast<int32_t>(std::min<int64_t>(max_new, INT32_MAX));
   s.seed = req.seed.value_or(0);
   s.has_seed = req.seed.has_value();
-  s.stop_token_ids = stop_ids_.data();
-  s.stop_token_ids_count = stop_ids_.size();
+  std::vector<int32_t> stop_ids = stop_ids_;
+  stop_ids.insert(stop_ids.end(), req.stop_token_ids.begin(), req.stop_token_ids.end());
+  s.stop_token_ids = stop_ids.data();
+  s.stop_token_ids_count = stop_ids.size();
   s.frequency_penalty = req.frequency_penalty;
   s.presence_penalty = req.presence_penalty;
   std::vector<areal_logit_bias> bias;
@@ -242,7 +248,7 @@ Generated ChatService::generate(std::vector<int32_t> prompt, const ChatRequest& 
   r.input_ids = prompt.data();
   r.input_ids_count = prompt.size();
   r.sampling = &s;
-  StreamingSink sink(tok_, req.stop, stop_ids_, on_delta);
+  StreamingSink sink(tok_, req.stop, stop_ids, on_delta);
   throw_if_status(inference_->vtable->submit(inference_->self, &r, sink.sink()), "inference backend");
   sink.wait();
   if (!sink.sink_error.empty()) throw Error(AREAL_CODE_INTERNAL, "decoding the output failed: " + sink.sink_error);

@@ -103,6 +103,10 @@ class ChatService {
   Completed run(const ChatRequest& req, const std::shared_ptr<Session>& session, const std::string& call_id,
                 const std::function<void(const std::string&)>& on_delta, int continues = -1, const std::function<void(size_t prompt_tokens)>& on_start = nullptr);
 
+  // Samples a continuation of `prompt` as it is (no chat template, nothing
+  // recorded) with req's sampling fields: SGLang's native /generate.
+  Generated generate_tokens(std::vector<int32_t> prompt, const ChatRequest& req);
+
   // Prompt tokens of a request as it would be served (count_tokens).
   size_t count_prompt_tokens(const ChatRequest& req) const;
 
