@@ -14,6 +14,7 @@
 #include <exception>
 
 #include "../dashboard/dashboard_server.hpp"
+#include "../stop_signals.hpp"
 #include "commands.hpp"
 
 namespace areal::host {
@@ -55,11 +56,7 @@ int serve_dashboard(const CommandLine& cl) {
     return 2;
   }
 
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  const sigset_t stop_signals = block_stop_signals();
   try {
     dashboard::DashboardServer server(o);
     const std::string url = server.start();

@@ -16,17 +16,14 @@
 #include "core/telemetry/logging.hpp"
 #include "core/plugin_host/plugin_instance.hpp"
 #include "core/plugin_host/string_writer.hpp"
+#include "../stop_signals.hpp"
 #include "commands.hpp"
 
 namespace areal::host {
 
 int serve(const CommandLine& cl) {
   // Block the stop signals before any plugin starts a thread, then wait for them.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  const sigset_t stop_signals = block_stop_signals();
 
   std::vector<std::string> overrides;
   if (cl.flags.count("port")) overrides.push_back("gateway.port=" + cl.flags.at("port"));

@@ -20,6 +20,7 @@
 #include "core/plugin_host/host_api.hpp"
 #include "core/plugin_host/plugin_instance.hpp"
 #include "core/telemetry/logging.hpp"
+#include "../stop_signals.hpp"
 #include "commands.hpp"
 
 namespace areal::host {
@@ -41,11 +42,7 @@ int run_service(const CommandLine& cl) {
     std::cerr << "areal-host service: --config SERVICE.yaml is required (docs/service.md)\n";
     return 2;
   }
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  const sigset_t stop_signals = block_stop_signals();
   auto log = logging::get("service");
   try {
     const service::ServiceSettings settings = service::load_service_settings(cl.flags.at("config"));

@@ -80,6 +80,15 @@ std::string default_trial() {
   return buf;
 }
 
+// The request's key (Authorization: Bearer or x-api-key), or "" without one.
+std::string optional_key(const HTTPServerRequest& req) {
+  try {
+    return gateway::bearer_token(req);
+  } catch (const HttpError&) {
+    return "";
+  }
+}
+
 // GET url (a job's gateway, loopback) as JSON; null when unreachable.
 json get_json(const std::string& base, const std::string& path) {
   try {
@@ -157,12 +166,33 @@ std::shared_ptr<ServiceFront::JobSlot> ServiceFront::launch_slot(tenants::Job jo
   return slot;
 }
 
-ServiceFront::JobSlot& ServiceFront::job_of(const std::string& user, const std::string& id) {
-  std::shared_ptr<JobSlot> slot;
-  {
-    std::lock_guard<std::mutex> lock(slots_mutex_);
-    if (auto it = slots_.find(id); it != slots_.end()) slot = it->second;
+std::shared_ptr<ServiceFront::JobSlot> ServiceFront::find_slot(const std::string& id) {
+  std::lock_guard<std::mutex> lock(slots_mutex_);
+  auto it = slots_.find(id);
+  return it == slots_.end() ? nullptr : it->second;
+}
+
+std::string ServiceFront::session_job(const std::string& token, const std::string& path) {
+  // A session's key: in the header, or as the first segment of a session-scoped URL.
+  std::string session_key = token;
+  if (session_key.empty()) {
+    const auto seg = segments(path);
+    if (!seg.empty()) session_key = seg[0];
   }
+  const auto job_id = session_key.empty() ? std::nullopt : store_.job_of_session(session_key);
+  if (job_id) return *job_id;
+  if (token.empty()) throw HttpError(401, "No API key: send your API key or a session's key (Authorization: Bearer or x-api-key)");
+  throw HttpError(401, "Invalid API key", "invalid_api_key");
+}
+
+ServiceFront::JobSlot& ServiceFront::session_slot(const std::string& job_id) {
+  const std::shared_ptr<JobSlot> slot = find_slot(job_id);
+  if (!slot) throw HttpError(409, "job " + job_id + " is over: its sessions take no more calls");
+  return *slot;  // slots are never removed while the service runs
+}
+
+ServiceFront::JobSlot& ServiceFront::job_of(const std::string& user, const std::string& id) {
+  const std::shared_ptr<JobSlot> slot = find_slot(id);
   if (!slot || slot->runner->job().user != user || !tenants::job_state_active(slot->runner->state()) && slot->runner->state() != JobState::kFinished) {
     const auto job = store_.job(id);
     if (job && job->user == user)
@@ -196,11 +226,7 @@ void ServiceFront::handle(HTTPServerRequest& req, HTTPServerResponse& res) {
       return admin_route(path, req, body, res);
     }
     if (path.rfind("/jobs/", 0) == 0) return job_base_url(path + query, req, body, res);
-    std::string token;
-    try {
-      token = gateway::bearer_token(req);
-    } catch (const HttpError&) {
-    }
+    const std::string token = optional_key(req);
     const auto user = token.empty() ? std::nullopt : store_.user_of_key(token);
     if (user && (path == "/v1/models" || path == "/models")) {
       require_method(req, res, "GET");
@@ -377,11 +403,7 @@ void ServiceFront::jobs_route(const std::string& user, const std::string& path, 
     if (req.getMethod() == "GET") {
       json data = json::array();
       for (const auto& j : store_.jobs(user)) {
-        std::shared_ptr<JobSlot> slot;
-        {
-          std::lock_guard<std::mutex> lock(slots_mutex_);
-          if (auto it = slots_.find(j.id); it != slots_.end()) slot = it->second;
-        }
+        const std::shared_ptr<JobSlot> slot = find_slot(j.id);
         data.push_back(slot ? job_view(*slot) : j.to_json());
       }
       return gateway::send_json(res, 200, json{{"object", "list"}, {"data", data}}.dump());
@@ -499,45 +521,20 @@ void ServiceFront::job_base_url(const std::string& target, HTTPServerRequest& re
   std::string rest = path.substr(std::string("/jobs/").size() + id.size());
   if (rest.empty()) rest = "/";
   if (rest.rfind("/v1/rl/", 0) == 0) rest.erase(0, 3);  // OpenAI base URLs end in /v1
-  std::string token;
-  try {
-    token = gateway::bearer_token(req);
-  } catch (const HttpError&) {
-  }
+  const std::string token = optional_key(req);
   if (const auto user = token.empty() ? std::nullopt : store_.user_of_key(token)) {
     JobSlot& slot = job_of(*user, id);
     if (start_session_path(rest)) return start_session(*user, slot, rest, req, body, res);
     if (rest == "/grant_capacity") throw HttpError(403, "Capacity is granted by the job's trainer, within its staleness bound");
     return forward(slot, rest + query, req, body, res, /*as_admin=*/true);  // served, never recorded
   }
-  // A session's key: in the header, or as the first segment of a session-scoped URL.
-  std::string session_key = token;
-  if (session_key.empty()) {
-    const auto rest_seg = segments(rest);
-    if (!rest_seg.empty()) session_key = rest_seg[0];
-  }
-  const auto job_id = session_key.empty() ? std::nullopt : store_.job_of_session(session_key);
-  if (!job_id) {
-    if (token.empty()) throw HttpError(401, "No API key: send your API key or a session's key (Authorization: Bearer or x-api-key)");
-    throw HttpError(401, "Invalid API key", "invalid_api_key");
-  }
-  if (*job_id != id) throw HttpError(404, "No job '" + id + "' for this session key", "not_found");
-  std::shared_ptr<JobSlot> slot;
-  {
-    std::lock_guard<std::mutex> lock(slots_mutex_);
-    if (auto it = slots_.find(id); it != slots_.end()) slot = it->second;
-  }
-  if (!slot) throw HttpError(409, "job " + id + " is over: its sessions take no more calls");
-  forward(*slot, rest + query, req, body, res, /*as_admin=*/false);
+  if (session_job(token, rest) != id) throw HttpError(404, "No job '" + id + "' for this session key", "not_found");
+  forward(session_slot(id), rest + query, req, body, res, /*as_admin=*/false);
 }
 
 void ServiceFront::agent_call(const std::string& target, HTTPServerRequest& req, const std::string& body, HTTPServerResponse& res) {
   const std::string path = target.substr(0, target.find('?'));
-  std::string token;
-  try {
-    token = gateway::bearer_token(req);
-  } catch (const HttpError&) {
-  }
+  const std::string token = optional_key(req);
   const auto user = token.empty() ? std::nullopt : store_.user_of_key(token);
   if (user) {
     const std::string route = path.rfind("/v1/rl/", 0) == 0 ? path.substr(3) : path;
@@ -571,24 +568,7 @@ void ServiceFront::agent_call(const std::string& target, HTTPServerRequest& req,
                       "model_not_found");
     return forward(job_of(*user, job->id), target, req, body, res, /*as_admin=*/true);
   }
-  // A session's key: in the header, or as the first segment of a session-scoped URL.
-  std::string session_key = token;
-  if (session_key.empty()) {
-    const auto seg = segments(path);
-    if (!seg.empty()) session_key = seg[0];
-  }
-  const auto job_id = session_key.empty() ? std::nullopt : store_.job_of_session(session_key);
-  if (!job_id) {
-    if (token.empty()) throw HttpError(401, "No API key: send your API key (Authorization: Bearer or x-api-key)");
-    throw HttpError(401, "Invalid API key", "invalid_api_key");
-  }
-  std::shared_ptr<JobSlot> slot;
-  {
-    std::lock_guard<std::mutex> lock(slots_mutex_);
-    if (auto it = slots_.find(*job_id); it != slots_.end()) slot = it->second;
-  }
-  if (!slot) throw HttpError(409, "the job of this session is over: it takes no more calls");
-  forward(*slot, target, req, body, res, /*as_admin=*/false);
+  forward(session_slot(session_job(token, path)), target, req, body, res, /*as_admin=*/false);
 }
 
 }  // namespace areal::host::service

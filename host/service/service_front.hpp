@@ -66,6 +66,11 @@ class ServiceFront {
 
   nlohmann::json create_job(const std::string& user, const nlohmann::json& request);
   nlohmann::json job_view(const JobSlot& slot);
+  std::shared_ptr<JobSlot> find_slot(const std::string& id);
+  // The job of the session whose key is `token`, or (no token) the first
+  // segment of a session-scoped `path`; 401 when it is no session's.
+  std::string session_job(const std::string& token, const std::string& path);
+  JobSlot& session_slot(const std::string& job_id);  // 409 once the job is over
   // The user's job `id`, or 404 (also for another user's).
   JobSlot& job_of(const std::string& user, const std::string& id);
   // Starts a job's runner (gateway, then training when due) and lists it.

@@ -1,0 +1,20 @@
+// The long-running commands (serve, dashboard, service) stop on SIGINT or
+// SIGTERM: the signals are blocked before any thread starts (every thread
+// inherits the mask) and the main thread waits for them with sigwait.
+#pragma once
+
+#include <pthread.h>
+#include <signal.h>
+
+namespace areal::host {
+
+inline sigset_t block_stop_signals() {
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  return stop_signals;
+}
+
+}  // namespace areal::host
