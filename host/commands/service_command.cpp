@@ -14,6 +14,7 @@
 #include <exception>
 
 #include "../config_loading.hpp"
+#include "../launcher/run_launcher.hpp"
 #include "../service/service_front.hpp"
 #include "../service/service_settings.hpp"
 #include "core/plugin_host/error.hpp"
@@ -29,6 +30,7 @@ namespace {
 
 // One base model's engine, made from its job template's inference section.
 struct SharedEngine {
+  std::unique_ptr<launcher::RunLauncher> servers;  // launcher.servers of the template, when it has them
   std::string name;  // the services' instance name ("inference.<model>")
   areal_services services{};
   std::unique_ptr<PluginInstance> instance;
@@ -50,13 +52,19 @@ int run_service(const CommandLine& cl) {
     std::vector<std::unique_ptr<SharedEngine>> engines;
     service::Engines by_model;
     for (const auto& [model, template_path] : settings.models) {
-      const ResolvedConfig rc = load_config(template_path, {});
+      ResolvedConfig rc = load_config(template_path, {});
       if (report_config_errors(template_path, rc)) return 2;
       if (!rc.plugins.count("inference")) {
         std::cerr << template_path << ": a job template needs an inference section (the base model's shared engine)\n";
         return 2;
       }
       auto e = std::make_unique<SharedEngine>();
+      // The template's launcher.servers: the engine's servers start with the
+      // service (srun steps under launcher.type slurm) and its plugin connects to them.
+      if (rc.host.launcher.servers.count > 0) {
+        e->servers = std::make_unique<launcher::RunLauncher>(rc, settings.state_dir + "/engines/" + model);
+        e->servers->start_servers(rc);
+      }
       e->name = "inference." + model;
       e->services = make_services(e->name);
       const auto& plugin = rc.plugins.at("inference");

@@ -105,6 +105,30 @@ class TrainRank {
         return nullptr;
       };
       throw_if_status(train_->export_weights(train_self(), fn, &sink), "export_weights");
+    } else if (op == "export_adapter") {
+      // A LoRA adapter (its config and tensors) from rank 0; every rank takes part in case the plugin gathers.
+      out.header["adapter"] = false;
+      if (train_->struct_size < AREAL_OFFSET_OF_END(areal_train_vtable, export_adapter) || train_->export_adapter == nullptr) return out;
+      struct Sink {
+        bool keep;
+        Message* out;
+      } sink{in.header.value("send", false), &out};
+      auto fn = [](void* ctx, areal_str config, const areal_tensor_map* w) -> areal_status* {
+        auto* s = static_cast<Sink*>(ctx);
+        if (!s->keep) return nullptr;
+        try {
+          s->out->header["config"] = std::string(config.data, config.size);
+          for (size_t i = 0; i < w->count; ++i)
+            s->out->tensors.push_back(OwnedTensor::copy_of(std::string(w->names[i].data, w->names[i].size), *w->tensors[i]));
+        } catch (const std::exception& e) {
+          return make_status(AREAL_CODE_INTERNAL, e.what());
+        }
+        return nullptr;
+      };
+      StatusPtr st(train_->export_adapter(train_self(), fn, &sink));
+      if (st && status_code(st.get()) == AREAL_CODE_NOT_FOUND) return out;  // it trains every weight
+      if (st) throw Error(status_code(st.get()), "export_adapter: " + std::string(status_message(st.get())));
+      out.header["adapter"] = true;
     } else {
       throw Error(AREAL_CODE_INVALID_ARGUMENT, "unknown operation '" + op + "'");
     }

@@ -89,7 +89,8 @@ std::shared_ptr<Generation> Engine::generate(const std::string& rid, const std::
   p.stop_strings = stops.empty() ? nullptr : stops.data();
   p.stop_strings_count = stops.size();
   areal_gen_request r{};
-  r.struct_size = AREAL_OFFSET_OF_END(areal_gen_request, sampling);
+  r.struct_size = AREAL_OFFSET_OF_END(areal_gen_request, adapter);
+  r.adapter = areal_str{s.adapter.data(), s.adapter.size()};
   r.request_id = g->id;
   r.input_ids = prompt.data();
   r.input_ids_count = prompt.size();
@@ -172,6 +173,32 @@ void Engine::wait_idle() {
 void Engine::update_weights_from_disk(const std::string& path, int64_t version) {
   const std::string spec = nlohmann::json{{"type", "disk"}, {"path", path}, {"version", version}}.dump();
   throw_if_status(plugin_->inference()->update_weights(instance_->self(), areal_str{spec.data(), spec.size()}), "update_weights");
+}
+
+namespace {
+const areal_inference_vtable& adapters_of(const std::shared_ptr<LoadedPlugin>& plugin) {
+  const areal_inference_vtable& inf = *plugin->inference();
+  if (inf.struct_size < AREAL_OFFSET_OF_END(areal_inference_vtable, unload_adapter) || inf.load_adapter == nullptr)
+    throw Error(AREAL_CODE_UNSUPPORTED, "the engine plugin '" + plugin->name() + "' serves no LoRA adapters (ABI 1.6)");
+  return inf;
+}
+}  // namespace
+
+void Engine::load_adapter(const std::string& name, const std::string& dir) {
+  // vLLM's API carries no version: the client (the vllm plugin) keeps its own.
+  const std::string spec = nlohmann::json{{"name", name}, {"path", dir}, {"version", 0}}.dump();
+  throw_if_status(adapters_of(plugin_).load_adapter(instance_->self(), areal_str{spec.data(), spec.size()}, nullptr), "load_adapter");
+}
+
+void Engine::unload_adapter(const std::string& name) {
+  throw_if_status(adapters_of(plugin_).unload_adapter(instance_->self(), areal_str{name.data(), name.size()}), "unload_adapter");
+}
+
+bool Engine::has_adapter(const std::string& name) {
+  const nlohmann::json i = info();
+  for (const auto& a : i.value("loaded_adapters", nlohmann::json::array()))
+    if (a.is_object() && a.value("name", std::string()) == name) return true;
+  return false;
 }
 
 nlohmann::json Engine::info() {

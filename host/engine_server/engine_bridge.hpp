@@ -34,6 +34,7 @@ struct SamplingRequest {
   std::vector<areal_logit_bias> logit_bias;
   int32_t structured_output = AREAL_STRUCTURED_NONE;
   std::string json_schema;
+  std::string adapter;  // a LoRA adapter loaded with load_adapter; empty: the base
 };
 
 struct Event {
@@ -84,6 +85,11 @@ class Engine {
   // Waits until no generation is live.
   void wait_idle();
   void update_weights_from_disk(const std::string& path, int64_t version);
+  // LoRA adapters (a PEFT folder under a name), when the plugin serves them
+  // (ABI 1.6); UNSUPPORTED otherwise.
+  void load_adapter(const std::string& name, const std::string& dir);
+  void unload_adapter(const std::string& name);
+  bool has_adapter(const std::string& name);
   nlohmann::json info();
   int64_t max_context() const { return max_context_; }
   std::string decode(const std::vector<int32_t>& ids) const;  // "" without a tokenizer

@@ -48,6 +48,20 @@ class VLLMRoutes : public Routes {
         engine_.resume();
         return send_json(resp, 200, {{"status", "resumed"}});
       }
+      // vLLM's runtime LoRA API (VLLM_ALLOW_RUNTIME_LORA_UPDATING): a PEFT
+      // folder this server can read, by name; requests name it as `model`.
+      if (path == "/v1/load_lora_adapter" || path == "/v1/unload_lora_adapter") {
+        const Json b = read_json(req);
+        if (!b.contains("lora_name") || !b["lora_name"].is_string()) throw HttpError{400, "lora_name is required"};
+        const std::string name = b["lora_name"];
+        if (path == "/v1/unload_lora_adapter") {
+          engine_.unload_adapter(name);
+          return send_text(resp, 200, "Success: LoRA adapter '" + name + "' removed successfully.");
+        }
+        if (!b.contains("lora_path") || !b["lora_path"].is_string()) throw HttpError{400, "lora_path is required"};
+        engine_.load_adapter(name, b["lora_path"]);
+        return send_text(resp, 200, "Success: LoRA adapter '" + name + "' added successfully.");
+      }
       if (path == "/is_paused") return send_json(resp, 200, {{"is_paused", engine_.paused()}});
       if (path == "/abort_requests") {
         const Json b = read_json(req);
@@ -95,8 +109,11 @@ class VLLMRoutes : public Routes {
     for (int32_t id : prompt)
       if (id < 0) throw HttpError{400, "token ids must be >= 0"};
     if (b.value("n", 1) != 1) throw HttpError{400, "this engine server supports n = 1 only"};
-    if (b.contains("model") && b["model"].is_string() && b["model"] != opt_.model_name)
-      throw HttpError{404, "The model `" + b["model"].get<std::string>() + "` does not exist."};
+    std::string adapter;  // `model` names the base, or a loaded LoRA adapter
+    if (b.contains("model") && b["model"].is_string() && b["model"] != opt_.model_name) {
+      if (!engine_.has_adapter(b["model"])) throw HttpError{404, "The model `" + b["model"].get<std::string>() + "` does not exist."};
+      adapter = b["model"];
+    }
     auto number = [&](const char* key, double fallback) {
       return b.contains(key) && b[key].is_number() ? b[key].get<double>() : fallback;  // null: the default
     };
@@ -128,6 +145,7 @@ class VLLMRoutes : public Routes {
         s.json_schema = rf["json_schema"]["schema"].dump();
       }
     }
+    s.adapter = adapter;
     const bool stream = b.value("stream", false);
     const bool want_logprobs = b.contains("logprobs") && b["logprobs"].is_number_integer();
     const bool as_ids = b.value("return_tokens_as_token_ids", false), return_ids = b.value("return_token_ids", false);

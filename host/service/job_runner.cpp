@@ -9,6 +9,7 @@
 #include <cstdlib>
 
 #include "../gateway_startup.hpp"
+#include "../launcher/run_launcher.hpp"
 #include "../rollout_runner.hpp"
 #include "../training_job.hpp"
 #include "core/config/config_loader.hpp"
@@ -86,7 +87,6 @@ ResolvedConfig JobRunner::resolve(const JobPlan& plan, const std::string& admin_
   if (problems.empty()) {
     problems = run_job_problems(rc);
     if (!rc.plugins.count("train")) problems.push_back("the job template has no train section: a job trains");
-    if (train_world_size(rc) > 1) problems.push_back("train.world_size > 1: a service job trains in the service process, on one rank");
   }
   if (!problems.empty()) {
     std::string all;
@@ -151,7 +151,13 @@ void JobRunner::train() {
     plan.sessions = gateway_->sessions.get();
     plan.base_url = gateway_->url + "/v1";
     plan.output_path = run_dir_ + "/rollouts.jsonl";
+    // train.world_size > 1: the job's ranks are processes of their own
+    // (launcher.type local: on this machine; slurm: srun steps of the
+    // service's allocation), started for this run of the loop.
+    std::unique_ptr<launcher::RunLauncher> launched;
+    if (train_world_size(rc) > 1) launched = std::make_unique<launcher::RunLauncher>(rc, run_dir_);
     RunningParts running;
+    running.launcher = launched.get();
     running.inference = *plan_.engine;
     running.gateway = gateway_->vtable;
     running.gateway_self = gateway_->self();

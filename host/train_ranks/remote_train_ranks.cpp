@@ -219,6 +219,16 @@ std::vector<OwnedTensor> RemoteTrainRanks::export_weights() {
   return std::move(call_all(std::move(requests))[0].tensors);
 }
 
+bool RemoteTrainRanks::export_adapter(std::string& config_json, std::vector<OwnedTensor>& tensors) {
+  std::vector<Message> requests(world_);
+  for (int r = 0; r < world_; ++r) requests[r].header = {{"op", "export_adapter"}, {"send", r == 0}};
+  std::vector<Message> replies = call_all(std::move(requests));
+  if (!replies[0].header.value("adapter", false)) return false;
+  config_json = replies[0].header.value("config", std::string("{}"));
+  tensors = std::move(replies[0].tensors);
+  return true;
+}
+
 // ---- the train vtable over the ranks ---------------------------------------
 
 namespace {
@@ -295,12 +305,24 @@ areal_status* vt_export_weights(void* self, areal_status* (*fn)(void*, const are
   return st != nullptr ? st : from_fn;
 }
 
+areal_status* vt_export_adapter(void* self, areal_status* (*fn)(void*, areal_str, const areal_tensor_map*), void* ctx) {
+  areal_status* from_fn = nullptr;
+  areal_status* st = guarded([&] {
+    std::string config;
+    std::vector<OwnedTensor> tensors;
+    if (!of(self).export_adapter(config, tensors)) throw Error(AREAL_CODE_NOT_FOUND, "the train plugin trains no LoRA adapter");
+    TensorMapView map(tensors);
+    from_fn = fn(ctx, areal_str{config.data(), config.size()}, map.get());
+  });
+  return st != nullptr ? st : from_fn;
+}
+
 }  // namespace
 
 const areal_train_vtable* RemoteTrainRanks::vtable() const {
   static const areal_train_vtable vt = [] {
     areal_train_vtable v{};
-    v.struct_size = AREAL_OFFSET_OF_END(areal_train_vtable, export_weights);
+    v.struct_size = AREAL_OFFSET_OF_END(areal_train_vtable, export_adapter);
     v.create = &create_unused;
     v.destroy = &destroy_unused;
     v.compute_logprobs = &vt_compute_logprobs;
@@ -310,6 +332,7 @@ const areal_train_vtable* RemoteTrainRanks::vtable() const {
     v.get_version = &vt_get_version;
     v.set_version = &vt_set_version;
     v.export_weights = &vt_export_weights;
+    v.export_adapter = &vt_export_adapter;
     return v;
   }();
   return &vt;

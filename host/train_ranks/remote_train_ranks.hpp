@@ -10,6 +10,8 @@
 //   save, load, set_version        sent to every rank (collective)
 //   export_weights                 every rank gathers; rank 0 sends the full
 //                                  weights here, handed to fn as CPU tensors
+//   export_adapter                 the same for a LoRA adapter (NOT_FOUND
+//                                  when the plugin trains every weight)
 //
 // The ranks evaluate the loss with their own algorithm instance (same
 // plugin, same config); the areal_loss_fn given to train_step is unused.
@@ -73,6 +75,9 @@ class RemoteTrainRanks {
   std::vector<Message> broadcast(const nlohmann::json& request);
   int64_t version();
   std::vector<OwnedTensor> export_weights();
+  // The LoRA adapter (every rank takes part, rank 0 sends it): false when
+  // the train plugin trains none.
+  bool export_adapter(std::string& config_json, std::vector<OwnedTensor>& tensors);
 
  private:
   struct Rank {

@@ -462,13 +462,16 @@ class FsdpTrain {
       if (lora_) {  // the merged model (servable as it is) and the adapter beside it
         std::vector<torch::Tensor> adapter = std::move(master);
         master.clear();
-        for (const auto& w : model_->config().weights()) master.push_back(merged(w.name, model_->p(w.name)));  // DecoderModel::save's order
-        if (group_->rank() == 0) {
+        // The whole adapter on every rank (collective; with world_size > 1 a
+        // rank holds only its shard between calls), in full precision.
+        Gathered full(*shards_);
+        {
           const auto& slots = lora_->parameters();
           torch::NoGradGuard no_grad;
           for (size_t i = 0; i < slots.size(); ++i) const_cast<torch::Tensor&>(slots[i]).copy_(adapter[i]);
-          lora_->save((fs::path(dir) / "adapter").string(), model_path_);
         }
+        for (const auto& w : model_->config().weights()) master.push_back(merged(w.name, model_->p(w.name)));  // DecoderModel::save's order
+        if (group_->rank() == 0) lora_->save((fs::path(dir) / "adapter").string(), model_path_);
       }
       if (group_->rank() == 0) {
         model_->save(dir, spec.value("dtype", std::string("float32")), master);
