@@ -51,9 +51,9 @@ bool model_call_path(const std::string& p) {
 
 bool start_session_path(const std::string& p) { return p == "/rl/start_session" || p == "/rl/v1/start_session"; }
 
-std::string error_body(const std::string& path, int status, const std::string& message) {
+std::string error_body(const std::string& path, int status, const std::string& message, const std::string& code = "") {
   if (anthropic_path(path)) return gateway::AnthropicRoutes::error_body(status, message);
-  return gateway::openai_error_body(message, gateway::error_type_for(status), gateway::error_code_for(status));
+  return gateway::openai_error_body(message, gateway::error_type_for(status), code.empty() ? gateway::error_code_for(status) : code);
 }
 
 // "/a/b/c" -> {"a", "b", "c"}
@@ -236,7 +236,7 @@ void ServiceFront::handle(HTTPServerRequest& req, HTTPServerResponse& res) {
     return agent_call(path + query, req, body, res);
   } catch (const HttpError& e) {
     if (e.status >= 500) logging::get("service")->error("{} {} {}: {}", e.status, req.getMethod(), path, e.what());
-    if (!res.sent()) gateway::send_json(res, e.status, error_body(path, e.status, e.what()));
+    if (!res.sent()) gateway::send_json(res, e.status, error_body(path, e.status, e.what(), e.code));
   } catch (const Error& e) {
     const int status = gateway::http_status_for(e.code());
     if (!res.sent()) gateway::send_json(res, status, error_body(path, status, e.what()));
@@ -352,6 +352,7 @@ json ServiceFront::create_job(const std::string& user, const json& r) {
   if (active >= settings_.max_active_jobs)
     throw HttpError(429, "Job quota reached: " + std::to_string(active) + " of your jobs are queued, running or paused, and this service allows " +
                              std::to_string(settings_.max_active_jobs) + " at once; cancel one or wait for one to finish", "quota_exceeded");
+  check_token_quota(user);
   if (store_.job_by_name(user, job.experiment, job.trial))
     throw HttpError(409, "You already have a job of experiment '" + job.experiment + "' and trial '" + job.trial + "'");
   // The job's config must resolve before it is accepted (the user learns why not, nothing is kept).
@@ -483,6 +484,26 @@ int64_t ServiceFront::open_sessions(const std::string& user) {
   return open;
 }
 
+int64_t ServiceFront::tokens_trained(const std::string& user) {
+  int64_t total = 0;
+  for (const auto& j : store_.jobs(user)) {
+    std::lock_guard<std::mutex> lock(meters_mutex_);
+    auto it = meters_.find(j.id);
+    if (it == meters_.end())
+      it = meters_.emplace(j.id, TokenMeter((fs::path(settings_.state_dir) / "users" / user / j.experiment / j.trial).string())).first;
+    total += it->second.total();
+  }
+  return total;
+}
+
+void ServiceFront::check_token_quota(const std::string& user) {
+  if (settings_.max_tokens <= 0) return;
+  if (const int64_t used = tokens_trained(user); used >= settings_.max_tokens)
+    throw HttpError(429, "Token quota used: your jobs have trained on " + std::to_string(used) + " tokens and this service allows " +
+                             std::to_string(settings_.max_tokens) + "; ask the operator for more",
+                    "quota_exceeded");
+}
+
 void ServiceFront::start_session(const std::string& user, JobSlot& slot, const std::string& path, HTTPServerRequest& req,
                                  const std::string& body, HTTPServerResponse& res) {
   const JobState s = slot.runner->state();
@@ -495,6 +516,7 @@ void ServiceFront::start_session(const std::string& user, JobSlot& slot, const s
     if (owner && *owner != slot.runner->job().id) throw HttpError(409, "'api_key' is the key of a session of another job; choose another");
     if (store_.user_of_key(b["api_key"].get<std::string>())) throw HttpError(400, "'api_key' must not be a user's API key");
   }
+  check_token_quota(user);
   if (const int64_t open = open_sessions(user); open >= settings_.max_open_sessions)
     throw HttpError(429, "Session quota reached: your agents hold " + std::to_string(open) + " sessions open and this service allows " +
                              std::to_string(settings_.max_open_sessions) + "; end some first", "quota_exceeded");

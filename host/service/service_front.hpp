@@ -25,6 +25,7 @@
 #include "core/tenants/tenant_store.hpp"
 #include "job_runner.hpp"
 #include "service_settings.hpp"
+#include "token_meter.hpp"
 
 namespace areal::gateway {
 class Upstream;
@@ -82,12 +83,18 @@ class ServiceFront {
   void start_session(const std::string& user, JobSlot& slot, const std::string& path, Poco::Net::HTTPServerRequest& req,
                      const std::string& body, Poco::Net::HTTPServerResponse& res);
   int64_t open_sessions(const std::string& user);
+  // Tokens trained over every job of the user's (finished ones too).
+  int64_t tokens_trained(const std::string& user);
+  // 429 when a quota leaves the user no room for another session (or job).
+  void check_token_quota(const std::string& user);
 
   ServiceSettings settings_;
   tenants::TenantStore& store_;
   Engines engines_;
   std::mutex slots_mutex_;
   std::map<std::string, std::shared_ptr<JobSlot>> slots_;  // by job id
+  std::mutex meters_mutex_;
+  std::map<std::string, TokenMeter> meters_;  // by job id
   std::mutex create_mutex_;  // quota check and insert of one job at a time
   std::unique_ptr<gateway::server::HttpServer> server_;
 };

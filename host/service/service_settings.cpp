@@ -111,9 +111,10 @@ ServiceSettings load_service_settings(const std::string& path) {
   }
   if (s.contains("quotas")) {
     const Json& q = s["quotas"];
-    only_keys(path, q, "service.quotas.", {"max_active_jobs", "max_open_sessions"});
+    only_keys(path, q, "service.quotas.", {"max_active_jobs", "max_open_sessions", "max_tokens"});
     out.max_active_jobs = integer(q, "service.quotas.", "max_active_jobs", out.max_active_jobs, 1);
     out.max_open_sessions = integer(q, "service.quotas.", "max_open_sessions", out.max_open_sessions, 1);
+    out.max_tokens = integer(q, "service.quotas.", "max_tokens", out.max_tokens, 0);
   }
   return out;
 }

@@ -37,6 +37,7 @@ struct ServiceSettings {
   std::map<std::string, ParameterLimit> hyperparameters;  // dotted config key -> limit
   int64_t max_active_jobs = 2;      // queued, running or paused jobs per user
   int64_t max_open_sessions = 1024; // sessions a user's agents hold open at once
+  int64_t max_tokens = 0;           // tokens trained over all of a user's jobs; 0: no limit
   int64_t checkpoint_every = 20;    // trainer.checkpoint_every of every job (resume after a restart)
 };
 

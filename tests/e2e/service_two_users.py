@@ -102,7 +102,7 @@ with open(f"{work}/service.yaml", "w") as f:
   hyperparameters:
     trainer.total_steps: {{min: 1, max: 2000}}
     experiment.seed: {{min: 0, max: 1000}}
-  quotas: {{max_active_jobs: 1, max_open_sessions: 400}}
+  quotas: {{max_active_jobs: 1, max_open_sessions: {1 if ISOLATION else 400}, max_tokens: {1000 if ISOLATION else 0}}}
 """)
 cli("add-user", "alice")
 cli("add-user", "bob")
@@ -190,6 +190,13 @@ try:
         st, c = call("POST", f"{base}/v1/chat/completions", s["api_key"], {"model": "x", "messages": [{"role": "user", "content": "Which digit comes after 3?"}], "max_tokens": 2})
         expect(st == 200, f"{user}'s probe call: {st} {c}")
         sessions[user] = s
+    if ISOLATION:  # quotas: one open session each; then alice's job "has trained" past the token quota
+        st, q = call("POST", f"{jobs['alice']['base_url']}/rl/start_session", key["alice"], {"task_id": "second"})
+        expect(st == 429 and "Session quota" in q["error"]["message"], f"a session over the open-session quota: {st} {q}")
+        with open(f"{run_dir('alice', 'after')}/metrics.jsonl", "a") as f:
+            f.write(json.dumps({"step": 0, "tokens": 5000, "note": "written by the test"}) + "\n")
+        st, q = call("POST", f"{jobs['alice']['base_url']}/rl/start_session", key["alice"], {"task_id": "third"})
+        expect(st == 429 and "Token quota" in q["error"]["message"], f"a session over the token quota: {st} {q}")
     ba, bb = jobs["alice"]["base_url"], jobs["bob"]["base_url"]
     sa, sb = sessions["alice"], sessions["bob"]
     chat = {"model": "after/t1", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
@@ -253,8 +260,10 @@ try:
             expect(st == 409, f"a cancelled job took a session: {st} {j}")
             st, j = call("GET", f"/v1/jobs/{jid}", key[user])
             expect(st == 200 and j["state"] == "cancelled", f"{user}'s cancelled job: {st} {j}")
-        st, j = call("POST", "/v1/jobs", key["alice"], {"base_model": "digits", "experiment": "after", "trial": "t2"})
+        st, j = call("POST", "/v1/jobs", key["bob"], {"base_model": "digits", "experiment": "before", "trial": "t2"})
         expect(st == 201, f"a job within the quota once the first was cancelled: {st} {j}")
+        st, j = call("POST", "/v1/jobs", key["alice"], {"base_model": "digits", "experiment": "after", "trial": "t2"})
+        expect(st == 429 and j["error"]["code"] == "quota_exceeded" and "Token quota" in j["error"]["message"], f"alice past her token quota: {st} {j}")
 
     if not ISOLATION:
         # --- kill -9 mid-training, then the same deployment again.

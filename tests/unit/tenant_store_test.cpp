@@ -16,6 +16,7 @@
 #include "core/plugin_host/error.hpp"
 #include "core/tenants/tenant_store.hpp"
 #include "service/service_settings.hpp"
+#include "service/token_meter.hpp"
 
 namespace fs = std::filesystem;
 using areal::tenants::Job;
@@ -138,5 +139,24 @@ TEST(ServiceSettings, ReadsTheShippedFileAndRefusesWhatBelongsToTheService) {
   EXPECT_EQ(refused(base + "  hyperparameters: {trainer.resume: {one_of: [true]}}\n"), AREAL_CODE_INVALID_ARGUMENT);
   EXPECT_EQ(refused(base + "  quotas: {max_jobs: 3}\n"), AREAL_CODE_INVALID_ARGUMENT);  // unknown key
   EXPECT_EQ(refused("service:\n  state_dir: st\n  admin_api_key: short\n"), AREAL_CODE_INVALID_ARGUMENT);
+  fs::remove_all(dir);
+}
+
+TEST(TokenMeter, CountsStepRowsAsTheFileGrows) {
+  const std::string dir = fresh_dir("meter");
+  fs::create_directories(dir);
+  areal::host::service::TokenMeter meter(dir);
+  EXPECT_EQ(meter.total(), 0);  // no file yet
+  {
+    std::ofstream out(dir + "/metrics.jsonl");
+    out << R"({"step": 1, "tokens": 100})" << "\n" << R"({"eval": true, "step": 1, "tokens": 999})" << "\n" << R"({"step": 2, "tok)";
+  }
+  EXPECT_EQ(meter.total(), 100);  // the evaluation row is no training; the last line is not whole yet
+  {
+    std::ofstream out(dir + "/metrics.jsonl", std::ios::app);
+    out << R"(ens": 50})" << "\n";
+  }
+  EXPECT_EQ(meter.total(), 150);
+  EXPECT_EQ(meter.total(), 150);  // read once
   fs::remove_all(dir);
 }
