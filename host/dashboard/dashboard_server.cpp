@@ -17,8 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/plugin_host/error.hpp"
-#include "dashboard_assets.hpp"
-#include "run_data.hpp"
+#include "dashboard_pages.hpp"
 
 namespace areal::host::dashboard {
 
@@ -32,25 +31,12 @@ struct DashboardServer::State {
 
 namespace {
 
-void send(Poco::Net::HTTPServerResponse& res, Poco::Net::HTTPResponse::HTTPStatus status, const std::string& type,
-          const std::string& body) {
+void send_json(Poco::Net::HTTPServerResponse& res, Poco::Net::HTTPResponse::HTTPStatus status, const std::string& body) {
   res.setStatus(status);
-  res.setContentType(type);
+  res.setContentType("application/json");
   res.set("Cache-Control", "no-store");
   res.setContentLength(static_cast<std::streamsize>(body.size()));
   res.send() << body;
-}
-
-uint64_t query_number(const Poco::URI& uri, const std::string& key, uint64_t fallback) {
-  for (const auto& [k, v] : uri.getQueryParameters())
-    if (k == key) {
-      try {
-        return std::stoull(v);
-      } catch (const std::exception&) {
-        throw Error(AREAL_CODE_INVALID_ARGUMENT, "'" + key + "' must be a non-negative integer, got '" + v + "'");
-      }
-    }
-  return fallback;
 }
 
 class Handler : public Poco::Net::HTTPRequestHandler {
@@ -61,36 +47,16 @@ class Handler : public Poco::Net::HTTPRequestHandler {
     using S = Poco::Net::HTTPResponse;
     const Poco::URI uri(req.getURI());
     const std::string path = uri.getPath();
-    const std::string js = "application/json";
     try {
       if (req.getMethod() != "GET" && req.getMethod() != "HEAD")
-        return send(res, S::HTTP_METHOD_NOT_ALLOWED, js, json{{"error", "the dashboard is read-only: GET only"}}.dump());
+        return send_json(res, S::HTTP_METHOD_NOT_ALLOWED, json{{"error", "the dashboard is read-only: GET only"}}.dump());
       const auto& o = s_->options;
-      if (path == "/" || path == "/index.html") return send(res, S::HTTP_OK, "text/html; charset=utf-8", kIndexHtml);
-      if (path == "/dashboard.js") return send(res, S::HTTP_OK, "text/javascript; charset=utf-8", kDashboardJs);
-      if (path == "/dashboard.css") return send(res, S::HTTP_OK, "text/css; charset=utf-8", kDashboardCss);
-      if (path == "/api/run") {
-        const fs::path dir(o.run_dir);
-        return send(res, S::HTTP_OK, js,
-                    json{{"run_dir", o.run_dir},
-                         {"name", dir.parent_path().filename().string() + " / " + dir.filename().string()},
-                         {"live", s_->live.load()}}.dump());
-      }
-      if (path == "/api/metrics") {
-        json body = metrics_since(o.run_dir, query_number(uri, "offset", 0));
-        body["live"] = s_->live.load();
-        return send(res, S::HTTP_OK, js, body.dump(-1, ' ', false, json::error_handler_t::replace));
-      }
-      if (path == "/api/sessions") {
-        const size_t limit = static_cast<size_t>(std::min<uint64_t>(query_number(uri, "limit", 12), 200));
-        return send(res, S::HTTP_OK, js,
-                    latest_sessions(o.run_dir, limit, o.tokenizer.get()).dump(-1, ' ', false, json::error_handler_t::replace));
-      }
-      send(res, S::HTTP_NOT_FOUND, js, json{{"error", "no such page: " + path}}.dump(-1, ' ', false, json::error_handler_t::replace));
+      if (answer_page(path, uri, RunView{o.run_dir, s_->live.load(), o.tokenizer.get()}, res)) return;
+      send_json(res, S::HTTP_NOT_FOUND, json{{"error", "no such page: " + path}}.dump(-1, ' ', false, json::error_handler_t::replace));
     } catch (const Error& e) {
-      send(res, S::HTTP_BAD_REQUEST, js, json{{"error", e.what()}}.dump(-1, ' ', false, json::error_handler_t::replace));
+      send_json(res, S::HTTP_BAD_REQUEST, json{{"error", e.what()}}.dump(-1, ' ', false, json::error_handler_t::replace));
     } catch (const std::exception& e) {
-      send(res, S::HTTP_INTERNAL_SERVER_ERROR, js, json{{"error", e.what()}}.dump(-1, ' ', false, json::error_handler_t::replace));
+      send_json(res, S::HTTP_INTERNAL_SERVER_ERROR, json{{"error", e.what()}}.dump(-1, ' ', false, json::error_handler_t::replace));
     }
   }
 

@@ -4,6 +4,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <exception>
 #include <cstdint>
@@ -17,6 +18,7 @@
 #include <Poco/StreamCopier.h>
 #include <Poco/URI.h>
 
+#include "../dashboard/dashboard_pages.hpp"
 #include "../dashboard/run_data.hpp"
 #include "anthropic_routes.hpp"
 #include "core/plugin_host/error.hpp"
@@ -39,6 +41,15 @@ using Poco::Net::HTTPServerResponse;
 using tenants::JobState;
 
 constexpr size_t kMaxBody = 32u << 20;
+constexpr int64_t kDashboardLinkHours = 12;
+
+std::string random_token() {
+  static const char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  std::random_device rd;  // the OS CSPRNG on Linux
+  std::string t;
+  for (int i = 0; i < 43; ++i) t.push_back(kAlphabet[rd() % 64]);
+  return t;
+}
 
 bool anthropic_path(const std::string& p) { return p == "/v1/messages" || p == "/messages" || p == "/v1/messages/count_tokens" || p == "/messages/count_tokens"; }
 
@@ -226,6 +237,7 @@ void ServiceFront::handle(HTTPServerRequest& req, HTTPServerResponse& res) {
       return admin_route(path, req, body, res);
     }
     if (path.rfind("/jobs/", 0) == 0) return job_base_url(path + query, req, body, res);
+    if (path.rfind("/dashboard/", 0) == 0) return dashboard_page(path + query, req, res);
     const std::string token = optional_key(req);
     const auto user = token.empty() ? std::nullopt : store_.user_of_key(token);
     if (user && (path == "/v1/models" || path == "/models")) {
@@ -421,6 +433,21 @@ void ServiceFront::jobs_route(const std::string& user, const std::string& path, 
     return gateway::send_json(res, 200, job_view(job_of(user, id)).dump());
   }
   const std::string action = seg.size() == 4 ? seg[3] : "";
+  if (action == "dashboard") {
+    // A link to the dashboard page of this job for a browser (which sends no
+    // key): the link is the credential, for `kDashboardLinkHours`.
+    require_method(req, res, "POST");
+    auto j = store_.job(id);
+    if (!j || j->user != user) throw HttpError(404, "No job '" + id + "' (GET /v1/jobs lists yours)", "not_found");
+    std::string token = random_token();
+    {
+      std::lock_guard<std::mutex> lock(links_mutex_);
+      const auto now = std::chrono::steady_clock::now();
+      for (auto it = links_.begin(); it != links_.end();) it = it->second.expires < now ? links_.erase(it) : std::next(it);
+      links_[token] = {id, now + std::chrono::hours(kDashboardLinkHours)};
+    }
+    return gateway::send_json(res, 201, json{{"url", "/dashboard/" + token + "/"}, {"expires_in", kDashboardLinkHours * 3600}}.dump());
+  }
   if (action == "metrics" || action == "reward_curve.svg" || action == "sessions") {
     require_method(req, res, "GET");
     auto j = store_.job(id);
@@ -455,6 +482,33 @@ void ServiceFront::jobs_route(const std::string& user, const std::string& path, 
     return gateway::send_json(res, 200, job_view(slot).dump());
   }
   throw HttpError(404, "Unknown job route " + req.getMethod() + " " + path + " (see docs/service.md)");
+}
+
+void ServiceFront::dashboard_page(const std::string& target, HTTPServerRequest& req, HTTPServerResponse& res) {
+  require_method(req, res, "GET");
+  const Poco::URI uri(target);
+  const std::string path = uri.getPath();  // /dashboard/<token>/<page>
+  const size_t slash = path.find('/', 11);
+  const std::string token = path.substr(11, slash == std::string::npos ? std::string::npos : slash - 11);
+  std::string job_id;
+  {
+    std::lock_guard<std::mutex> lock(links_mutex_);
+    auto it = links_.find(token);
+    if (it != links_.end() && it->second.expires > std::chrono::steady_clock::now()) job_id = it->second.job_id;
+  }
+  if (job_id.empty()) throw HttpError(404, "No such dashboard link (links last " + std::to_string(kDashboardLinkHours) + " hours and end with a restart; POST /v1/jobs/{id}/dashboard makes one)", "not_found");
+  if (slash == std::string::npos) {  // the page loads its parts relative to a URL ending in '/'
+    res.set("Location", path + "/");
+    res.setStatus(Poco::Net::HTTPResponse::HTTP_FOUND);
+    res.setContentLength(0);
+    res.send();
+    return;
+  }
+  const auto job = store_.job(job_id);
+  if (!job) throw HttpError(404, "the job of this link is gone");
+  const std::string run_dir = (fs::path(settings_.state_dir) / "users" / job->user / job->experiment / job->trial).string();
+  if (!dashboard::answer_page(path.substr(slash), uri, dashboard::RunView{run_dir, job->state == JobState::kRunning, nullptr}, res))
+    throw HttpError(404, "No such dashboard page: " + path.substr(slash));
 }
 
 void ServiceFront::forward(JobSlot& slot, const std::string& path, HTTPServerRequest& req, const std::string& body, HTTPServerResponse& res,

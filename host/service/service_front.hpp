@@ -12,6 +12,7 @@
 // Anything of another user's is answered 404, as if it did not exist.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -95,6 +96,14 @@ class ServiceFront {
   std::map<std::string, std::shared_ptr<JobSlot>> slots_;  // by job id
   std::mutex meters_mutex_;
   std::map<std::string, TokenMeter> meters_;  // by job id
+  // Dashboard links: an unguessable token -> the job it shows, until when.
+  struct DashboardLink {
+    std::string job_id;
+    std::chrono::steady_clock::time_point expires;
+  };
+  std::mutex links_mutex_;
+  std::map<std::string, DashboardLink> links_;
+  void dashboard_page(const std::string& path, Poco::Net::HTTPServerRequest& req, Poco::Net::HTTPServerResponse& res);
   std::mutex create_mutex_;  // quota check and insert of one job at a time
   std::unique_ptr<gateway::server::HttpServer> server_;
 };

@@ -204,7 +204,7 @@ try:
         ("GET", f"/v1/jobs/{a}", key["bob"], None), ("POST", f"/v1/jobs/{a}/pause", key["bob"], {}),
         ("POST", f"/v1/jobs/{a}/resume", key["bob"], {}), ("POST", f"/v1/jobs/{a}/cancel", key["bob"], {}),
         ("GET", f"/v1/jobs/{a}/metrics", key["bob"], None), ("GET", f"/v1/jobs/{a}/sessions", key["bob"], None),
-        ("GET", f"/v1/jobs/{a}/reward_curve.svg", key["bob"], None),
+        ("GET", f"/v1/jobs/{a}/reward_curve.svg", key["bob"], None), ("POST", f"/v1/jobs/{a}/dashboard", key["bob"], {}),
         ("POST", f"/v1/jobs/{a}/export_trajectories", key["bob"], {"session_id": sa["session_id"]}),
         ("POST", f"/v1/jobs/{b}/export_trajectories", key["bob"], {"session_id": sa["session_id"]}),
         ("POST", f"{ba}/rl/start_session", key["bob"], {"task_id": "x"}), ("POST", f"{ba}/v1/rl/start_session", key["bob"], {"task_id": "x"}),
@@ -235,6 +235,16 @@ try:
     for method, path, body in own:
         st, ans = call(method, path, key["alice"], body)
         expect(st == 200, f"alice could not reach her own {method} {path}: {st} {str(ans)[:200]}")
+    # The dashboard of a job for a browser: a link made with the owner's key is the credential.
+    st, link = call("POST", f"/v1/jobs/{a}/dashboard", key["alice"], {})
+    expect(st == 201 and link["url"].startswith("/dashboard/"), f"alice's dashboard link: {st} {link}")
+    st, page = call("GET", link["url"], raw=True)
+    expect(st == 200 and "<html" in page.lower(), f"the dashboard page: {st} {str(page)[:200]}")
+    st, rows = call("GET", link["url"] + "api/metrics?offset=0")
+    expect(st == 200 and "rows" in rows, f"the dashboard's metrics: {st} {str(rows)[:200]}")
+    st, run = call("GET", link["url"] + "api/run")
+    expect(st == 200 and run.get("name") == "after / t1", f"the dashboard's run: {st} {run}")
+    expect(call("GET", "/dashboard/not-a-link/")[0] == 404, "a made-up dashboard link answered")
     st, listed = call("GET", "/v1/jobs", key["bob"])
     expect(st == 200 and [j["id"] for j in listed["data"]] == [b], f"bob's job list: {listed}")
     st, models = call("GET", "/v1/models", key["bob"])

@@ -93,7 +93,7 @@ function drawAll() {
 }
 
 async function pollMetrics() {
-  const r = await fetch(`/api/metrics?offset=${offset}`);
+  const r = await fetch(`api/metrics?offset=${offset}`);
   const body = await r.json();
   if (body.offset < offset) for (const k of Object.keys(data)) delete data[k];  // the file was rewritten
   offset = body.offset;
@@ -103,7 +103,7 @@ async function pollMetrics() {
 }
 
 async function pollSessions() {
-  const body = await (await fetch('/api/sessions?limit=12')).json();
+  const body = await (await fetch('api/sessions?limit=12')).json();
   const tbody = document.querySelector('#sessions tbody');
   tbody.replaceChildren();
   for (const s of body.sessions) {
@@ -120,7 +120,7 @@ async function pollSessions() {
 }
 
 async function main() {
-  const run = await (await fetch('/api/run')).json();
+  const run = await (await fetch('api/run')).json();
   document.getElementById('run-name').textContent = run.name;
   document.title = `areal · ${run.name}`;
   const charts = document.getElementById('charts');
