@@ -260,6 +260,11 @@ void TenantStore::set_job_state(const std::string& id, JobState state, const std
       .bind(1, std::string(job_state_name(state))).bind(2, message).bind(3, now_seconds()).bind(4, id).step();
 }
 
+void TenantStore::delete_job(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Statement(db_, "DELETE FROM jobs WHERE id = ?").bind(1, id).step();
+}
+
 std::vector<Job> TenantStore::query_jobs(const char* where, const std::vector<std::string>& args) {
   std::lock_guard<std::mutex> lock(mutex_);
   Statement s(db_, (std::string(kJobColumns) + " " + where + " ORDER BY created, id").c_str());
@@ -285,9 +290,13 @@ std::vector<Job> TenantStore::jobs(const std::string& user) {
   return user.empty() ? query_jobs("", {}) : query_jobs("WHERE user = ?", {user});
 }
 
-void TenantStore::route_session(const std::string& session_key, const std::string& job_id) {
+bool TenantStore::claim_session(const std::string& session_key, const std::string& job_id) {
+  const std::string h = hash(session_key);
   std::lock_guard<std::mutex> lock(mutex_);
-  Statement(db_, "INSERT OR REPLACE INTO session_routes(key_hash, job_id) VALUES(?, ?)").bind(1, hash(session_key)).bind(2, job_id).step();
+  Statement(db_, "INSERT OR IGNORE INTO session_routes(key_hash, job_id) VALUES(?, ?)").bind(1, h).bind(2, job_id).step();
+  Statement s(db_, "SELECT job_id FROM session_routes WHERE key_hash = ?");
+  s.bind(1, h);
+  return s.step() && s.text(0) == job_id;
 }
 
 std::optional<std::string> TenantStore::job_of_session(const std::string& session_key) {

@@ -82,12 +82,14 @@ class TenantStore {
   // user has a job of that experiment and trial.
   Job add_job(Job job);
   void set_job_state(const std::string& id, JobState state, const std::string& message = "");
+  void delete_job(const std::string& id);  // a job that never started
   std::optional<Job> job(const std::string& id);
   std::optional<Job> job_by_name(const std::string& user, const std::string& experiment, const std::string& trial);
   std::vector<Job> jobs(const std::string& user = "");  // every user's when empty; oldest first
 
-  // Which job a gateway session key belongs to (stored hashed, like user keys).
-  void route_session(const std::string& session_key, const std::string& job_id);
+  // Which job a gateway session key belongs to (stored hashed, like user
+  // keys). A key is claimed once: false when it already belongs to another job.
+  bool claim_session(const std::string& session_key, const std::string& job_id);
   std::optional<std::string> job_of_session(const std::string& session_key);
 
   // SHA-256 of a secret, as lowercase hex.

@@ -120,6 +120,20 @@ const std::string& JobRunner::gateway_url() const {
   return gateway_ ? gateway_->url : none;
 }
 
+tenants::Job JobRunner::job_snapshot() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return plan_.job;
+}
+
+void JobRunner::release() {
+  if (gateway_) gateway_->stop();
+  const areal_inference_vtable& inf = *plan_.engine->vtable;
+  if (inf.struct_size >= AREAL_OFFSET_OF_END(areal_inference_vtable, unload_adapter) && inf.unload_adapter != nullptr) {
+    const std::string name = adapter();
+    StatusPtr st(inf.unload_adapter(plan_.engine->self, areal_str{name.data(), name.size()}));  // NOT_FOUND when it never trained: fine
+  }
+}
+
 JobState JobRunner::state() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return state_;
@@ -176,15 +190,20 @@ void JobRunner::train() {
     };
     const int code = run_training(rc, plan, running);
     if (code == 0) set_state(JobState::kFinished, "trained " + std::to_string(rc.host.trainer.total_steps) + " steps");
-    else set_state(JobState::kFailed, "the final evaluation failed; see eval/ in the job's run directory");
+    else set_state(JobState::kFinished, "trained " + std::to_string(rc.host.trainer.total_steps) +
+                                            " steps; the final evaluation failed (see eval/ in the job's run directory)");
   } catch (const std::exception& e) {
     switch (stop_.load()) {
       case Stop::kPause: set_state(JobState::kPaused, ""); break;
-      case Stop::kCancel: set_state(JobState::kCancelled, ""); break;
+      case Stop::kCancel:
+        set_state(JobState::kCancelled, "");
+        release();
+        break;
       case Stop::kShutdown: break;  // still running as far as the record goes: the next start resumes it
       case Stop::kNone:
         log->error("job {} failed: {}", plan_.job.id, e.what());
         set_state(JobState::kFailed, e.what());
+        release();
         break;
     }
   }
@@ -252,7 +271,10 @@ void JobRunner::cancel() {
     throw Error(AREAL_CODE_FAILED_PRECONDITION, "job " + plan_.job.id + " is already " + job_state_name(s));
   stop_ = Stop::kCancel;
   if (trainer_.joinable()) trainer_.join();
-  if (tenants::job_state_active(state())) set_state(JobState::kCancelled, "");
+  if (tenants::job_state_active(state())) {  // it was not training (paused)
+    set_state(JobState::kCancelled, "");
+    release();
+  }
 }
 
 }  // namespace areal::host::service

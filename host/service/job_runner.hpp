@@ -58,7 +58,9 @@ class JobRunner {
   void cancel();  // FAILED_PRECONDITION once over
 
   tenants::JobState state() const;
+  // Its identity (id, user, experiment, trial: never change).
   const tenants::Job& job() const { return plan_.job; }
+  tenants::Job job_snapshot() const;  // with the state and message as of now
   const std::string& gateway_url() const;
   const std::string& admin_key() const { return admin_key_; }
   std::string adapter() const { return "job-" + plan_.job.id.substr(4); }
@@ -71,6 +73,8 @@ class JobRunner {
   void set_state(tenants::JobState s, const std::string& message);
   bool has_checkpoint() const;
   void serve_saved_adapter();
+  // A cancelled or failed job: its gateway stops and the engine forgets its adapter.
+  void release();
 
   JobPlan plan_;
   StateSink on_state_;

@@ -91,6 +91,26 @@ std::string default_trial() {
   return buf;
 }
 
+// A path as logged: a segment that may be a credential (a session key in a
+// session-scoped URL, a dashboard link's token) is written {credential}.
+std::string redacted(const std::string& path) {
+  auto seg = segments(path.substr(0, path.find('?')));
+  auto known = [](const std::string& s) {
+    for (const char* k : {"v1", "rl", "chat", "responses", "messages", "models", "health", "metrics", "generate", "admin", "jobs",
+                          "dashboard", "grant_capacity", "export_trajectories", "completions", "count_tokens", "start_session",
+                          "set_reward", "end_session", "finalize", "export_trajectories"})
+      if (s == k) return true;
+    return false;
+  };
+  size_t first = 0;
+  if (!seg.empty() && seg[0] == "jobs") first = 2;       // /jobs/{id}/{maybe a session key}/...
+  if (!seg.empty() && seg[0] == "dashboard") first = 1;  // /dashboard/{token}/...
+  if (seg.size() > first && (seg[0] == "dashboard" || !known(seg[first]))) seg[first] = "{credential}";
+  std::string out;
+  for (const auto& x : seg) out += "/" + x;
+  return out.empty() ? "/" : out.substr(0, 200);
+}
+
 // The request's key (Authorization: Bearer or x-api-key), or "" without one.
 std::string optional_key(const HTTPServerRequest& req) {
   try {
@@ -134,8 +154,9 @@ std::string ServiceFront::start() {
     try {
       launch_slot(job);
     } catch (const std::exception& e) {
-      logging::get("service")->error("job {} could not start: {}", job.id, e.what());
-      store_.set_job_state(job.id, JobState::kFailed, std::string("could not start after a restart: ") + e.what());
+      // Its recorded state stays: the next start (with the cause fixed) takes it up again.
+      logging::get("service")->error("job {} could not start now (it stays {}; the next start tries again): {}", job.id,
+                                     tenants::job_state_name(job.state), e.what());
     }
   }
   gateway::server::ServerOptions o;
@@ -145,7 +166,7 @@ std::string ServiceFront::start() {
   server_ = std::make_unique<gateway::server::HttpServer>(
       o, [this](HTTPServerRequest& req, HTTPServerResponse& res) { handle(req, res); },
       [](const gateway::server::Refusal& r) { return error_body(r.target, r.status, r.message); },
-      [](const gateway::server::Refusal& r) { logging::get("service")->warn("{} {} {}: {}", r.status, r.method, r.target, r.message); });
+      [](const gateway::server::Refusal& r) { logging::get("service")->warn("{} {} {}: {}", r.status, r.method, redacted(r.target), r.message); });
   const uint16_t port = server_->start();
   return "http://" + settings_.host + ":" + std::to_string(port);
 }
@@ -183,14 +204,14 @@ std::shared_ptr<ServiceFront::JobSlot> ServiceFront::find_slot(const std::string
   return it == slots_.end() ? nullptr : it->second;
 }
 
-std::string ServiceFront::session_job(const std::string& token, const std::string& path) {
-  // A session's key: in the header, or as the first segment of a session-scoped URL.
-  std::string session_key = token;
-  if (session_key.empty()) {
-    const auto seg = segments(path);
-    if (!seg.empty()) session_key = seg[0];
-  }
-  const auto job_id = session_key.empty() ? std::nullopt : store_.job_of_session(session_key);
+std::optional<std::string> ServiceFront::scoped_session_job(const std::string& path) {
+  const auto seg = segments(path);
+  if (seg.size() < 2 || seg[0] == "v1" || seg[0] == "rl" || seg[0] == "chat" || seg[0] == "generate") return std::nullopt;
+  return store_.job_of_session(seg[0]);
+}
+
+std::string ServiceFront::session_job(const std::string& token) {
+  const auto job_id = token.empty() ? std::nullopt : store_.job_of_session(token);
   if (job_id) return *job_id;
   if (token.empty()) throw HttpError(401, "No API key: send your API key or a session's key (Authorization: Bearer or x-api-key)");
   throw HttpError(401, "Invalid API key", "invalid_api_key");
@@ -198,7 +219,9 @@ std::string ServiceFront::session_job(const std::string& token, const std::strin
 
 ServiceFront::JobSlot& ServiceFront::session_slot(const std::string& job_id) {
   const std::shared_ptr<JobSlot> slot = find_slot(job_id);
-  if (!slot) throw HttpError(409, "job " + job_id + " is over: its sessions take no more calls");
+  const JobState state = slot ? slot->runner->state() : JobState::kCancelled;
+  if (!slot || !(tenants::job_state_active(state) || state == JobState::kFinished))
+    throw HttpError(409, "job " + job_id + " is over: its sessions take no more calls");
   return *slot;  // slots are never removed while the service runs
 }
 
@@ -247,13 +270,16 @@ void ServiceFront::handle(HTTPServerRequest& req, HTTPServerResponse& res) {
     if (user && (path == "/v1/jobs" || path.rfind("/v1/jobs/", 0) == 0)) return jobs_route(*user, path, req, body, res);
     return agent_call(path + query, req, body, res);
   } catch (const HttpError& e) {
-    if (e.status >= 500) logging::get("service")->error("{} {} {}: {}", e.status, req.getMethod(), path, e.what());
+    if (e.status >= 500) logging::get("service")->error("{} {} {}: {}", e.status, req.getMethod(), redacted(path), e.what());
     if (!res.sent()) gateway::send_json(res, e.status, error_body(path, e.status, e.what(), e.code));
   } catch (const Error& e) {
-    const int status = gateway::http_status_for(e.code());
+    // UNAVAILABLE here is the service's own state (SQLite busy, a disk): retry.
+    const int status = e.code() == AREAL_CODE_UNAVAILABLE ? 503 : gateway::http_status_for(e.code());
+    if (status >= 500) logging::get("service")->error("{} {} {}: {}", status, req.getMethod(), redacted(path), e.what());
+    if (status == 503) res.set("Retry-After", "1");
     if (!res.sent()) gateway::send_json(res, status, error_body(path, status, e.what()));
   } catch (const std::exception& e) {
-    logging::get("service")->error("500 {} {}: {}", req.getMethod(), path, e.what());
+    logging::get("service")->error("500 {} {}: {}", req.getMethod(), redacted(path), e.what());
     if (!res.sent()) gateway::send_json(res, 500, error_body(path, 500, std::string("internal error: ") + e.what()));
   }
 }
@@ -384,8 +410,10 @@ json ServiceFront::create_job(const std::string& user, const json& r) {
   try {
     slot = launch_slot(job);
   } catch (const std::exception& e) {
-    store_.set_job_state(job.id, JobState::kFailed, std::string("could not start: ") + e.what());
-    throw;
+    // The service's failure, not the user's: nothing is kept (the name stays free) and they may retry.
+    store_.delete_job(job.id);
+    logging::get("service")->error("job {} of {} could not start: {}", job.id, user, e.what());
+    throw HttpError(503, std::string("the job could not start: ") + e.what());
   }
   logging::get("service")->info("user {} started job {} ({}/{} on {})", user, job.id, job.experiment, job.trial, job.base_model);
   return job_view(*slot);
@@ -394,7 +422,7 @@ json ServiceFront::create_job(const std::string& user, const json& r) {
 json ServiceFront::job_view(const JobSlot& slot) {
   const JobRunner& r = *slot.runner;
   auto stored = store_.job(r.job().id);
-  json j = (stored ? *stored : r.job()).to_json();
+  json j = (stored ? *stored : r.job_snapshot()).to_json();
   j["state"] = tenants::job_state_name(r.state());
   j["base_url"] = "/jobs/" + r.job().id;  // relative to the service: the agent's AREAL_GATEWAY_URL / OpenAI base URL (+ /v1)
   json last_step, last_eval;
@@ -444,7 +472,7 @@ void ServiceFront::jobs_route(const std::string& user, const std::string& path, 
       std::lock_guard<std::mutex> lock(links_mutex_);
       const auto now = std::chrono::steady_clock::now();
       for (auto it = links_.begin(); it != links_.end();) it = it->second.expires < now ? links_.erase(it) : std::next(it);
-      links_[token] = {id, now + std::chrono::hours(kDashboardLinkHours)};
+      links_[tenants::TenantStore::hash(token)] = {id, now + std::chrono::hours(kDashboardLinkHours)};  // kept hashed: looked up by digest
     }
     return gateway::send_json(res, 201, json{{"url", "/dashboard/" + token + "/"}, {"expires_in", kDashboardLinkHours * 3600}}.dump());
   }
@@ -493,7 +521,7 @@ void ServiceFront::dashboard_page(const std::string& target, HTTPServerRequest& 
   std::string job_id;
   {
     std::lock_guard<std::mutex> lock(links_mutex_);
-    auto it = links_.find(token);
+    auto it = links_.find(tenants::TenantStore::hash(token));
     if (it != links_.end() && it->second.expires > std::chrono::steady_clock::now()) job_id = it->second.job_id;
   }
   if (job_id.empty()) throw HttpError(404, "No such dashboard link (links last " + std::to_string(kDashboardLinkHours) + " hours and end with a restart; POST /v1/jobs/{id}/dashboard makes one)", "not_found");
@@ -566,9 +594,11 @@ void ServiceFront::start_session(const std::string& user, JobSlot& slot, const s
                          "answers as '" + slot.runner->job().experiment + "/" + slot.runner->job().trial + "')");
   const auto b = gateway::parse_json_object(body, req.getContentType());
   if (b.contains("api_key") && b["api_key"].is_string()) {
-    const auto owner = store_.job_of_session(b["api_key"].get<std::string>());
-    if (owner && *owner != slot.runner->job().id) throw HttpError(409, "'api_key' is the key of a session of another job; choose another");
-    if (store_.user_of_key(b["api_key"].get<std::string>())) throw HttpError(400, "'api_key' must not be a user's API key");
+    // A key the client chose is claimed for this job before its gateway
+    // sees it: two jobs can never both route one key.
+    const std::string chosen = b["api_key"].get<std::string>();
+    if (store_.user_of_key(chosen)) throw HttpError(400, "'api_key' must not be a user's API key");
+    if (!store_.claim_session(chosen, slot.runner->job().id)) throw HttpError(409, "'api_key' is the key of a session of another job; choose another");
   }
   check_token_quota(user);
   if (const int64_t open = open_sessions(user); open >= settings_.max_open_sessions)
@@ -583,7 +613,8 @@ void ServiceFront::start_session(const std::string& user, JobSlot& slot, const s
   if (answer.status == 200) {
     const json started = json::parse(answer.body, nullptr, false);
     // Routed before the agent learns the key: its first call finds the job.
-    if (started.is_object() && started.contains("api_key")) store_.route_session(started["api_key"].get<std::string>(), slot.runner->job().id);
+    if (started.is_object() && started.contains("api_key") && !store_.claim_session(started["api_key"].get<std::string>(), slot.runner->job().id))
+      throw HttpError(500, "a new session's key is already routed to another job");  // 256 random bits: never
   }
   gateway::send_json(res, answer.status, answer.body);
 }
@@ -598,18 +629,26 @@ void ServiceFront::job_base_url(const std::string& target, HTTPServerRequest& re
   if (rest.empty()) rest = "/";
   if (rest.rfind("/v1/rl/", 0) == 0) rest.erase(0, 3);  // OpenAI base URLs end in /v1
   const std::string token = optional_key(req);
+  // A session-scoped URL (/jobs/{id}/{session key}/v1/...): the URL is the
+  // credential, whatever key the client's SDK sends beside it.
+  if (const auto scoped = scoped_session_job(rest)) {
+    if (*scoped != id) throw HttpError(404, "No job '" + id + "' for this session key", "not_found");
+    return forward(session_slot(id), rest + query, req, body, res, /*as_admin=*/false);
+  }
   if (const auto user = token.empty() ? std::nullopt : store_.user_of_key(token)) {
     JobSlot& slot = job_of(*user, id);
     if (start_session_path(rest)) return start_session(*user, slot, rest, req, body, res);
     if (rest == "/grant_capacity") throw HttpError(403, "Capacity is granted by the job's trainer, within its staleness bound");
+    if (rest == "/metrics") throw HttpError(403, "/metrics is the operator's (it covers every job); GET /v1/jobs/{id}/metrics has your job's");
     return forward(slot, rest + query, req, body, res, /*as_admin=*/true);  // served, never recorded
   }
-  if (session_job(token, rest) != id) throw HttpError(404, "No job '" + id + "' for this session key", "not_found");
+  if (session_job(token) != id) throw HttpError(404, "No job '" + id + "' for this session key", "not_found");
   forward(session_slot(id), rest + query, req, body, res, /*as_admin=*/false);
 }
 
 void ServiceFront::agent_call(const std::string& target, HTTPServerRequest& req, const std::string& body, HTTPServerResponse& res) {
   const std::string path = target.substr(0, target.find('?'));
+  if (const auto scoped = scoped_session_job(path)) return forward(session_slot(*scoped), target, req, body, res, /*as_admin=*/false);
   const std::string token = optional_key(req);
   const auto user = token.empty() ? std::nullopt : store_.user_of_key(token);
   if (user) {
@@ -644,7 +683,7 @@ void ServiceFront::agent_call(const std::string& target, HTTPServerRequest& req,
                       "model_not_found");
     return forward(job_of(*user, job->id), target, req, body, res, /*as_admin=*/true);
   }
-  forward(session_slot(session_job(token, path)), target, req, body, res, /*as_admin=*/false);
+  forward(session_slot(session_job(token)), target, req, body, res, /*as_admin=*/false);
 }
 
 }  // namespace areal::host::service

@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <cstdint>
 
@@ -69,9 +70,12 @@ class ServiceFront {
   nlohmann::json create_job(const std::string& user, const nlohmann::json& request);
   nlohmann::json job_view(const JobSlot& slot);
   std::shared_ptr<JobSlot> find_slot(const std::string& id);
-  // The job of the session whose key is `token`, or (no token) the first
-  // segment of a session-scoped `path`; 401 when it is no session's.
-  std::string session_job(const std::string& token, const std::string& path);
+  // The job of the session whose key is the header's `token`; 401 when it
+  // is no session's.
+  std::string session_job(const std::string& token);
+  // The job of a session-scoped `path` (/{session key}/v1/...), if its first
+  // segment is a session's key.
+  std::optional<std::string> scoped_session_job(const std::string& path);
   JobSlot& session_slot(const std::string& job_id);  // 409 once the job is over
   // The user's job `id`, or 404 (also for another user's).
   JobSlot& job_of(const std::string& user, const std::string& id);

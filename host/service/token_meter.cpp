@@ -9,6 +9,18 @@ namespace areal::host::service {
 int64_t TokenMeter::total() {
   std::ifstream in(run_dir_ + "/metrics.jsonl", std::ios::binary);
   if (!in) return total_;
+  // A resumed run rewrites the file from its checkpoint on: count it again
+  // when it no longer continues where the last read stopped.
+  if (offset_ > 0) {
+    in.seekg(0, std::ios::end);
+    char last = 0;
+    if (static_cast<uint64_t>(in.tellg()) >= offset_) {
+      in.seekg(static_cast<std::streamoff>(offset_ - 1));
+      in.get(last);
+    }
+    if (last != '\n') offset_ = 0, total_ = 0;
+    in.clear();
+  }
   in.seekg(static_cast<std::streamoff>(offset_));
   std::string line;
   while (std::getline(in, line)) {

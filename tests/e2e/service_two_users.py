@@ -190,13 +190,9 @@ try:
         st, c = call("POST", f"{base}/v1/chat/completions", s["api_key"], {"model": "x", "messages": [{"role": "user", "content": "Which digit comes after 3?"}], "max_tokens": 2})
         expect(st == 200, f"{user}'s probe call: {st} {c}")
         sessions[user] = s
-    if ISOLATION:  # quotas: one open session each; then alice's job "has trained" past the token quota
+    if ISOLATION:  # quotas: one open session each
         st, q = call("POST", f"{jobs['alice']['base_url']}/rl/start_session", key["alice"], {"task_id": "second"})
         expect(st == 429 and "Session quota" in q["error"]["message"], f"a session over the open-session quota: {st} {q}")
-        with open(f"{run_dir('alice', 'after')}/metrics.jsonl", "a") as f:
-            f.write(json.dumps({"step": 0, "tokens": 5000, "note": "written by the test"}) + "\n")
-        st, q = call("POST", f"{jobs['alice']['base_url']}/rl/start_session", key["alice"], {"task_id": "third"})
-        expect(st == 429 and "Token quota" in q["error"]["message"], f"a session over the token quota: {st} {q}")
     ba, bb = jobs["alice"]["base_url"], jobs["bob"]["base_url"]
     sa, sb = sessions["alice"], sessions["bob"]
     chat = {"model": "after/t1", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
@@ -232,6 +228,8 @@ try:
         ("POST", f"{ba}/v1/chat/completions", chat), ("POST", "/v1/chat/completions", chat),
         ("POST", "/v1/messages", {"model": "after/t1", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}]}),
         ("GET", f"{ba}/v1/models", None)]
+    own += [("POST", f"{ba}/{sa['api_key']}/v1/chat/completions", chat),  # a session-scoped URL, whatever key the SDK sends
+            ("POST", f"/{sa['api_key']}/v1/chat/completions", chat)]
     for method, path, body in own:
         st, ans = call(method, path, key["alice"], body)
         expect(st == 200, f"alice could not reach her own {method} {path}: {st} {str(ans)[:200]}")
@@ -245,6 +243,10 @@ try:
     st, run = call("GET", link["url"] + "api/run")
     expect(st == 200 and run.get("name") == "after / t1", f"the dashboard's run: {st} {run}")
     expect(call("GET", "/dashboard/not-a-link/")[0] == 404, "a made-up dashboard link answered")
+    st, q = call("POST", f"{bb}/rl/start_session", key["bob"], {"task_id": "steal", "api_key": sa["api_key"]})
+    expect(st == 409, f"bob started a session with alice's session key as his: {st} {q}")
+    st, q = call("GET", f"{ba}/metrics", key["alice"])
+    expect(st == 403, f"the process's /metrics through a job's base URL: {st}")
     st, listed = call("GET", "/v1/jobs", key["bob"])
     expect(st == 200 and [j["id"] for j in listed["data"]] == [b], f"bob's job list: {listed}")
     st, models = call("GET", "/v1/models", key["bob"])
@@ -272,6 +274,9 @@ try:
             expect(st == 200 and j["state"] == "cancelled", f"{user}'s cancelled job: {st} {j}")
         st, j = call("POST", "/v1/jobs", key["bob"], {"base_model": "digits", "experiment": "before", "trial": "t2"})
         expect(st == 201, f"a job within the quota once the first was cancelled: {st} {j}")
+        # alice's (cancelled) job "has trained" past the token quota: no more jobs for her.
+        with open(f"{run_dir('alice', 'after')}/metrics.jsonl", "a") as f:
+            f.write(json.dumps({"step": 0, "tokens": 5000, "note": "written by the test"}) + "\n")
         st, j = call("POST", "/v1/jobs", key["alice"], {"base_model": "digits", "experiment": "after", "trial": "t2"})
         expect(st == 429 and j["error"]["code"] == "quota_exceeded" and "Token quota" in j["error"]["message"], f"alice past her token quota: {st} {j}")
 

@@ -106,7 +106,9 @@ TEST(TenantStore, UsersAndJobsBelongToTheirOwner) {
   EXPECT_EQ(s.jobs().size(), 2u);
   EXPECT_EQ(s.job_by_name("bob", "after", "t1")->id, b.id);
   EXPECT_FALSE(s.job_by_name("bob", "after", "t2"));
-  s.route_session("sk-sess-abc", a.id);
+  EXPECT_TRUE(s.claim_session("sk-sess-abc", a.id));
+  EXPECT_TRUE(s.claim_session("sk-sess-abc", a.id));   // its own job again: fine
+  EXPECT_FALSE(s.claim_session("sk-sess-abc", b.id));  // another job's: refused, the route stays
   EXPECT_EQ(s.job_of_session("sk-sess-abc"), a.id);
   EXPECT_FALSE(s.job_of_session("sk-sess-abd"));
   EXPECT_TRUE(areal::tenants::job_state_active(JobState::kPaused));
@@ -158,5 +160,17 @@ TEST(TokenMeter, CountsStepRowsAsTheFileGrows) {
   }
   EXPECT_EQ(meter.total(), 150);
   EXPECT_EQ(meter.total(), 150);  // read once
+  fs::remove_all(dir);
+}
+
+TEST(TokenMeter, CountsAgainWhenARunRewritesItsMetrics) {
+  const std::string dir = fresh_dir("meter-rewrite");
+  fs::create_directories(dir);
+  areal::host::service::TokenMeter meter(dir);
+  std::ofstream(dir + "/metrics.jsonl") << R"({"step": 1, "tokens": 100})" << "\n" << R"({"step": 2, "tokens": 100})" << "\n";
+  EXPECT_EQ(meter.total(), 200);
+  // A resume from step 1 truncates to its rows and goes on: step 2 again, longer.
+  std::ofstream(dir + "/metrics.jsonl") << R"({"step": 1, "tokens": 100})" << "\n" << R"({"step": 2, "tokens": 70, "x": 1})" << "\n";
+  EXPECT_EQ(meter.total(), 170);
   fs::remove_all(dir);
 }
