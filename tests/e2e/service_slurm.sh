@@ -70,10 +70,7 @@ pkill -f "$work/agent-mark" || true
 [ "$state" = finished ] || { echo "FAIL: the job ended $state"; tail -40 "$work/service.log"; exit 1; }
 run=$work/state/users/alice/after/t1
 /usr/bin/python3 "$src/tests/support/check_quickstart_run.py" "$run" $steps
-for r in 0 1; do  # srun --label puts the task's rank first
-  n=$(grep -c "^$r: .*\[train-rank\] rank $r step [0-9]* " "$run/logs/ranks.log" || true)
-  [ "$n" = $steps ] || { echo "FAIL: rank $r trained $n steps, not $steps"; exit 1; }
-done
+slurm_ranks_trained "$run" $steps || exit 1
 echo "both train ranks (srun steps) trained $steps steps"
 grep -q "LoRA adapter 'job-" "$work/state/engines/digits/logs/server0.log" || grep -q "adapter 'job-.*' version .* loaded" "$work/service.log" ||
   { echo "FAIL: the engine server was not handed the job's adapters"; exit 1; }

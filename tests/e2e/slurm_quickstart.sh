@@ -40,10 +40,7 @@ url=$(cat "$run/gateway_url")
 grep -q "^areal-host launch: gateway $url (written to $run/gateway_url)" "$work/launch.log" || { echo "FAIL: the gateway URL was not printed"; exit 1; }
 grep -q "^areal-host launch: job [0-9]* COMPLETED (exit code 0:0)" "$work/launch.log" || { echo "FAIL: the job did not complete"; exit 1; }
 /usr/bin/python3 "$src/tests/support/check_quickstart_run.py" "$run" $steps
-for r in 0 1; do  # srun --label puts the task's rank first
-  n=$(grep -c "^$r: .*\[train-rank\] rank $r step [0-9]* " "$run/logs/ranks.log" || true)
-  [ "$n" = $steps ] || { echo "FAIL: rank $r trained $n steps, not $steps"; exit 1; }
-done
+slurm_ranks_trained "$run" $steps || exit 1
 echo "both ranks trained $steps steps"
 # The server bound every interface and is reached at its node's name, as on a real cluster.
 grep -q "listening at http://$(hostname):" "$run/logs/server0.log" || { echo "FAIL: the server did not serve at the node's name"; head "$run/logs/server0.log"; exit 1; }

@@ -92,3 +92,14 @@ slurm_cluster_stop() {
   SLURM_TEST_DIR=
   return $left
 }
+
+# slurm_ranks_trained RUN STEPS: both train ranks of a 2-rank run (srun
+# steps, whose --label puts the task's rank first in RUN/logs/ranks.log)
+# logged every one of STEPS steps.
+slurm_ranks_trained() {
+  local run=$1 steps=$2 r n
+  for r in 0 1; do
+    n=$(grep -c "^$r: .*\[train-rank\] rank $r step [0-9]* " "$run/logs/ranks.log" || true)
+    [ "$n" = "$steps" ] || { echo "FAIL: rank $r trained $n steps, not $steps"; return 1; }
+  done
+}
