@@ -2,7 +2,7 @@
 
 snapshot DB OUT: the sessions the killed run's gateway held (state ended,
 taken or trained) with at least one answered call, each as the ids of its
-answered calls: those must not be lost.
+answered calls and their rewards: those must not be lost.
 
 check RUN WORK TOTAL CKPT MAX_STALE: after the resumed run finished, counts
 what was lost and what was trained twice, telling sessions apart by the ids
@@ -20,9 +20,9 @@ def snapshot(db_path, out):
     db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
     pending = {}
     for sid, state in db.execute("SELECT id, state FROM sessions WHERE state IN ('ended', 'taken', 'trained')"):
-        calls = sorted(r[0] for r in db.execute("SELECT id FROM calls WHERE session_id = ? AND state = 'complete'", (sid,)))
-        if calls:
-            pending[sid] = {"state": state, "calls": calls}
+        answered = db.execute("SELECT id, reward FROM calls WHERE session_id = ? AND state = 'complete'", (sid,)).fetchall()
+        if answered:
+            pending[sid] = {"state": state, "calls": sorted(r[0] for r in answered), "rewards": {r[0]: r[1] for r in answered}}
     in_flight = db.execute("SELECT COUNT(*) FROM calls WHERE state = 'in_flight'").fetchone()[0]
     json.dump(pending, open(out, "w"))
     handed = sum(1 for p in pending.values() if p["state"] != "ended")
@@ -85,6 +85,21 @@ def check(run, work, total, ckpt, max_stale):
           f"lost {len(lost)}, trained twice {twice}")
     if lost:
         problems.append(f"lost sessions (their calls): {sorted(lost)[:5]}")
+    # The rewards acknowledged before the kill are the ones trained after it
+    # (a one-call session's row carries its reward as is).
+    trained_rewards = {row["interaction_id"]: row["reward"] for l in after_lines for row in json.loads(l).get("rows", [])}
+    checked = changed = 0
+    for p in pending.values():
+        if len(p["calls"]) != 1 or p["rewards"].get(p["calls"][0]) is None or p["calls"][0] not in trained_rewards:
+            continue
+        checked += 1
+        if abs(trained_rewards[p["calls"][0]] - p["rewards"][p["calls"][0]]) > 1e-12:
+            changed += 1
+    print(f"acknowledged rewards: {checked} one-call sessions pending at the kill trained with their reward, {changed} changed")
+    if changed:
+        problems.append(f"{changed} rewards acknowledged before the kill were trained with another value")
+    if checked == 0:
+        problems.append("no pending rewarded session was trained after the resume: the reward check checked nothing")
     if twice:
         problems.append(f"{twice} sessions trained twice")
     for p in problems:
