@@ -159,7 +159,10 @@ void apply_override(Json& config, const std::string& assignment) {
     throw Error(AREAL_CODE_INVALID_ARGUMENT, "override '" + assignment + "' must look like dotted.key=value");
   const std::string key = assignment.substr(0, eq);
   const std::string text = assignment.substr(eq + 1);
-  Json value = yaml_to_json(text, "override '" + key + "'");
+  set_dotted(config, key, yaml_to_json(text, "override '" + key + "'"));
+}
+
+void set_dotted(Json& config, const std::string& key, Json value) {
   Json* node = &config;
   size_t start = 0;
   while (true) {

@@ -27,6 +27,9 @@ Json load_yaml_file(const std::string& path);
 // so `x=[1,2]` and `x={k: v}` work). Creates intermediate objects. Throws
 // INVALID_ARGUMENT for a malformed override.
 void apply_override(Json& config, const std::string& assignment);
+// Sets a dotted key to a value (what apply_override does once the value is
+// parsed). Throws INVALID_ARGUMENT for an empty part or a non-mapping on the way.
+void set_dotted(Json& config, const std::string& key, Json value);
 
 // Looks up a dotted key; returns nullptr when absent.
 const Json* find_dotted(const Json& config, const std::string& dotted_key);

@@ -31,17 +31,6 @@ int64_t now_seconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-std::string random_hex(size_t bytes) {
-  static const char kHex[] = "0123456789abcdef";
-  std::random_device rd;  // the OS CSPRNG on Linux
-  std::string out;
-  for (size_t i = 0; i < bytes; ++i) {
-    const unsigned v = rd() & 0xffu;
-    out.push_back(kHex[v >> 4]), out.push_back(kHex[v & 15u]);
-  }
-  return out;
-}
-
 // One prepared statement, finalized on every path.
 class Statement {
  public:
@@ -93,6 +82,17 @@ Job job_of(const Statement& s) {
 }
 
 }  // namespace
+
+std::string random_hex(size_t bytes) {
+  static const char kHex[] = "0123456789abcdef";
+  std::random_device rd;  // the OS CSPRNG on Linux
+  std::string out;
+  for (size_t i = 0; i < bytes; ++i) {
+    const unsigned v = rd() & 0xffu;
+    out.push_back(kHex[v >> 4]), out.push_back(kHex[v & 15u]);
+  }
+  return out;
+}
 
 const char* job_state_name(JobState s) {
   switch (s) {
@@ -226,14 +226,18 @@ std::vector<ApiKey> TenantStore::keys(const std::string& user) {
   return out;
 }
 
-std::optional<std::string> TenantStore::user_of_key(const std::string& secret) {
-  if (secret.rfind("sk-areal-", 0) != 0) return std::nullopt;
+std::optional<std::string> TenantStore::lookup_hashed(const char* sql, const std::string& secret) {
   const std::string h = hash(secret);
   std::lock_guard<std::mutex> lock(mutex_);
-  Statement s(db_, "SELECT user FROM api_keys WHERE hash = ? AND revoked = 0");
+  Statement s(db_, sql);
   s.bind(1, h);
   if (!s.step()) return std::nullopt;
   return s.text(0);
+}
+
+std::optional<std::string> TenantStore::user_of_key(const std::string& secret) {
+  if (secret.rfind("sk-areal-", 0) != 0) return std::nullopt;
+  return lookup_hashed("SELECT user FROM api_keys WHERE hash = ? AND revoked = 0", secret);
 }
 
 Job TenantStore::add_job(Job job) {
@@ -300,12 +304,7 @@ bool TenantStore::claim_session(const std::string& session_key, const std::strin
 }
 
 std::optional<std::string> TenantStore::job_of_session(const std::string& session_key) {
-  const std::string h = hash(session_key);
-  std::lock_guard<std::mutex> lock(mutex_);
-  Statement s(db_, "SELECT job_id FROM session_routes WHERE key_hash = ?");
-  s.bind(1, h);
-  if (!s.step()) return std::nullopt;
-  return s.text(0);
+  return lookup_hashed("SELECT job_id FROM session_routes WHERE key_hash = ?", session_key);
 }
 
 }  // namespace areal::tenants

@@ -97,6 +97,8 @@ class TenantStore {
 
  private:
   void exec(const char* sql);
+  // The first column of `sql`'s first row, its one parameter the hash of `secret`.
+  std::optional<std::string> lookup_hashed(const char* sql, const std::string& secret);
   std::optional<Job> one_job(const char* where, const std::vector<std::string>& args);
   std::vector<Job> query_jobs(const char* where, const std::vector<std::string>& args);
 
@@ -104,6 +106,10 @@ class TenantStore {
   sqlite3* db_ = nullptr;
   std::mutex mutex_;
 };
+
+// `bytes` random bytes from the OS CSPRNG as lowercase hex: key secrets,
+// ids, link tokens.
+std::string random_hex(size_t bytes);
 
 // Whether `name` may name a user (1-64 of [a-z0-9_-], starting with a letter or digit).
 bool valid_user_name(const std::string& name);

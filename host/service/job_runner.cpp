@@ -2,7 +2,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <exception>
 #include <cstdint>
 #include <vector>
@@ -24,34 +23,10 @@ namespace {
 namespace fs = std::filesystem;
 using tenants::JobState;
 
-void set_dotted(Json& root, const std::string& key, const Json& value) {
-  Json* at = &root;
-  size_t start = 0;
-  for (;;) {
-    const size_t dot = key.find('.', start);
-    const std::string part = key.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-    if (dot == std::string::npos) {
-      (*at)[part] = value;
-      return;
-    }
-    if (!(*at)[part].is_object()) (*at)[part] = Json::object();
-    at = &(*at)[part];
-    start = dot + 1;
-  }
-}
-
-std::string random_secret() {
-  static const char kHex[] = "0123456789abcdef";
-  std::random_device rd;  // the OS CSPRNG on Linux
-  std::string s = "sk-job-";
-  for (int i = 0; i < 48; ++i) s.push_back(kHex[rd() & 15u]);
-  return s;
-}
-
 }  // namespace
 
 JobRunner::JobRunner(JobPlan plan, StateSink on_state)
-    : plan_(std::move(plan)), on_state_(std::move(on_state)), admin_key_(random_secret()), state_(plan_.job.state) {
+    : plan_(std::move(plan)), on_state_(std::move(on_state)), admin_key_("sk-job-" + tenants::random_hex(24)), state_(plan_.job.state) {
   run_dir_ = (fs::path(plan_.output_dir) / plan_.job.experiment / plan_.job.trial).string();
 }
 
@@ -64,24 +39,24 @@ JobRunner::~JobRunner() {
 
 ResolvedConfig JobRunner::resolve(const JobPlan& plan, const std::string& admin_key, bool resume) {
   Json raw = config::load_yaml_file(plan.template_path);
-  for (const auto& [k, v] : plan.settings.items()) set_dotted(raw, k, v);
+  for (const auto& [k, v] : plan.settings.items()) config::set_dotted(raw, k, v);
   const tenants::Job& job = plan.job;
-  set_dotted(raw, "experiment.name", job.experiment);
-  set_dotted(raw, "experiment.trial", job.trial);
-  set_dotted(raw, "experiment.output_dir", plan.output_dir);
+  config::set_dotted(raw, "experiment.name", job.experiment);
+  config::set_dotted(raw, "experiment.trial", job.trial);
+  config::set_dotted(raw, "experiment.output_dir", plan.output_dir);
   // The job's gateway is the service's to reach (loopback, any port, a
   // secret of this process) and serves the job's adapter only.
-  set_dotted(raw, "gateway.host", "127.0.0.1");
-  set_dotted(raw, "gateway.port", 0);
-  set_dotted(raw, "gateway.admin_api_key", admin_key);
-  set_dotted(raw, "gateway.adapter", "job-" + job.id.substr(4));
-  set_dotted(raw, "gateway.state_dir", "auto");
-  set_dotted(raw, "rollout.openai.mode", "online");
-  set_dotted(raw, "rollout.openai.online_agent_command", "");  // users bring their agents
+  config::set_dotted(raw, "gateway.host", "127.0.0.1");
+  config::set_dotted(raw, "gateway.port", 0);
+  config::set_dotted(raw, "gateway.admin_api_key", admin_key);
+  config::set_dotted(raw, "gateway.adapter", "job-" + job.id.substr(4));
+  config::set_dotted(raw, "gateway.state_dir", "auto");
+  config::set_dotted(raw, "rollout.openai.mode", "online");
+  config::set_dotted(raw, "rollout.openai.online_agent_command", "");  // users bring their agents
   if (const Json* k = config::find_dotted(raw, "rollout.openai.admin_api_key"); k && !k->is_null())
-    set_dotted(raw, "rollout.openai.admin_api_key", admin_key);
-  set_dotted(raw, "dashboard.enabled", false);
-  set_dotted(raw, "trainer.resume", resume);
+    config::set_dotted(raw, "rollout.openai.admin_api_key", admin_key);
+  config::set_dotted(raw, "dashboard.enabled", false);
+  config::set_dotted(raw, "trainer.resume", resume);
   ResolvedConfig rc = resolve_config(std::move(raw), fs::path(plan.template_path).parent_path().string());
   std::vector<std::string> problems = rc.errors;
   if (problems.empty()) {

@@ -4,7 +4,6 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <sstream>
 #include <exception>
 #include <cstdint>
@@ -42,14 +41,6 @@ using tenants::JobState;
 
 constexpr size_t kMaxBody = 32u << 20;
 constexpr int64_t kDashboardLinkHours = 12;
-
-std::string random_token() {
-  static const char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-  std::random_device rd;  // the OS CSPRNG on Linux
-  std::string t;
-  for (int i = 0; i < 43; ++i) t.push_back(kAlphabet[rd() % 64]);
-  return t;
-}
 
 bool anthropic_path(const std::string& p) { return p == "/v1/messages" || p == "/messages" || p == "/v1/messages/count_tokens" || p == "/messages/count_tokens"; }
 
@@ -98,7 +89,7 @@ std::string redacted(const std::string& path) {
   auto known = [](const std::string& s) {
     for (const char* k : {"v1", "rl", "chat", "responses", "messages", "models", "health", "metrics", "generate", "admin", "jobs",
                           "dashboard", "grant_capacity", "export_trajectories", "completions", "count_tokens", "start_session",
-                          "set_reward", "end_session", "finalize", "export_trajectories"})
+                          "set_reward", "end_session", "finalize"})
       if (s == k) return true;
     return false;
   };
@@ -467,7 +458,7 @@ void ServiceFront::jobs_route(const std::string& user, const std::string& path, 
     require_method(req, res, "POST");
     auto j = store_.job(id);
     if (!j || j->user != user) throw HttpError(404, "No job '" + id + "' (GET /v1/jobs lists yours)", "not_found");
-    std::string token = random_token();
+    std::string token = tenants::random_hex(32);
     {
       std::lock_guard<std::mutex> lock(links_mutex_);
       const auto now = std::chrono::steady_clock::now();
