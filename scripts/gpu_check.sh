@@ -10,7 +10,8 @@
 #       over in memory;
 #   (c) training and generation tokens/s of areal and transformers (eager,
 #       and static cache + torch.compile for generation) on the same model
-#       and batches, side by side, and the engine/trainer log-prob gap.
+#       and batches, side by side, the engine/trainer log-prob gap, and the
+#       bitwise mode's (batch_invariant) gap, which must be 0, and its cost.
 # Prints a Markdown report (also written to WORK_DIR/gpu_check_report.md).
 #
 #   scripts/gpu_check.sh                          # from a checkout or a gpu_bundle.sh folder's src/
@@ -205,6 +206,13 @@ for g in "${gen_configs[@]}"; do
   fi
   i=$((i + 1))
 done
+# Bitwise mode (batch_invariant on engine and trainer): its engine/trainer
+# log-prob difference (0 when it holds on this GPU) and its cost, on the
+# first generation config and the same training batch.
+IFS=: read -r br bp bt <<< "${gen_configs[0]}"
+AREAL_BENCH_CONSISTENCY=1 AREAL_BENCH_ENGINE='{"device": "cuda", "dtype": "bfloat16", "batch_invariant": true}' \
+  run "$build/bin/areal_model_bench" "$models/qwen3-0.6b" 0 "$tb" "$ts" "$tsteps" "$br" "$bp" "$bt" > "$work/bench.areal.bitwise.json" ||
+  fail "areal_model_bench, batch_invariant"
 # The same training with activation checkpointing (generation left minimal).
 AREAL_BENCH_ENGINE='{"device": "cuda", "dtype": "bfloat16", "gradient_checkpointing": true}' \
   run "$build/bin/areal_model_bench" "$models/qwen3-0.6b" 0 "$tb" "$ts" "$tsteps" 1 8 2 > "$work/bench.areal.ckpt.json"
@@ -214,6 +222,7 @@ work, n, (tb, ts, tsteps), configs = sys.argv[1], int(sys.argv[2]), sys.argv[3].
 a = [json.load(open(f"{work}/bench.areal.{i}.json")) for i in range(n)]
 r = [json.load(open(f"{work}/bench.hf.{i}.json")) for i in range(n)]
 ck = json.load(open(f"{work}/bench.areal.ckpt.json"))
+bw = json.load(open(f"{work}/bench.areal.bitwise.json"))
 gib = lambda b: f"{b / 2**30:.2f} GiB" if b else "-"
 ratio = lambda x, y: f"{x / y:.2f}x" if x and y else "-"
 print(f"Training: batch {tb} x {ts} tokens, {tsteps} timed steps after one warm-up (forward + backward + clip + AdamW, bf16 compute, fp32 master weights).")
@@ -240,6 +249,15 @@ if "engine_trainer_logprob_max_abs_diff" in a[0]:
     print(f"Rollout/training consistency (bf16): the trainer (fsdp) re-scored the {a[0]['engine_trainer_tokens']} tokens the engine generated "
           f"({configs[0]}): max |diff| {a[0]['engine_trainer_logprob_max_abs_diff']:.3e}, mean |diff| {a[0]['engine_trainer_logprob_mean_abs_diff']:.3e}.")
 print()
+print(f"Bitwise mode (`batch_invariant: true` on engine and trainer, {configs[0]}): the trainer re-scored the {bw['engine_trainer_tokens']} tokens "
+      f"the engine generated: max |diff| {bw['engine_trainer_logprob_max_abs_diff']:.3e} (0 is the mode's promise). Its cost:")
+print()
+print("| | default | batch_invariant | ratio |")
+print("| --- | --- | --- | --- |")
+print(f"| generation tokens/s | {a[0]['gen_tokens_per_s']:.0f} | {bw['gen_tokens_per_s']:.0f} | {ratio(bw['gen_tokens_per_s'], a[0]['gen_tokens_per_s'])} |")
+print(f"| training tokens/s | {a[0]['train_tokens_per_s']:.0f} | {bw['train_tokens_per_s']:.0f} | {ratio(bw['train_tokens_per_s'], a[0]['train_tokens_per_s'])} |")
+print(f"| training peak device memory | {gib(a[0]['train_peak_device_memory_bytes'])} | {gib(bw['train_peak_device_memory_bytes'])} | |")
+print()
 print("With `gradient_checkpointing: true` (each layer recomputed in backward), same batch:")
 print()
 print("| | areal, checkpointing | areal, without |")
@@ -251,6 +269,7 @@ if r[0].get("first_loss") is not None:
     assert abs(a[0]["first_loss"] - r[0]["first_loss"]) < 1e-2, "areal's first loss differs from transformers'"
 assert abs(ck["first_loss"] - a[0]["first_loss"]) < 1e-3, "checkpointing changed the loss"
 assert ck["train_peak_device_memory_bytes"] < a[0]["train_peak_device_memory_bytes"], "checkpointing saved no memory"
+assert bw["engine_trainer_logprob_max_abs_diff"] == 0, "batch_invariant: the engine's and the trainer's log-probs differ on this GPU"
 PY
 say ""
 fi

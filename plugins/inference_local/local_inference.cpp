@@ -124,6 +124,7 @@ class LocalInference {
     "prefix_cache": {"type": "boolean", "default": true, "doc": "A prompt that begins as an earlier one did (the n samples of a GRPO group, an agent's next turn resending the conversation) copies that prefix's keys and values from the cache slot holding them and computes only the rest; slots keep their rows after their request ends until another takes them (the cache then stays allocated while idle). Rows count only for the same adapter and weights; requests recording MoE routing compute their whole prompt. info() reports prompt_tokens, cached_tokens and hit_rate."},
     "logprob_mode": {"type": "string", "enum": ["sampling", "raw"], "default": "sampling", "doc": "sampling: log-probs of softmax(logits / temperature), the ABI's convention and what training recomputes. raw: temperature-1 log-probs, which break that convention; only for test servers that emulate vLLM's or SGLang's raw mode."},
     "threads": {"type": "integer", "default": 0, "minimum": 0, "doc": "Torch intra-op threads; 0 keeps the default."},
+    "batch_invariant": {"type": "boolean", "default": false, "doc": "Compute every token as if it were alone in its batch (fixed-shape chunks, attention in fixed key blocks): the recorded log-probs then equal, bit for bit, those the fsdp trainer recomputes with its own batch_invariant on the same weights (docs/gpu.md, \"Bitwise mode\"). Slower, and decode steps run without CUDA graphs; dense models with plain causal attention only. Log-probs of rows sampled on the host (top-k/top-p, penalties, logit_bias, structured output) are those of their reshaped distribution as always."},
     "adapters": {"type": "object", "default": {}, "doc": "LoRA adapters loaded at start, name -> PEFT adapter folder (adapter_config.json + adapter_model.safetensors), each at version 0. Requests choose one by name (the OpenAI 'model' field through the gateway); more can be loaded and replaced while serving (load_adapter)."}
   }})";
 
@@ -137,6 +138,8 @@ class LocalInference {
       const std::string dtype = c.value("dtype", std::string("auto"));
       dtype_ = dtype == "auto" ? (device_.is_cuda() ? torch::kBFloat16 : torch::kFloat32) : areal::torch_model::parse_dtype(dtype, "local: dtype");
       model_ = std::make_unique<areal::torch_model::DecoderModel>(areal::torch_model::DecoderModel::load(path_, dtype_, device_));
+      invariant_ = c.value("batch_invariant", false);
+      if (invariant_) model_->set_batch_invariant(true);
       if (fs::exists(fs::path(path_) / "tokenizer.json")) tokenizer_ = areal::tokenizer::Tokenizer::from_dir(path_);
     } catch (const sdk::Error&) {
       throw;
@@ -151,7 +154,7 @@ class LocalInference {
     prefix_cache_ = c.value("prefix_cache", true);
     contents_ = std::make_unique<areal::local_inference::SlotContents>(max_batch_);
     min_new_tokens_ = c.value("min_new_tokens", int64_t{0});
-    graphs_on_ = c.value("cuda_graphs", true) && device_.is_cuda() && areal::local_inference::CudaGraphCache::available();
+    graphs_on_ = c.value("cuda_graphs", true) && device_.is_cuda() && !invariant_ && areal::local_inference::CudaGraphCache::available();
     decode_inputs_ = torch::zeros({4, max_batch_}, torch::TensorOptions().dtype(torch::kInt64).device(device_));
     raw_logprobs_ = c.value("logprob_mode", std::string("sampling")) == "raw";
     max_context_ = c.value("max_context", int64_t{0});
@@ -372,6 +375,7 @@ class LocalInference {
                 {"dtype", areal::torch_model::dtype_name(dtype_)},
                 {"peak_device_memory_bytes", areal::torch_model::peak_memory_bytes(device_)},
                 {"cuda_graphs", graphs_on_},
+                {"batch_invariant", invariant_},
                 {"decode_steps", decode_steps_.load()},
                 {"prefix_cache", json{{"enabled", prefix_cache_}, {"prompt_tokens", prompt_tokens_.load()}, {"cached_tokens", cached_tokens_.load()},
                                       {"hit_rate", prompt_tokens_.load() > 0 ? static_cast<double>(cached_tokens_.load()) / prompt_tokens_.load() : 0.0}}},
@@ -387,11 +391,6 @@ class LocalInference {
   void unload_adapter(std::string_view name) { adapters_->unload(name); }
 
  private:
-  // Raw log-probs of the last hidden row(s): [B, V] in float64 on the model's device.
-  torch::Tensor raw_log_probs(const torch::Tensor& hidden) const {
-    return torch::log_softmax(model_->logits(hidden).to(torch::kFloat64), -1);
-  }
-
   // Room for `tokens` keys in every slot: the cache grows (to a multiple of
   // 64, at least doubling, at most max_context) and keeps what it holds.
   void ensure_capacity(int64_t tokens) {
@@ -527,12 +526,14 @@ class LocalInference {
       for (int64_t t = starts[i]; t < starts[i + 1]; ++t) rows.push_back(t);
     });
     const auto idx = torch::TensorOptions().dtype(torch::kInt64);
-    const torch::Tensor rope = model_->rope_table(torch::tensor(pos, idx).to(device_));
-    torch::Tensor x = torch::embedding(model_->p("model.embed_tokens.weight"), torch::tensor(ids, idx).to(device_));
     areal::torch_model::MoeRouting moe;
     moe.record = std::any_of(order.begin(), order.end(), [](const Request* r) { return r->record_routing; });
     const std::vector<int64_t> whole_bounds(starts.begin(), starts.begin() + static_cast<int64_t>(whole) + 1);
-    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    torch::Tensor x;
+    if (invariant_) x = invariant_layers(order, ids, pos, starts);
+    else x = torch::embedding(model_->p("model.embed_tokens.weight"), torch::tensor(ids, idx).to(device_));
+    const torch::Tensor rope = invariant_ ? torch::Tensor() : model_->rope_table(torch::tensor(pos, idx).to(device_));
+    for (int64_t l = 0; l < c.num_hidden_layers && !invariant_; ++l) {
       const std::string pre = "model.layers." + std::to_string(l) + ".";
       torch::Tensor q, k, v;
       model_->qkv(l, model_->rms_norm(x, model_->p(pre + "input_layernorm.weight")), rope, q, k, v);
@@ -566,7 +567,53 @@ class LocalInference {
       else contents_->forget(r->slot);
     }
     const torch::Tensor h = model_->rms_norm(x.index_select(0, torch::tensor(last, idx).to(device_)), model_->p("model.norm.weight"));
-    sample(order, raw_log_probs(h));
+    sample(order, h);
+  }
+
+  // batch_invariant: every layer over a step's rows (a request's rows
+  // consecutive, rows [starts[i], starts[i+1]) at positions `pos`), each
+  // row's key and value written to its request's slot and its query
+  // attending over that slot, in the model's invariant units and key blocks.
+  // The hidden states before the final norm, [rows, hidden].
+  torch::Tensor invariant_layers(const std::vector<Request*>& reqs, const std::vector<int64_t>& ids, const std::vector<int64_t>& pos,
+                                 const std::vector<int64_t>& starts) {
+    namespace inv = areal::torch_model::invariant;
+    const auto& c = model_->config();
+    const auto idx = torch::TensorOptions().dtype(torch::kInt64);
+    std::vector<inv::Unit> units;
+    std::vector<int64_t> slot_of_row;
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      const int64_t n = starts[i + 1] - starts[i];
+      if (n == 0) continue;
+      inv::add_units(units, inv::shape(device_), reqs[i]->slot, starts[i], n, pos[static_cast<size_t>(starts[i])]);
+      slot_of_row.insert(slot_of_row.end(), static_cast<size_t>(n), reqs[i]->slot);
+    }
+    const int64_t rows = static_cast<int64_t>(ids.size());
+    const auto plan = inv::plan_attention(rows, std::move(units), device_);
+    const torch::Tensor positions = torch::tensor(pos, idx).to(device_), slots = torch::tensor(slot_of_row, idx).to(device_);
+    const torch::Tensor rope = model_->rope_table(positions);
+    const int64_t capacity = capacity_;
+    torch::Tensor x = torch::embedding(model_->p("model.embed_tokens.weight"), torch::tensor(ids, idx).to(device_));
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+      const std::string pre = "model.layers." + std::to_string(l) + ".";
+      torch::Tensor q, k, v;
+      model_->qkv(l, model_->rms_norm(x, model_->p(pre + "input_layernorm.weight")), rope, q, k, v);
+      using torch::indexing::Slice;
+      k_cache_[l].index_put_({slots, Slice(), positions}, k);
+      v_cache_[l].index_put_({slots, Slice(), positions}, v);
+      const torch::Tensor& kc = k_cache_[l];
+      const torch::Tensor& vc = v_cache_[l];
+      // A unit's path is its slot; key block positions past the cache are masked.
+      const torch::Tensor heads = model_->attend_invariant_heads(q, *plan, [&](const torch::Tensor& paths, int64_t block) {
+        const int64_t width = plan->shape.key_block;
+        const torch::Tensor at = torch::arange(block * width, (block + 1) * width, paths.options()).clamp_max(capacity - 1).unsqueeze(0);
+        const torch::Tensor slot = paths.unsqueeze(1);
+        return std::make_pair(kc.index({slot, Slice(), at}), vc.index({slot, Slice(), at}));  // [units, block, kv, hd]
+      });
+      x = x + model_->o_proj(l, heads);
+      x = x + model_->mlp(l, model_->rms_norm(x, model_->p(pre + "post_attention_layernorm.weight")));
+    }
+    return x;
   }
 
   // Rounds a decode step's shape up to one of few sizes, so that a few
@@ -593,6 +640,7 @@ class LocalInference {
   // captured graph of that shape.
   void decode(std::vector<Request*> batch) {
     std::sort(batch.begin(), batch.end(), [](const Request* a, const Request* b) { return a->slot < b->slot; });
+    if (invariant_) return decode_invariant(batch);
     int64_t rows = batch.back()->slot + 1, longest = 0;
     for (const Request* r : batch) longest = std::max(longest, r->length + 1);  // its cache and the new token
     int64_t keys = longest;
@@ -640,7 +688,24 @@ class LocalInference {
         if (r->record_routing) append_routing(*r, moe.chosen, r->slot, 1);
     for (Request* r : batch) contents_->append(r->slot, r->last, r->adapter.get()), ++r->length;  // the fed token's row is written
     const torch::Tensor h = hidden.index_select(0, torch::tensor(slots, torch::kInt64).to(device_));
-    sample(batch, raw_log_probs(h));
+    sample(batch, h);
+  }
+
+  // A decode step in batch_invariant mode: a row a request, its token at its
+  // position, through invariant_layers.
+  void decode_invariant(const std::vector<Request*>& batch) {
+    std::vector<int64_t> ids, pos, starts = {0};
+    int64_t longest = 0;
+    for (const Request* r : batch) {
+      ids.push_back(r->last), pos.push_back(r->length), starts.push_back(static_cast<int64_t>(ids.size()));
+      longest = std::max(longest, r->length + 1);
+    }
+    ensure_capacity(longest);
+    const auto routing = route_adapters(batch, [&](size_t i, std::vector<int64_t>& out) { out.push_back(static_cast<int64_t>(i)); });
+    const torch::Tensor x = invariant_layers(batch, ids, pos, starts);
+    ++decode_steps_;
+    for (Request* r : batch) contents_->append(r->slot, r->last, r->adapter.get()), ++r->length;
+    sample(batch, model_->rms_norm(x, model_->p("model.norm.weight")));
   }
 
   // The decode step over slot rows [0, rows) and `keys` cached positions,
@@ -698,13 +763,16 @@ class LocalInference {
     return !r.reshaped() && (s.temperature <= 0 || areal::sampling::samples_whole_distribution(model_->config().vocab_size, s.temperature, s.top_k, s.top_p));
   }
 
-  // Samples one token for each request from its row of `raw` ([n, V] float64
-  // raw log-probs on the model's device) and delivers it. The device rows
+  // Samples one token for each request from its row of the head's log-probs
+  // (from `hidden` [n, hidden], the final norm's rows; float64 from the
+  // float32 logits) and delivers it. The device rows
   // draw exactly as areal::sampling does on the host (inverse CDF in id order
   // over exp((raw - max) / T) with the request's own seeded uniform; greedy:
   // the first maximum), all at once, with one copy of [token, log-prob] per
   // row to the host.
-  void sample(const std::vector<Request*>& reqs, const torch::Tensor& raw) {
+  void sample(const std::vector<Request*>& reqs, const torch::Tensor& hidden) {
+    const torch::Tensor logits = model_->logits(hidden);
+    const torch::Tensor raw = torch::log_softmax(logits.to(torch::kFloat64), -1);
     std::vector<int64_t> on_device;
     for (size_t i = 0; i < reqs.size(); ++i) {
       if (device_sampled(*reqs[i])) on_device.push_back(static_cast<int64_t>(i));
@@ -720,7 +788,8 @@ class LocalInference {
       uniforms[j] = greedy[j] ? 0.0 : r.rng.uniform();  // greedy draws no number, as on the host
     }
     const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
-    const torch::Tensor rows = n == raw.size(0) ? raw : raw.index_select(0, torch::tensor(on_device, torch::kInt64).to(raw.device()));
+    const torch::Tensor device_rows = torch::tensor(on_device, torch::kInt64).to(raw.device());
+    const torch::Tensor rows = n == raw.size(0) ? raw : raw.index_select(0, device_rows);
     const torch::Tensor t = torch::tensor(temps, f64).to(raw.device()).unsqueeze(1);
     const torch::Tensor u = torch::tensor(uniforms, f64).to(raw.device());
     const torch::Tensor is_greedy = torch::tensor(greedy, f64).to(raw.device()).gt(0.5);
@@ -732,7 +801,11 @@ class LocalInference {
     tok = torch::where(is_greedy.unsqueeze(1), rows.argmax(1, /*keepdim=*/true), tok);
     // The log-prob under softmax(raw / T) (ABI convention), or raw (greedy, logprob_mode raw).
     const torch::Tensor lp_raw = rows.gather(1, tok), lp_scaled = scaled.gather(1, tok) - sum.log();
-    const torch::Tensor lp = (raw_logprobs_ ? lp_raw : torch::where(is_greedy.unsqueeze(1), lp_raw, lp_scaled));
+    torch::Tensor lp = (raw_logprobs_ ? lp_raw : torch::where(is_greedy.unsqueeze(1), lp_raw, lp_scaled));
+    if (invariant_ && !raw_logprobs_)  // what the trainer recomputes, by the same function (greedy rows at temperature 1)
+      lp = model_->sampled_logprobs(n == raw.size(0) ? logits : logits.index_select(0, device_rows), tok.squeeze(1), t.squeeze(1))
+               .to(torch::kFloat64)
+               .unsqueeze(1);
     const torch::Tensor out = torch::cat({tok.to(torch::kFloat64), lp}, 1).to(torch::kCPU);  // the step's one sync
     const double* o = out.data_ptr<double>();
     for (int64_t j = 0; j < n; ++j)
@@ -990,6 +1063,7 @@ class LocalInference {
   std::unique_ptr<areal::local_inference::SlotContents> contents_;  // what each slot's rows hold (scheduler thread)
   std::atomic<int64_t> prompt_tokens_{0}, cached_tokens_{0};       // prefilled, and of those taken from the cache
   bool raw_logprobs_ = false;
+  bool invariant_ = false;  // batch_invariant
   int64_t max_context_ = 4096, version_ = 0;
 
   std::mutex mutex_;       // queue, active set, ids, flags, version

@@ -11,6 +11,8 @@
 #include <ATen/core/ivalue.h>
 #include <torch/types.h>
 
+#include "batch_invariant.hpp"
+
 namespace areal::torch_model {
 
 struct AttentionLayout : torch::CustomClassHolder {
@@ -38,6 +40,12 @@ struct AttentionLayout : torch::CustomClassHolder {
   std::vector<Bucket> buckets;
   torch::Tensor row_of;  // packed token -> its row in the outputs of alone then buckets, padding included
   bool tree() const { return bounds.empty(); }
+
+  // Batch-invariant mode: the attention plan (a path a sequence or a tree
+  // segment) and each path's key rows (invariant::path_table). Set instead
+  // of the above.
+  c10::intrusive_ptr<invariant::AttentionPlan> invariant;
+  torch::Tensor invariant_keys;
 };
 
 }  // namespace areal::torch_model

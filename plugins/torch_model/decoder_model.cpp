@@ -173,6 +173,11 @@ std::vector<torch::Tensor> DecoderModel::parameters() const {
 }
 
 torch::Tensor DecoderModel::rms_norm(const torch::Tensor& x, const torch::Tensor& w) const {
+  if (invariant_) return invariant::by_rows(x, [&](const torch::Tensor& rows) { return norm_rows(rows, w); });
+  return norm_rows(x, w);
+}
+
+torch::Tensor DecoderModel::norm_rows(const torch::Tensor& x, const torch::Tensor& w) const {
 #if AREAL_HAS_FUSED_RMS_NORM
   // On CUDA one kernel instead of eight (Qwen3 has four norms a layer, which
   // dominated the kernel count of a decode step): it reduces in float32 too,
@@ -188,6 +193,7 @@ torch::Tensor DecoderModel::rms_norm(const torch::Tensor& x, const torch::Tensor
 }
 
 torch::Tensor DecoderModel::rope_table(const torch::Tensor& positions) const {
+  if (invariant_) return invariant_rope_.index_select(1, positions.to(device_, torch::kInt64));
   // freqs [S, hd/2] -> emb [S, hd] = cat(freqs, freqs), HF's layout; in float64, then the model's dtype.
   const torch::Tensor freqs = positions.to(torch::kFloat64).unsqueeze(1) * inv_freq_.unsqueeze(0);
   const torch::Tensor emb = torch::cat({freqs, freqs}, -1);
@@ -201,26 +207,35 @@ torch::Tensor DecoderModel::apply_rope(const torch::Tensor& x, const torch::Tens
   return x * cos + rotate_half(x) * sin;
 }
 
+torch::Tensor DecoderModel::project(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) const {
+  auto f = [&](const torch::Tensor& rows) { return b.defined() ? torch::linear(rows, w, b) : torch::linear(rows, w); };
+  return invariant_ ? invariant::by_rows(x, f) : f(x);
+}
+
 torch::Tensor DecoderModel::with_lora(int64_t layer, LoraModule m, const torch::Tensor& x, torch::Tensor y) const {
+  auto delta = [&](const LoraAdapter& a, const torch::Tensor& rows) {
+    if (!invariant_ || !a.a(layer, m).defined()) return a.delta(layer, m, rows);
+    return invariant::by_rows(rows, [&](const torch::Tensor& chunk) { return a.delta(layer, m, chunk); });
+  };
   if (!lora_rows_.empty()) {
     for (const auto& g : lora_rows_) {
-      const torch::Tensor d = g.adapter->delta(layer, m, x.index_select(0, g.rows));
+      const torch::Tensor d = delta(*g.adapter, x.index_select(0, g.rows));
       if (d.defined()) y = y.index_add(0, g.rows, d);
     }
     return y;
   }
   if (!lora_) return y;
-  const torch::Tensor d = lora_->delta(layer, m, x);
+  const torch::Tensor d = delta(*lora_, x);
   return d.defined() ? y + d : y;
 }
 
 torch::Tensor DecoderModel::mlp(int64_t layer, const torch::Tensor& x, MoeRouting* routing) const {
   if (moe_index_[static_cast<size_t>(layer)] >= 0) return moe(layer, x, routing);
   const std::string pre = "model.layers." + std::to_string(layer) + ".mlp.";
-  const torch::Tensor gate = with_lora(layer, LoraModule::kGate, x, torch::linear(x, p(pre + "gate_proj.weight")));
-  const torch::Tensor up = with_lora(layer, LoraModule::kUp, x, torch::linear(x, p(pre + "up_proj.weight")));
+  const torch::Tensor gate = with_lora(layer, LoraModule::kGate, x, project(x, p(pre + "gate_proj.weight")));
+  const torch::Tensor up = with_lora(layer, LoraModule::kUp, x, project(x, p(pre + "up_proj.weight")));
   const torch::Tensor act = torch::silu(gate) * up;
-  return with_lora(layer, LoraModule::kDown, act, torch::linear(act, p(pre + "down_proj.weight")));
+  return with_lora(layer, LoraModule::kDown, act, project(act, p(pre + "down_proj.weight")));
 }
 
 torch::Tensor DecoderModel::moe(int64_t layer, const torch::Tensor& x, MoeRouting* routing) const {
@@ -305,7 +320,7 @@ void DecoderModel::qkv(int64_t layer, const torch::Tensor& x, const torch::Tenso
   const int64_t S = x.size(0), hd = config_.head_dim;
   auto proj = [&](LoraModule m) {
     const std::string base = pre + lora_module_name(m);
-    return with_lora(layer, m, x, config_.qkv_bias ? torch::linear(x, p(base + ".weight"), p(base + ".bias")) : torch::linear(x, p(base + ".weight")));
+    return with_lora(layer, m, x, project(x, p(base + ".weight"), config_.qkv_bias ? p(base + ".bias") : torch::Tensor()));
   };
   q = proj(LoraModule::kQ).view({S, config_.num_attention_heads, hd});
   k = proj(LoraModule::kK).view({S, config_.num_key_value_heads, hd});
@@ -395,8 +410,7 @@ torch::Tensor DecoderModel::attend_heads(int64_t layer, const torch::Tensor& q, 
 
 torch::Tensor DecoderModel::o_proj(int64_t layer, const torch::Tensor& heads) const {
   const std::string pre = "model.layers." + std::to_string(layer) + ".self_attn.o_proj.";
-  return with_lora(layer, LoraModule::kO, heads,
-                   config_.o_bias ? torch::linear(heads, p(pre + "weight"), p(pre + "bias")) : torch::linear(heads, p(pre + "weight")));
+  return with_lora(layer, LoraModule::kO, heads, project(heads, p(pre + "weight"), config_.o_bias ? p(pre + "bias") : torch::Tensor()));
 }
 
 torch::Tensor DecoderModel::attend(int64_t layer, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t q_offset) const {
@@ -540,7 +554,19 @@ torch::Tensor DecoderModel::layer_forward(int64_t layer, const torch::Tensor& x,
   qkv(layer, h, rope, q, k, v);
   // Attention never crosses sequence boundaries of the packed batch, nor
   // leaves a token's path in a tree.
-  const torch::Tensor x2 = x + (layout.tree() ? attend_tree(layer, q, k, v, layout) : attend_packed(layer, q, k, v, layout.bounds));
+  torch::Tensor attended;
+  if (layout.invariant) {  // keys by row of the forward's own k and v
+    const torch::Tensor& table = layout.invariant_keys;
+    attended = o_proj(layer, attend_invariant_heads(q, *layout.invariant, [&](const torch::Tensor& paths, int64_t block) {
+                        const auto& sh = layout.invariant->shape;
+                        const torch::Tensor rows = invariant::block_rows(table, paths, block, sh.key_block);
+                        const std::vector<int64_t> shape = {sh.units_per_call, sh.key_block, k.size(1), k.size(2)};
+                        return std::make_pair(k.index_select(0, rows).view(shape), v.index_select(0, rows).view(shape));
+                      }));
+  } else {
+    attended = layout.tree() ? attend_tree(layer, q, k, v, layout) : attend_packed(layer, q, k, v, layout.bounds);
+  }
+  const torch::Tensor x2 = x + attended;
   return x2 + mlp(layer, rms_norm(x2, p(pre + "post_attention_layernorm.weight")), routing);
 }
 
@@ -562,6 +588,18 @@ torch::Tensor DecoderModel::hidden(const torch::Tensor& ids, const torch::Tensor
   }
   auto layout = c10::make_intrusive<AttentionLayout>();
   layout->bounds.assign(bounds, bounds + cu.size(0));
+  if (invariant_) {  // a path a sequence: its own rows
+    std::vector<invariant::Unit> units;
+    std::vector<std::vector<int64_t>> paths;
+    for (int64_t b = 0; b + 1 < cu.size(0); ++b) {
+      if (bounds[b + 1] == bounds[b]) continue;
+      invariant::add_units(units, invariant::shape(device_), static_cast<int64_t>(paths.size()), bounds[b], bounds[b + 1] - bounds[b], 0);
+      paths.emplace_back();
+      for (int64_t t = bounds[b]; t < bounds[b + 1]; ++t) paths.back().push_back(t);
+    }
+    layout->invariant = invariant::plan_attention(ids.size(0), std::move(units), device_);
+    if (!paths.empty()) layout->invariant_keys = invariant::path_table(paths, device_);
+  }
   const torch::Tensor rope = rope_table(torch::tensor(pos, torch::kInt64).to(device_));  // once for every layer
   return run_layers(torch::embedding(p("model.embed_tokens.weight"), ids.to(device_, torch::kInt64)), rope, layout, checkpoint, routing);
 }
@@ -651,7 +689,104 @@ torch::Tensor DecoderModel::logits(const torch::Tensor& h) const {
   // The head in float32 at least: sampled log-probs must not come from bfloat16 logits.
   const auto compute = dtype_ == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
   Tf32Head tf32(h, dtype_);
-  return torch::linear(h.to(compute), head_weight().to(compute));
+  const torch::Tensor w = head_weight().to(compute);
+  auto f = [&](const torch::Tensor& rows) { return torch::linear(rows.to(compute), w); };
+  return invariant_ ? invariant::by_rows(h, f) : f(h);
+}
+
+namespace {
+
+// Batch-invariant log-probs by chunk: log_softmax(logits / T)[target] of one
+// chunk's rows ([rows, V], [rows, 1], [rows, 1]), and its log-sum-exp.
+std::pair<torch::Tensor, torch::Tensor> chunk_logprobs(const torch::Tensor& logits, const torch::Tensor& targets, const torch::Tensor& temperatures) {
+  const torch::Tensor scaled = logits / temperatures;
+  const torch::Tensor lp = torch::log_softmax(scaled, -1);
+  return {lp.gather(1, targets).squeeze(1), (scaled.narrow(1, 0, 1) - lp.narrow(1, 0, 1)).squeeze(1)};
+}
+
+// Targets [n] and temperatures [n] as padded [rows, 1] columns (padding divides by 1).
+std::pair<torch::Tensor, torch::Tensor> padded_targets(const torch::Tensor& targets, const torch::Tensor& temperatures, const torch::TensorOptions& opts) {
+  const int64_t n = targets.size(0);
+  const torch::Tensor tg = invariant::padded_rows(targets.to(opts.device(), torch::kInt64).view({-1, 1}));
+  const torch::Tensor t = torch::cat({temperatures.to(opts.device(), opts.dtype().toScalarType()).view({-1, 1}), torch::ones({tg.size(0) - n, 1}, opts)});
+  return {tg, t};
+}
+
+// The trainer's side of batch-invariant log-probs, from the hidden states:
+// the forward is the engine's (the head by chunk, then chunk_logprobs), so
+// the values are bit for bit what it records; the backward needs no such
+// promise and recomputes the logits in one product, as TokenLogprob does
+// (a chunked backward would reread the head weight once a chunk).
+struct InvariantTokenLogprob : torch::autograd::Function<InvariantTokenLogprob> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor h, torch::Tensor w, torch::Tensor targets, torch::Tensor temperatures,
+                               int64_t compute) {
+    const auto c = static_cast<torch::ScalarType>(compute);
+    const auto opts = torch::TensorOptions().dtype(c).device(h.device());
+    const int64_t n = h.size(0), chunk = invariant::shape(h.device()).rows;
+    Tf32Head tf32(h, w.scalar_type());
+    const torch::Tensor w32 = w.to(c), hp = invariant::padded_rows(h);
+    const auto [tg, t] = padded_targets(targets, temperatures, opts);
+    std::vector<torch::Tensor> lps, lses;
+    for (int64_t r = 0; r < hp.size(0); r += chunk) {
+      auto [lp, lse] = chunk_logprobs(torch::linear(hp.narrow(0, r, chunk).to(c), w32), tg.narrow(0, r, chunk), t.narrow(0, r, chunk));
+      lps.push_back(lp), lses.push_back(lse);
+    }
+    const torch::Tensor lse = torch::cat(lses).narrow(0, 0, n);
+    ctx->save_for_backward({h, w, targets, t.narrow(0, 0, n), lse});
+    return torch::cat(lps).narrow(0, 0, n);
+  }
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx, torch::autograd::tensor_list grads) {
+    auto saved = ctx->get_saved_variables();
+    const torch::Tensor &h = saved[0], &w = saved[1], &targets = saved[2], &t = saved[3], &lse = saved[4];
+    const auto c = lse.scalar_type();
+    Tf32Head tf32(h, w.scalar_type());
+    const torch::Tensor w32 = w.to(c), h32 = h.to(c);
+    const torch::Tensor g = grads[0].to(c).unsqueeze(1);
+    // d = g * (onehot - softmax(logits / T)) / T
+    torch::Tensor d = torch::linear(h32, w32).div_(t).sub_(lse.unsqueeze(1)).exp_().mul_(-g);
+    d.scatter_add_(1, targets.to(torch::kInt64).unsqueeze(1), g).div_(t);
+    return {torch::matmul(d, w32).to(h.scalar_type()), torch::matmul(d.t(), h32).to(w.scalar_type()), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+torch::Tensor DecoderModel::sampled_logprobs(const torch::Tensor& logits, const torch::Tensor& targets, const torch::Tensor& temperatures) const {
+  const int64_t n = logits.size(0), chunk = invariant::shape(logits.device()).rows;
+  const torch::Tensor lg = invariant::padded_rows(logits);
+  const auto [tg, t] = padded_targets(targets, temperatures, logits.options());
+  std::vector<torch::Tensor> out;
+  for (int64_t r = 0; r < lg.size(0); r += chunk) out.push_back(chunk_logprobs(lg.narrow(0, r, chunk), tg.narrow(0, r, chunk), t.narrow(0, r, chunk)).first);
+  return torch::cat(out, 0).narrow(0, 0, n);
+}
+
+torch::Tensor DecoderModel::attend_invariant_heads(const torch::Tensor& q, const invariant::AttentionPlan& plan, const invariant::KeyBlocks& keys) const {
+  return invariant::attend(q, plan, keys, config_.num_key_value_heads, 1.0 / std::sqrt(static_cast<double>(config_.head_dim)));
+}
+
+void DecoderModel::set_batch_invariant(bool on) {
+  if (on && !invariant_) {
+    if (config_.moe_layer_count() > 0 || config_.attention_sinks || config_.has_sliding_layers())
+      throw Error(AREAL_CODE_UNSUPPORTED, "batch_invariant covers dense models with plain causal attention; " + config_.family +
+                                              " (experts, attention sinks or sliding windows) is not covered yet");
+    // cos and sin of every position on the host, in float64, once: the
+    // same table on every device whatever the kernels' vector widths.
+    const int64_t P = config_.max_position_embeddings, hd = config_.head_dim, half = hd / 2;
+    const torch::Tensor inv = inv_freq_.to(torch::kCPU, torch::kFloat64).contiguous();
+    const double* f = inv.data_ptr<double>();
+    torch::Tensor table = torch::empty({2, P, 1, hd}, torch::kFloat64);
+    double* c = table.data_ptr<double>();
+    double* sn = c + P * hd;
+    for (int64_t pos = 0; pos < P; ++pos)
+      for (int64_t i = 0; i < half; ++i) {
+        const double a = static_cast<double>(pos) * f[i];
+        c[pos * hd + i] = c[pos * hd + half + i] = std::cos(a) * rope_scale_;
+        sn[pos * hd + i] = sn[pos * hd + half + i] = std::sin(a) * rope_scale_;
+      }
+    invariant_rope_ = table.to(device_, dtype_);
+  }
+  if (!on) invariant_rope_ = torch::Tensor();
+  invariant_ = on;
 }
 
 namespace {
@@ -700,8 +835,12 @@ torch::Tensor DecoderModel::logprobs_tree(const Tree& tree, const torch::Tensor&
   const torch::Tensor prev = previous.to(device_, torch::kInt64);
   if (prev.dim() != 1 || prev.size(0) != h.size(0)) throw Error(AREAL_CODE_INVALID_ARGUMENT, "tree: previous must be [N]");
   // Each token scored from the hidden state of the token before it on its path.
-  const torch::Tensor lp = TokenLogprob::apply(h.index_select(0, prev.clamp_min(0)), head_weight(), tree.ids.to(device_, torch::kInt64).contiguous(),
-                                               static_cast<double>(temperature), static_cast<int64_t>(compute));
+  const torch::Tensor before = h.index_select(0, prev.clamp_min(0)), targets = tree.ids.to(device_, torch::kInt64).contiguous();
+  const torch::Tensor lp =
+      invariant_ ? InvariantTokenLogprob::apply(before, head_weight(), targets,
+                                                torch::full({before.size(0)}, temperature, torch::TensorOptions().dtype(compute).device(device_)),
+                                                static_cast<int64_t>(compute))
+                 : TokenLogprob::apply(before, head_weight(), targets, static_cast<double>(temperature), static_cast<int64_t>(compute));
   return lp * prev.ge(0).to(compute);
 }
 
@@ -717,8 +856,11 @@ torch::Tensor DecoderModel::logprobs(const torch::Tensor& ids, const torch::Tens
   const auto opts = torch::TensorOptions().dtype(compute).device(device_);
   torch::Tensor out = torch::zeros({T}, opts);
   if (T > 1) {
-    const torch::Tensor prev = TokenLogprob::apply(h.narrow(0, 0, T - 1), head_weight(), ids64.narrow(0, 1, T - 1).contiguous(),
-                                                   static_cast<double>(temperature), static_cast<int64_t>(compute));
+    const torch::Tensor prev =
+        invariant_ ? InvariantTokenLogprob::apply(h.narrow(0, 0, T - 1), head_weight(), ids64.narrow(0, 1, T - 1), torch::full({T - 1}, temperature, opts),
+                                                  static_cast<int64_t>(compute))
+                   : TokenLogprob::apply(h.narrow(0, 0, T - 1), head_weight(), ids64.narrow(0, 1, T - 1).contiguous(),
+                                         static_cast<double>(temperature), static_cast<int64_t>(compute));
     torch::Tensor mask = torch::ones({T}, torch::kBool);
     const torch::Tensor cu = cu_seqlens.to(torch::kCPU, torch::kInt64).contiguous();
     const auto* bounds = cu.data_ptr<int64_t>();

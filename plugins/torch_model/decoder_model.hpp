@@ -17,6 +17,7 @@
 #include <torch/autograd.h>
 #include <torch/types.h>
 
+#include "batch_invariant.hpp"
 #include "core/hf/model_files/model_config.hpp"
 #include "lora_adapter.hpp"
 
@@ -113,6 +114,22 @@ class DecoderModel {
   };
   void set_lora_rows(std::vector<LoraRows> groups) { lora_rows_ = std::move(groups); }
 
+  // Batch-invariant mode (batch_invariant.hpp, issue #33): each token's
+  // hidden states and log-probs no longer depend on the rest of its batch,
+  // so an engine and a trainer both in this mode agree bit for bit. Slower;
+  // off by default. Dense models with plain causal attention (no experts,
+  // sinks or sliding windows): others are refused with an error.
+  void set_batch_invariant(bool on);
+  bool batch_invariant() const { return invariant_; }
+  // Attention of q [rows, H, hd] per an invariant plan over the keys
+  // `keys` gives: [rows, H*hd], before o_proj (the engine's cache path).
+  torch::Tensor attend_invariant_heads(const torch::Tensor& q, const invariant::AttentionPlan& plan, const invariant::KeyBlocks& keys) const;
+  // log softmax(logits / temperature)[target] per row, from [N, V] float32
+  // logits, [N] targets and [N] temperatures, in chunks of invariant::shape().rows
+  // rows: what the engine records and the trainer recomputes in
+  // batch-invariant mode, by one function.
+  torch::Tensor sampled_logprobs(const torch::Tensor& logits, const torch::Tensor& targets, const torch::Tensor& temperatures) const;
+
   std::vector<torch::Tensor> parameters() const;  // in config.weights() order
   const std::map<std::string, torch::Tensor>& named_parameters() const { return params_; }
   const model::ModelConfig& config() const { return config_; }
@@ -168,6 +185,9 @@ class DecoderModel {
   // Whether the layer's attention is plain causal softmax attention (no
   // sinks, no window), which the fused kernels compute.
   bool plain_attention(int64_t layer) const;
+  // x W^T (+ b): one matmul, or fixed-size row chunks in batch-invariant mode.
+  torch::Tensor project(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b = {}) const;
+  torch::Tensor norm_rows(const torch::Tensor& x, const torch::Tensor& w) const;  // rms_norm's math
   // y (x's projection through the base weight) plus the adapter's term, if any.
   torch::Tensor with_lora(int64_t layer, LoraModule m, const torch::Tensor& x, torch::Tensor y) const;
   // Causal attention of G padded query blocks over G key blocks: q [G, Lq,
@@ -198,6 +218,8 @@ class DecoderModel {
   torch::Tensor inv_freq_;  // [hd/2], float64 for precision, on the model's device
   double rope_scale_ = 1.0;  // cos and sin are multiplied by it (YaRN's attention factor)
   std::vector<int64_t> moe_index_;  // layer -> its index among MoE layers, -1 for dense ones
+  bool invariant_ = false;
+  torch::Tensor invariant_rope_;  // batch-invariant mode: cos and sin of every position, [2, positions, 1, hd], made on the host
 };
 
 }  // namespace areal::torch_model

@@ -34,6 +34,13 @@ c10::intrusive_ptr<AttentionLayout> DecoderModel::tree_layout(const Tree& t) con
   if (S > 0 ? t.end[S - 1] != N : N != 0) throw Error(AREAL_CODE_INVALID_ARGUMENT, "tree: segments must cover every token");
 
   auto layout = c10::make_intrusive<AttentionLayout>();
+  if (invariant_) {  // a path a segment: its ancestors' rows, then its own
+    std::vector<invariant::Unit> units;
+    for (size_t s = 0; s < S; ++s) invariant::add_units(units, invariant::shape(device_), static_cast<int64_t>(s), t.begin[s], t.end[s] - t.begin[s], own_offset[s]);
+    layout->invariant = invariant::plan_attention(N, std::move(units), device_);
+    if (S > 0) layout->invariant_keys = invariant::path_table(path, device_);
+    return layout;
+  }
   const auto idx = torch::TensorOptions().dtype(torch::kInt64);
   std::vector<int64_t> row_of(static_cast<size_t>(N));
   int64_t rows = 0;

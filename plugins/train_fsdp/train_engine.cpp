@@ -160,6 +160,7 @@ class FsdpTrain {
     "gradient_checkpointing": {"type": "boolean", "default": false, "doc": "Recompute layer activations in backward to save memory."},
     "prefix_sharing": {"type": "string", "enum": ["auto", "off"], "default": "auto", "doc": "Rows that share token prefixes (a GRPO group's prompt, the turns of a session exported a row per call, retries and branches) computed as one prefix tree, each shared token once, in log-prob recomputation and training (issue #36; docs/algorithms.md, \"Prefix sharing\"). The loss and gradient are those of per-row computation. auto: a micro-batch is a tree when that saves at least a tenth of its tokens, and micro_batch_tokens then counts the tree's tokens (raise it so a whole group fits: 16 samples of an 8k prompt with 300-token replies are 13.0k tree tokens). off: every row computed on its own."},
     "threads": {"type": "integer", "default": 0, "minimum": 0, "doc": "Torch intra-op threads; 0 keeps the default."},
+    "batch_invariant": {"type": "boolean", "default": false, "doc": "Compute every token as if it were alone in its batch (fixed-shape chunks, attention in fixed key blocks, the log-prob head by the function the engine records with): log-probs then equal, bit for bit, those a local engine with its own batch_invariant recorded on the same weights, and they do not change with micro-batching or prefix sharing (docs/gpu.md, \"Bitwise mode\"). Slower and more memory for the head; dense models with plain causal attention only."},
     "world_size": {"type": "integer", "default": 1, "minimum": 1, "doc": "Data-parallel ranks; parameters, gradients and optimizer state are sharded across them. `areal-host run` starts this many train-rank processes (docs/scale-out.md); a checkpoint resumes only at the world size that saved it."},
     "rank": {"type": "integer", "default": 0, "minimum": 0, "doc": "This process's rank in [0, world_size); set by the launcher for each rank."},
     "init_method": {"type": "string", "default": "", "doc": "Where the ranks meet when world_size > 1: file:///PATH (a shared file) or tcp://HOST:PORT (rank 0 serves). Empty under `areal-host run`: tcp:// on rank 0's host at a port free there."},
@@ -203,6 +204,13 @@ class FsdpTrain {
     clip_ = c.value("grad_clip", 1.0);
     micro_tokens_ = c.value("micro_batch_tokens", int64_t{8192});
     checkpointing_ = c.value("gradient_checkpointing", false);
+    if (c.value("batch_invariant", false)) {
+      try {
+        model_->set_batch_invariant(true);
+      } catch (const areal::Error& e) {
+        throw sdk::Error(e.code(), std::string("fsdp: ") + e.what());
+      }
+    }
     sharing_ = fsdp::parse_prefix_sharing(c.value("prefix_sharing", std::string("auto")));
     if (model_->config().moe_layer_count() > 0) {
       const json moe = c.contains("moe") && c["moe"].is_object() ? c["moe"] : json::object();
