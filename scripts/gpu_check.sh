@@ -11,12 +11,15 @@
 #   (c) training and generation tokens/s of areal and transformers (eager,
 #       and static cache + torch.compile for generation) on the same model
 #       and batches, side by side, the engine/trainer log-prob gap, and the
-#       bitwise mode's (batch_invariant) gap, which must be 0, and its cost.
+#       bitwise mode's (batch_invariant) gap, which must be 0, and its cost;
+#   (d) where areal's GPU time goes: Kineto traces of one training step and
+#       one generation run (first GEN_CONFIGS entry), kernels by kind and the
+#       top kernels (bench/gpu/summarize_trace.py); traces kept in WORK_DIR/profile.
 # Prints a Markdown report (also written to WORK_DIR/gpu_check_report.md).
 #
 #   scripts/gpu_check.sh                          # from a checkout or a gpu_bundle.sh folder's src/
 #   PYTHON=/path/to/python3 WORK_DIR=/tmp/x scripts/gpu_check.sh
-#   PARTS="b c" scripts/gpu_check.sh             # only some of (a), (b), (c)
+#   PARTS="b c" scripts/gpu_check.sh             # only some of (a), (b), (c), (d)
 #   GEN_CONFIGS="32:128:128 128:1024:128"         # (c)'s generation runs, requests:prompt:new tokens
 #   HF_VARIANTS=eager TRAIN_ARGS="8 1024 5"       # (c)'s reference variants and training batch x length, steps
 #
@@ -32,7 +35,7 @@ work=${WORK_DIR:-$src/build-gpu-check}
 build="$work/build"
 bundle=${AREAL_BUNDLE:-}
 [ -z "$bundle" ] && [ -d "$src/../sysroot/usr" ] && bundle=$(cd "$src/.." && pwd)
-parts=${PARTS:-a b c}
+parts=${PARTS:-a b c d}
 want() { case " $parts " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 mkdir -p "$work"
 report="$work/gpu_check_report.md"
@@ -271,6 +274,33 @@ assert abs(ck["first_loss"] - a[0]["first_loss"]) < 1e-3, "checkpointing changed
 assert ck["train_peak_device_memory_bytes"] < a[0]["train_peak_device_memory_bytes"], "checkpointing saved no memory"
 assert bw["engine_trainer_logprob_max_abs_diff"] == 0, "batch_invariant: the engine's and the trainer's log-probs differ on this GPU"
 PY
+say ""
+fi
+# --- (d) where the GPU time goes -------------------------------------------------
+# The profiler is a module of its own (bench/gpu/profiler_hooks.cpp): a
+# libtorch without Kineto, or with another profiler API, loses this part only.
+if want d; then
+say "## (d) Where areal's GPU time goes (Kineto traces, qwen3 0.6b shape, bfloat16)"
+say ""
+read -r tb ts _ <<< "${TRAIN_ARGS:-8 1024 5}"
+gen_configs=(${GEN_CONFIGS:-32:128:128 128:128:128})
+IFS=: read -r pr pp pt <<< "${gen_configs[0]}"
+if cmake --build "$build" --target areal_bench_profiler > "$work/profiler_build.log" 2>&1; then
+  rm -rf "$work/profile" && mkdir -p "$work/profile"
+  AREAL_BENCH_PROFILE="$work/profile" AREAL_BENCH_ENGINE="$(cuda_engine bfloat16)" \
+    run "$build/bin/areal_model_bench" "$models/qwen3-0.6b" 0 "$tb" "$ts" 1 "$pr" "$pp" "$pt" > "$work/bench.profile.json" 2> "$work/profile.log" ||
+    fail "areal_model_bench with AREAL_BENCH_PROFILE (log: $work/profile.log)"
+  for t in train generate; do
+    if [ -f "$work/profile/${t}_trace.json" ]; then
+      "$PYTHON" "$src/bench/gpu/summarize_trace.py" "$work/profile/${t}_trace.json" \
+        "$([ $t = train ] && echo "One training step, $tb x $ts" || echo "Generation, ${gen_configs[0]}")" 20 | tee -a "$report"
+    else
+      say "$t: no trace ($(grep -m1 -i "profil" "$work/profile.log" || echo "see $work/profile.log"))"
+    fi
+  done
+else
+  say "The profiler module did not build against this libtorch: no traces (log: $work/profiler_build.log)."
+fi
 say ""
 fi
 say "gpu_check: all checks passed"

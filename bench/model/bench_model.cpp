@@ -10,6 +10,11 @@
 // generated tokens: max and mean |engine log-prob - trainer log-prob|.
 // AREAL_BENCH_ENGINE, a JSON object, adds to both engines' configs (e.g.
 // {"device": "cuda", "dtype": "bfloat16"}; scripts/gpu_check.sh sets it).
+// AREAL_BENCH_PROFILE=DIR: after the timed runs, one more training step and
+// one more generation run, each recorded by the Kineto profiler
+// (bench/gpu/profiler_hooks.cpp, a module built on CUDA builds) into
+// DIR/train_trace.json and DIR/generate_trace.json.
+#include <dlfcn.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -40,6 +45,36 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// AREAL_BENCH_PROFILE: the profiler module's two entry points, when it loads.
+class Profiler {
+ public:
+  Profiler() {
+    const char* dir = std::getenv("AREAL_BENCH_PROFILE");
+    if (dir == nullptr || *dir == 0) return;
+    void* module = dlopen(AREAL_BENCH_PROFILER_MODULE, RTLD_NOW);
+    if (module == nullptr) {
+      std::cerr << "AREAL_BENCH_PROFILE: no profiler module (" << dlerror() << "): no traces\n";
+      return;
+    }
+    begin_ = reinterpret_cast<int (*)()>(dlsym(module, "areal_profile_begin"));
+    end_ = reinterpret_cast<int (*)(const char*)>(dlsym(module, "areal_profile_end"));
+    dir_ = dir;
+  }
+  // Runs f recorded into DIR/name, when profiling is on.
+  template <class F>
+  void record(const std::string& name, F f) {
+    if (begin_ == nullptr || end_ == nullptr || begin_() != 0) return;
+    f();
+    const std::string path = dir_ + "/" + name;
+    if (end_(path.c_str()) == 0) std::cerr << "AREAL_BENCH_PROFILE: wrote " << path << "\n";
+  }
+
+ private:
+  int (*begin_)() = nullptr;
+  int (*end_)(const char*) = nullptr;
+  std::string dir_;
+};
 
 // The benchmark's token ids; reference_model.py uses the same formula.
 int32_t token(int64_t seq, int64_t pos, int64_t vocab) { return static_cast<int32_t>((seq * 7919 + pos * 104729 + 13) % vocab); }
@@ -73,6 +108,7 @@ int main(int argc, char** argv) {
       return with_extra(std::move(c));
     };
     const int64_t vocab = nlohmann::json::parse(std::ifstream(model + "/config.json"))["vocab_size"];
+    Profiler profiler;
 
     if (steps > 0) {  // Training: one warm-up step, then `steps` timed steps on the same batch (STEPS 0: generation only).
       auto fsdp = catalog.resolve("fsdp", AREAL_KIND_TRAIN);
@@ -101,6 +137,7 @@ int main(int argc, char** argv) {
       const double secs = seconds_since(t0);
       out["train_tokens_per_s"] = static_cast<double>(steps) * batch * seqlen / secs;
       out["train_step_s"] = secs / steps;
+      profiler.record("train_trace.json", step);
     }
     if (gen_requests > 0) {  // Generation: all requests at once, batched by the engine; ignore_eos (GEN_REQUESTS 0 skips it).
       auto local = catalog.resolve("local", AREAL_KIND_INFERENCE);
@@ -176,6 +213,7 @@ int main(int argc, char** argv) {
         out["engine_trainer_logprob_mean_abs_diff"] = n ? sum / static_cast<double>(n) : 0.0;
         out["engine_trainer_tokens"] = n;
       }
+      profiler.record("generate_trace.json", [&] { run(gen_tokens); });
     }
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
