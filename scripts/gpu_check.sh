@@ -12,6 +12,7 @@
 #       and static cache + torch.compile for generation) on the same model
 #       and batches, side by side, the engine/trainer log-prob gap, and the
 #       bitwise mode's (batch_invariant) gap, which must be 0, and its cost;
+#   (e) GRPO on the Qwen3-4B shape, only when PARTS names it (see below);
 #   (d) where areal's GPU time goes: Kineto traces of one training step and
 #       one generation run (first GEN_CONFIGS entry), kernels by kind and the
 #       top kernels (bench/gpu/summarize_trace.py); traces kept in WORK_DIR/profile.
@@ -19,7 +20,7 @@
 #
 #   scripts/gpu_check.sh                          # from a checkout or a gpu_bundle.sh folder's src/
 #   PYTHON=/path/to/python3 WORK_DIR=/tmp/x scripts/gpu_check.sh
-#   PARTS="b c" scripts/gpu_check.sh             # only some of (a), (b), (c), (d)
+#   PARTS="b c" scripts/gpu_check.sh             # only some of (a), (b), (c), (d), (e); default a b c d
 #   GEN_CONFIGS="32:128:128 128:1024:128"         # (c)'s generation runs, requests:prompt:new tokens
 #   HF_VARIANTS=eager TRAIN_ARGS="8 1024 5"       # (c)'s reference variants and training batch x length, steps
 #
@@ -159,24 +160,7 @@ rm -rf "$work/runs"
 run "$host" --config "$src/bench/gpu/grpo.yaml" experiment.output_dir="$work/runs" trainer.total_steps="$steps" \
   inference.model_path="$models/qwen3-0.6b" train.model_path="$models/qwen3-0.6b" gateway.tokenizer="$models/qwen3-0.6b" \
   workflow.interpreter="$(command -v "$PYTHON")" > "$work/grpo.log" 2>&1 || { tail -30 "$work/grpo.log"; fail "GRPO run (log: $work/grpo.log)"; }
-"$PYTHON" - "$work/runs/gpu-grpo/trial0" "$steps" <<'PY' | tee -a "$report" || fail "GRPO run's metrics"
-import json, sys
-run, steps = sys.argv[1], int(sys.argv[2])
-rows = [json.loads(l) for l in open(f"{run}/metrics.jsonl") if '"eval"' not in l]
-assert len(rows) == steps, f"{len(rows)} metrics rows for {steps} steps"
-for r in rows:
-    assert r["device"] == "cuda:0" and r["dtype"] == "bfloat16", r
-    assert r["weight_update"] == "memory", r
-    assert r["peak_device_memory_bytes"] > 0 and r["inference_peak_device_memory_bytes"] > 0, r
-    assert r["grad_norm"] > 0, f"step {r['step']}: no gradient (every answer of every group got the same reward?)"
-print("| step | reward | loss | grad_norm | tokens | rollout wait s | train s | weight update s | peak device memory (train step) |")
-print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-for r in rows:
-    print(f"| {r['step']} | {r['reward_mean']:.3f} | {r['loss']:.4f} | {r['grad_norm']:.3f} | {int(r['tokens'])} | {r['seconds_rollout_wait']:.2f} | "
-          f"{r['seconds_train']:.2f} | {r['seconds_weight_update']:.3f} | {r['peak_device_memory_bytes'] / 2**30:.2f} GiB |")
-print()
-print(f"{steps} steps, policy version {rows[-1]['policy_version'] + 1} served by the local engine at the end; weights handed over in memory on the GPU.")
-PY
+"$PYTHON" "$src/bench/gpu/grpo_report.py" "$work/runs/gpu-grpo/trial0" "$steps" memory | tee -a "$report" || fail "GRPO run's metrics"
 say ""
 fi
 
@@ -276,6 +260,39 @@ assert bw["engine_trainer_logprob_max_abs_diff"] == 0, "batch_invariant: the eng
 PY
 say ""
 fi
+# --- (e) GRPO on the Qwen3-4B shape -------------------------------------------------
+# Not in the default PARTS (model making and loading take minutes): fsdp
+# bfloat16 + the local engine on one GPU, 4B parameters. Full training keeps
+# about 80 GB of bf16 weights and gradients, float32 master, gradient sums
+# and AdamW moments; on a card under 120 GB the run trains a LoRA adapter
+# (rank 16) instead, and the report says which.
+if want e; then
+say "## (e) GRPO on the Qwen3-4B shape (fsdp bfloat16 + local engine on the same GPU)"
+say ""
+m4="$models/qwen3-4b"
+t0=$(date +%s)
+[ -f "$m4/config.json" ] || run "$host" init-model --family qwen3 --preset 4b --tokenizer "$tok" --out "$m4" --seed 1 --dtype bfloat16 > /dev/null
+say "- model made in $(( $(date +%s) - t0 )) s ($(du -sh "$m4" | cut -f1) on disk)"
+mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
+steps4=${GRPO_4B_STEPS:-3}
+extra=(train.gradient_checkpointing=true) handoff=memory
+if [ "$mib" -lt 120000 ]; then
+  extra+=('train.lora={"rank": 16, "alpha": 32}') handoff=adapter
+  say "- $mib MiB on this GPU: a LoRA adapter (rank 16) is trained, not every weight"
+else
+  say "- $mib MiB on this GPU: every weight is trained"
+fi
+rm -rf "$work/runs-4b"
+t0=$(date +%s)
+run "$host" --config "$src/bench/gpu/grpo.yaml" experiment.output_dir="$work/runs-4b" trainer.total_steps="$steps4" \
+  inference.model_path="$m4" train.model_path="$m4" gateway.tokenizer="$m4" workflow.interpreter="$(command -v "$PYTHON")" "${extra[@]}" \
+  > "$work/grpo-4b.log" 2>&1 || { tail -30 "$work/grpo-4b.log"; fail "4B GRPO run (log: $work/grpo-4b.log)"; }
+say "- the whole run (both engines loading, $steps4 steps): $(( $(date +%s) - t0 )) s"
+say ""
+"$PYTHON" "$src/bench/gpu/grpo_report.py" "$work/runs-4b/gpu-grpo/trial0" "$steps4" "$handoff" | tee -a "$report" || fail "4B GRPO run's metrics"
+say ""
+fi
+
 # --- (d) where the GPU time goes -------------------------------------------------
 # The profiler is a module of its own (bench/gpu/profiler_hooks.cpp): a
 # libtorch without Kineto, or with another profiler API, loses this part only.

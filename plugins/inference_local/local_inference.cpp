@@ -147,6 +147,10 @@ class LocalInference {
       throw sdk::invalid_argument(std::string("local: ") + e.what());
     }
     for (const auto& [name, p] : model_->named_parameters()) const_cast<torch::Tensor&>(p).set_requires_grad(false);
+    // Serving layout: q/k/v and gate/up as one product each, the float32 head
+    // kept (batch-invariant mode computes what the trainer does: separate products).
+    if (!invariant_) model_->join_projections();
+    model_->keep_float32_head();
     name_ = c.value("model", std::string());
     if (name_.empty()) name_ = fs::path(path_).filename().string();
     max_batch_ = c.value("max_batch", 8);
@@ -329,6 +333,7 @@ class LocalInference {
     std::lock_guard<std::mutex> step(step_mutex_);
     torch::NoGradGuard no_grad;
     for (const auto& [name, t] : fresh.named_parameters()) const_cast<torch::Tensor&>(model_->p(name)).copy_(t);
+    model_->keep_float32_head();
     contents_->invalidate();  // cached rows are of the old weights
     std::lock_guard<std::mutex> lock(mutex_);
     version_ = spec["version"].get<int64_t>();
@@ -351,6 +356,7 @@ class LocalInference {
     std::lock_guard<std::mutex> step(step_mutex_);
     torch::NoGradGuard no_grad;
     for (auto& [dst, src] : copies) const_cast<torch::Tensor&>(dst).copy_(src);
+    model_->keep_float32_head();
     contents_->invalidate();  // cached rows are of the old weights
     std::lock_guard<std::mutex> lock(mutex_);
     version_ = version;

@@ -131,11 +131,6 @@ class Tf32Head {
   bool on_, before_;
 };
 
-torch::Tensor rotate_half(const torch::Tensor& x) {
-  const int64_t h = x.size(-1) / 2;
-  return torch::cat({-x.narrow(-1, h, h), x.narrow(-1, 0, h)}, -1);
-}
-
 }  // namespace
 
 DecoderModel::DecoderModel(model::ModelConfig config, torch::Dtype dtype, torch::Device device)
@@ -158,6 +153,33 @@ DecoderModel::DecoderModel(model::ModelConfig config, torch::Dtype dtype, uint64
                                                             : torch::randn(w.shape, draw) * config_.initializer_range;
     params_[w.name] = t.to(device_, dtype_).set_requires_grad(true);
   }
+}
+
+void DecoderModel::join_projections() {
+  torch::NoGradGuard no_grad;
+  const size_t L = static_cast<size_t>(config_.num_hidden_layers);
+  joined_qkv_.assign(L, {}), joined_qkv_bias_.assign(L, {}), joined_gate_up_.assign(L, {});
+  // The joined matrix, and each part's parameter made a row view of it.
+  auto join = [&](const std::vector<std::string>& names) {
+    std::vector<torch::Tensor> parts;
+    for (const auto& n : names) parts.push_back(p(n));
+    torch::Tensor joined = torch::cat(parts, 0);
+    for (int64_t i = 0, row = 0; i < static_cast<int64_t>(names.size()); row += parts[static_cast<size_t>(i)].size(0), ++i)
+      params_[names[static_cast<size_t>(i)]] = joined.narrow(0, row, parts[static_cast<size_t>(i)].size(0));
+    return joined;
+  };
+  for (size_t l = 0; l < L; ++l) {
+    const std::string pre = "model.layers." + std::to_string(l) + ".";
+    const std::string a = pre + "self_attn.";
+    joined_qkv_[l] = join({a + "q_proj.weight", a + "k_proj.weight", a + "v_proj.weight"});
+    if (config_.qkv_bias) joined_qkv_bias_[l] = join({a + "q_proj.bias", a + "k_proj.bias", a + "v_proj.bias"});
+    if (moe_index_[l] < 0) joined_gate_up_[l] = join({pre + "mlp.gate_proj.weight", pre + "mlp.up_proj.weight"});
+  }
+}
+
+void DecoderModel::keep_float32_head() {
+  torch::NoGradGuard no_grad;
+  head32_ = dtype_ == torch::kBFloat16 || dtype_ == torch::kHalf ? head_weight().to(torch::kFloat32) : torch::Tensor();
 }
 
 const torch::Tensor& DecoderModel::p(const std::string& name) const {
@@ -195,16 +217,24 @@ torch::Tensor DecoderModel::norm_rows(const torch::Tensor& x, const torch::Tenso
 torch::Tensor DecoderModel::rope_table(const torch::Tensor& positions) const {
   if (invariant_) return invariant_rope_.index_select(1, positions.to(device_, torch::kInt64));
   // freqs [S, hd/2] -> emb [S, hd] = cat(freqs, freqs), HF's layout; in float64, then the model's dtype.
+  // The sine's first half is negated (apply_rope's signed sine).
   const torch::Tensor freqs = positions.to(torch::kFloat64).unsqueeze(1) * inv_freq_.unsqueeze(0);
-  const torch::Tensor emb = torch::cat({freqs, freqs}, -1);
-  torch::Tensor table = torch::stack({emb.cos(), emb.sin()});
+  const torch::Tensor emb = torch::cat({freqs, freqs}, -1), sin = freqs.sin();
+  torch::Tensor table = torch::stack({emb.cos(), torch::cat({-sin, sin}, -1)});
   if (rope_scale_ != 1.0) table = table * rope_scale_;  // YaRN's attention factor, on cos and sin as HF applies it
   return table.to(dtype_).unsqueeze(2);
 }
 
 torch::Tensor DecoderModel::apply_rope(const torch::Tensor& x, const torch::Tensor& rope) const {
-  const torch::Tensor cos = rope[0], sin = rope[1];
-  return x * cos + rotate_half(x) * sin;
+  // HF's x * cos + rotate_half(x) * sin, rotate_half(x) = [-x2, x1], as
+  // x * cos + [x2, x1] * [-sin, sin]: the halves swapped by one flip and the
+  // sign carried by the table, three kernels where HF's form takes five.
+  const int64_t h = x.size(-1) / 2;
+  std::vector<int64_t> halves = x.sizes().vec();
+  halves.back() = 2;
+  halves.push_back(h);
+  const torch::Tensor swapped = x.reshape(halves).flip(-2).reshape(x.sizes());
+  return torch::addcmul(x * rope[0], swapped, rope[1]);
 }
 
 torch::Tensor DecoderModel::project(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) const {
@@ -232,8 +262,16 @@ torch::Tensor DecoderModel::with_lora(int64_t layer, LoraModule m, const torch::
 torch::Tensor DecoderModel::mlp(int64_t layer, const torch::Tensor& x, MoeRouting* routing) const {
   if (moe_index_[static_cast<size_t>(layer)] >= 0) return moe(layer, x, routing);
   const std::string pre = "model.layers." + std::to_string(layer) + ".mlp.";
-  const torch::Tensor gate = with_lora(layer, LoraModule::kGate, x, project(x, p(pre + "gate_proj.weight")));
-  const torch::Tensor up = with_lora(layer, LoraModule::kUp, x, project(x, p(pre + "up_proj.weight")));
+  torch::Tensor gate_base, up_base;
+  if (!invariant_ && static_cast<size_t>(layer) < joined_gate_up_.size()) {  // join_projections: one product
+    const torch::Tensor both = torch::linear(x, joined_gate_up_[static_cast<size_t>(layer)]);
+    const int64_t I = both.size(1) / 2;
+    gate_base = both.narrow(1, 0, I), up_base = both.narrow(1, I, I);
+  } else {
+    gate_base = project(x, p(pre + "gate_proj.weight")), up_base = project(x, p(pre + "up_proj.weight"));
+  }
+  const torch::Tensor gate = with_lora(layer, LoraModule::kGate, x, gate_base);
+  const torch::Tensor up = with_lora(layer, LoraModule::kUp, x, up_base);
   const torch::Tensor act = torch::silu(gate) * up;
   return with_lora(layer, LoraModule::kDown, act, project(act, p(pre + "down_proj.weight")));
 }
@@ -318,13 +356,21 @@ void DecoderModel::qkv(int64_t layer, const torch::Tensor& x, const torch::Tenso
                        torch::Tensor& v) const {
   const std::string pre = "model.layers." + std::to_string(layer) + ".self_attn.";
   const int64_t S = x.size(0), hd = config_.head_dim;
-  auto proj = [&](LoraModule m) {
+  const int64_t H = config_.num_attention_heads, kv = config_.num_key_value_heads;
+  torch::Tensor joined;  // join_projections: q, k and v from one product, as column ranges of it
+  if (!invariant_ && static_cast<size_t>(layer) < joined_qkv_.size()) {
+    const auto l = static_cast<size_t>(layer);
+    joined = joined_qkv_bias_[l].defined() ? torch::linear(x, joined_qkv_[l], joined_qkv_bias_[l]) : torch::linear(x, joined_qkv_[l]);
+  }
+  auto proj = [&](LoraModule m, int64_t first_head, int64_t heads) {
     const std::string base = pre + lora_module_name(m);
-    return with_lora(layer, m, x, project(x, p(base + ".weight"), config_.qkv_bias ? p(base + ".bias") : torch::Tensor()));
+    torch::Tensor y = joined.defined() ? joined.narrow(1, first_head * hd, heads * hd)
+                                       : project(x, p(base + ".weight"), config_.qkv_bias ? p(base + ".bias") : torch::Tensor());
+    return with_lora(layer, m, x, y).view({S, heads, hd});
   };
-  q = proj(LoraModule::kQ).view({S, config_.num_attention_heads, hd});
-  k = proj(LoraModule::kK).view({S, config_.num_key_value_heads, hd});
-  v = proj(LoraModule::kV).view({S, config_.num_key_value_heads, hd});
+  q = proj(LoraModule::kQ, 0, H);
+  k = proj(LoraModule::kK, H, kv);
+  v = proj(LoraModule::kV, H + kv, kv);
   if (config_.qk_norm) {  // Qwen3: RMSNorm over each head before RoPE
     q = rms_norm(q, p(pre + "q_norm.weight"));
     k = rms_norm(k, p(pre + "k_norm.weight"));
@@ -689,7 +735,7 @@ torch::Tensor DecoderModel::logits(const torch::Tensor& h) const {
   // The head in float32 at least: sampled log-probs must not come from bfloat16 logits.
   const auto compute = dtype_ == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
   Tf32Head tf32(h, dtype_);
-  const torch::Tensor w = head_weight().to(compute);
+  const torch::Tensor w = head32_.defined() && compute == torch::kFloat32 ? head32_ : head_weight().to(compute);
   auto f = [&](const torch::Tensor& rows) { return torch::linear(rows.to(compute), w); };
   return invariant_ ? invariant::by_rows(h, f) : f(h);
 }
@@ -781,7 +827,8 @@ void DecoderModel::set_batch_invariant(bool on) {
       for (int64_t i = 0; i < half; ++i) {
         const double a = static_cast<double>(pos) * f[i];
         c[pos * hd + i] = c[pos * hd + half + i] = std::cos(a) * rope_scale_;
-        sn[pos * hd + i] = sn[pos * hd + half + i] = std::sin(a) * rope_scale_;
+        sn[pos * hd + half + i] = std::sin(a) * rope_scale_;
+        sn[pos * hd + i] = -sn[pos * hd + half + i];  // apply_rope's signed sine
       }
     invariant_rope_ = table.to(device_, dtype_);
   }

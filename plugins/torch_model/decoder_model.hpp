@@ -130,6 +130,19 @@ class DecoderModel {
   // batch-invariant mode, by one function.
   torch::Tensor sampled_logprobs(const torch::Tensor& logits, const torch::Tensor& targets, const torch::Tensor& temperatures) const;
 
+  // For serving: each layer's q, k and v projections (and gate and up) as
+  // one matrix, so a step runs one product where it ran three (two): the
+  // parameters become row views of the joined matrix, so weight updates
+  // copied into them land there. The joined product rounds like the
+  // separate ones up to the kernel's tiling; batch-invariant mode keeps
+  // the separate products (a trainer computes those). Not for training:
+  // the views are not leaves.
+  void join_projections();
+  // For serving a bfloat16/float16 model: keep the float32 copy of the head
+  // weight the log-prob head computes with, instead of casting it every
+  // step. Call again after the weights change.
+  void keep_float32_head();
+
   std::vector<torch::Tensor> parameters() const;  // in config.weights() order
   const std::map<std::string, torch::Tensor>& named_parameters() const { return params_; }
   const model::ModelConfig& config() const { return config_; }
@@ -139,7 +152,8 @@ class DecoderModel {
   // Layer math, public for the KV-cache decoder of the inference plugin.
   torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& w) const;
   // cos and sin of the rotary angles at `positions` ([S] int64), computed
-  // once per forward for every layer: [2, S, 1, hd] in the model's dtype.
+  // once per forward for every layer: [2, S, 1, hd] in the model's dtype,
+  // the sine's first half negated (what apply_rope multiplies by).
   torch::Tensor rope_table(const torch::Tensor& positions) const;
   torch::Tensor apply_rope(const torch::Tensor& x, const torch::Tensor& rope) const;  // x [S, heads, hd]
   // The layer's MLP: dense, or (MoE layers) the router and its experts.
@@ -219,7 +233,9 @@ class DecoderModel {
   double rope_scale_ = 1.0;  // cos and sin are multiplied by it (YaRN's attention factor)
   std::vector<int64_t> moe_index_;  // layer -> its index among MoE layers, -1 for dense ones
   bool invariant_ = false;
-  torch::Tensor invariant_rope_;  // batch-invariant mode: cos and sin of every position, [2, positions, 1, hd], made on the host
+  torch::Tensor invariant_rope_;
+  std::vector<torch::Tensor> joined_qkv_, joined_qkv_bias_, joined_gate_up_;  // join_projections, by layer (undefined: not joined)
+  torch::Tensor head32_;  // keep_float32_head  // batch-invariant mode: cos and sin of every position, [2, positions, 1, hd], made on the host
 };
 
 }  // namespace areal::torch_model

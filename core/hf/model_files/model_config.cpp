@@ -326,6 +326,10 @@ ModelConfig preset(const std::string& family, const std::string& size, int64_t v
     // Qwen3-0.6B's shape (about 0.6B parameters with its 151k vocabulary): the GPU check's model.
     c.hidden_size = 1024, c.intermediate_size = 3072, c.num_hidden_layers = 28, c.num_attention_heads = 16, c.num_key_value_heads = 8, c.head_dim = 128;
     c.max_position_embeddings = 40960;
+  } else if (size == "4b") {
+    // Qwen3-4B's shape (about 4.0B parameters, tied embeddings): the GPU check's larger model (part e).
+    c.hidden_size = 2560, c.intermediate_size = 9728, c.num_hidden_layers = 36, c.num_attention_heads = 32, c.num_key_value_heads = 8, c.head_dim = 128;
+    c.max_position_embeddings = 40960;
   } else if (size == "30b-a3b" && family == "qwen3_moe") {
     // Qwen3-30B-A3B's shape: 48 layers of 128 experts, 8 routed a token (3.3B active of 30.5B).
     c.hidden_size = 2048, c.intermediate_size = 6144, c.num_hidden_layers = 48, c.num_attention_heads = 32, c.num_key_value_heads = 4, c.head_dim = 128;
@@ -337,7 +341,7 @@ ModelConfig preset(const std::string& family, const std::string& size, int64_t v
     c.num_experts = 32, c.num_experts_per_tok = 4;
     c.max_position_embeddings = 131072;
   } else {
-    throw Error(AREAL_CODE_INVALID_ARGUMENT, "--preset must be tiny, tiny-hd32, small, agent, 0.6b, (qwen3_moe) 30b-a3b or (gpt_oss) 20b, got '" + size + "'");
+    throw Error(AREAL_CODE_INVALID_ARGUMENT, "--preset must be tiny, tiny-hd32, small, agent, 0.6b, 4b, (qwen3_moe) 30b-a3b or (gpt_oss) 20b, got '" + size + "'");
   }
   if (family == "gpt_oss") {
     // GPT-OSS: every layer routes (top 2 of 8 in the small presets); each
