@@ -200,6 +200,17 @@ IFS=: read -r br bp bt <<< "${gen_configs[0]}"
 AREAL_BENCH_CONSISTENCY=1 AREAL_BENCH_ENGINE='{"device": "cuda", "dtype": "bfloat16", "batch_invariant": true}' \
   run "$build/bin/areal_model_bench" "$models/qwen3-0.6b" 0 "$tb" "$ts" "$tsteps" "$br" "$bp" "$bt" > "$work/bench.areal.bitwise.json" ||
   fail "areal_model_bench, batch_invariant"
+# Training on an RL-like ragged batch (rows of ts/4 to ts tokens): areal packs
+# the rows, transformers pads them to the longest (with an attention mask);
+# tokens/s counts real tokens on both sides.
+AREAL_BENCH_RAGGED=1 AREAL_BENCH_ENGINE="$(cuda_engine bfloat16)" \
+  run "$build/bin/areal_model_bench" "$models/qwen3-0.6b" 0 "$tb" "$ts" "$tsteps" 0 0 0 > "$work/bench.areal.ragged.json" || fail "areal_model_bench, ragged"
+if [ $has_hf = 1 ]; then
+  AREAL_BENCH_RAGGED=1 "$PYTHON" "$src/bench/gpu/hf_reference.py" bench "$models/qwen3-0.6b" "$tb" "$ts" "$tsteps" 0 0 0 eager > "$work/bench.hf.ragged.json" ||
+    fail "hf_reference bench, ragged"
+else
+  echo '{}' > "$work/bench.hf.ragged.json"
+fi
 # The same training with activation checkpointing (generation left minimal).
 AREAL_BENCH_ENGINE='{"device": "cuda", "dtype": "bfloat16", "gradient_checkpointing": true}' \
   run "$build/bin/areal_model_bench" "$models/qwen3-0.6b" 0 "$tb" "$ts" "$tsteps" 1 8 2 > "$work/bench.areal.ckpt.json"
@@ -210,6 +221,7 @@ a = [json.load(open(f"{work}/bench.areal.{i}.json")) for i in range(n)]
 r = [json.load(open(f"{work}/bench.hf.{i}.json")) for i in range(n)]
 ck = json.load(open(f"{work}/bench.areal.ckpt.json"))
 bw = json.load(open(f"{work}/bench.areal.bitwise.json"))
+ra, rr = json.load(open(f"{work}/bench.areal.ragged.json")), json.load(open(f"{work}/bench.hf.ragged.json"))
 gib = lambda b: f"{b / 2**30:.2f} GiB" if b else "-"
 ratio = lambda x, y: f"{x / y:.2f}x" if x and y else "-"
 print(f"Training: batch {tb} x {ts} tokens, {tsteps} timed steps after one warm-up (forward + backward + clip + AdamW, bf16 compute, fp32 master weights).")
@@ -221,6 +233,14 @@ print(f"| tokens/s | {a[0]['train_tokens_per_s']:.0f} | {r[0].get('train_tokens_
 print(f"| step time | {a[0]['train_step_s']:.3f} s | {r[0].get('train_step_s', 0):.3f} s | |")
 print(f"| peak device memory | {gib(a[0].get('train_peak_device_memory_bytes'))} | {gib(r[0].get('train_peak_device_memory_bytes'))} | |")
 print(f"| first step's loss | {a[0]['first_loss']:.5f} | {r[0].get('first_loss', float('nan')):.5f} | |")
+print()
+print(f"Ragged RL-like batch: {tb} rows of {int(ts) // 4} to {ts} tokens ({ra['train_tokens']} tokens); areal packs them, transformers pads to {ts} with an attention mask.")
+print()
+print("| training, ragged | areal | transformers eager | ratio |")
+print("| --- | --- | --- | --- |")
+print(f"| tokens/s | {ra['train_tokens_per_s']:.0f} | {rr.get('train_tokens_per_s', 0):.0f} | {ratio(ra['train_tokens_per_s'], rr.get('train_tokens_per_s'))} |")
+print(f"| peak device memory | {gib(ra.get('train_peak_device_memory_bytes'))} | {gib(rr.get('train_peak_device_memory_bytes'))} | |")
+print(f"| first step's loss | {ra['first_loss']:.5f} | {rr.get('first_loss', float('nan')):.5f} | |")
 print()
 print("Generation: sampling at temperature 1 over the whole vocabulary, no early stop; each side timed after a warm-up run of the same length.")
 print()
@@ -254,6 +274,8 @@ print(f"| training peak device memory | {gib(ck['train_peak_device_memory_bytes'
 print(f"| first step's loss | {ck['first_loss']:.6f} | {a[0]['first_loss']:.6f} |")
 if r[0].get("first_loss") is not None:
     assert abs(a[0]["first_loss"] - r[0]["first_loss"]) < 1e-2, "areal's first loss differs from transformers'"
+if rr.get("first_loss") is not None:
+    assert abs(ra["first_loss"] - rr["first_loss"]) < 1e-2, "areal's first loss on the ragged batch differs from transformers'"
 assert abs(ck["first_loss"] - a[0]["first_loss"]) < 1e-3, "checkpointing changed the loss"
 assert ck["train_peak_device_memory_bytes"] < a[0]["train_peak_device_memory_bytes"], "checkpointing saved no memory"
 assert bw["engine_trainer_logprob_max_abs_diff"] == 0, "batch_invariant: the engine's and the trainer's log-probs differ on this GPU"

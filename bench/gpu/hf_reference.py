@@ -17,6 +17,7 @@ with transformers' own model classes.
       (gen_tokens_per_s for eager, gen_tokens_per_s_compiled ...).
 """
 import json
+import os
 import sys
 import time
 
@@ -52,22 +53,36 @@ def logprobs(model_dir, in_path, out_path, dtype):
     json.dump({"logprobs": out, "impl": f"transformers {transformers.__version__} ({dtype}, eager)"}, open(out_path, "w"))
 
 
+def lengths(batch, seqlen):
+    """Each training row's length: seqlen, or with AREAL_BENCH_RAGGED=1 an RL-like
+    ragged batch, seqlen * (s % 4 + 1) / 4 (bench_model.cpp's formula)."""
+    if os.environ.get("AREAL_BENCH_RAGGED") == "1":
+        return [max(2, seqlen * (s % 4 + 1) // 4) for s in range(batch)]
+    return [seqlen] * batch
+
+
 def bench(model_dir, batch, seqlen, steps, gen_requests, gen_prompt, gen_tokens, variants=("eager",)):
     out = {"impl": f"transformers {transformers.__version__} / torch {torch.__version__}"}
     m = load(model_dir, torch.float32, "sdpa")
     vocab = m.config.vocab_size
     if steps > 0:
         m.train()
-        ids = torch.tensor([[token(s, t, vocab) for t in range(seqlen)] for s in range(batch)], device="cuda")
+        # A ragged batch is padded to its longest row, as a transformers
+        # training loop batches it; the loss and tokens/s count real tokens.
+        lens = lengths(batch, seqlen)
+        longest = max(lens)
+        ids = torch.tensor([[token(s, t, vocab) if t < n else 0 for t in range(longest)] for s, n in enumerate(lens)], device="cuda")
+        mask = torch.tensor([[1 if t < n else 0 for t in range(longest)] for n in lens], device="cuda")
         # The strongest plain-PyTorch setup: fused AdamW (one kernel for every parameter).
         opt = torch.optim.AdamW(m.parameters(), lr=1e-5, weight_decay=0.0, fused=True)
 
         def step():
             opt.zero_grad(set_to_none=True)
             with torch.autocast("cuda", dtype=torch.bfloat16):
-                logits = m(input_ids=ids).logits
+                logits = m(input_ids=ids, attention_mask=mask).logits
             lp = logits[:, :-1].float().log_softmax(-1).gather(-1, ids[:, 1:, None]).squeeze(-1)
-            loss = -lp.mean()
+            real = mask[:, 1:].float()
+            loss = -(lp * real).sum() / real.sum()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
             opt.step()
@@ -81,7 +96,8 @@ def bench(model_dir, batch, seqlen, steps, gen_requests, gen_prompt, gen_tokens,
             step()
         torch.cuda.synchronize()
         secs = time.perf_counter() - t0
-        out["train_tokens_per_s"] = steps * batch * seqlen / secs
+        out["train_tokens_per_s"] = steps * sum(lens) / secs
+        out["train_tokens"] = sum(lens)
         out["train_step_s"] = secs / steps
         out["train_peak_device_memory_bytes"] = torch.cuda.max_memory_allocated()
         del opt
@@ -91,7 +107,7 @@ def bench(model_dir, batch, seqlen, steps, gen_requests, gen_prompt, gen_tokens,
     torch.cuda.empty_cache()
     prompt = torch.tensor([[token(r, t, vocab) for t in range(gen_prompt)] for r in range(gen_requests)], device="cuda")
 
-    for variant in variants:
+    for variant in variants if gen_requests > 0 else ():
         kwargs = {}
         if variant == "compiled":
             # A static cache makes generate() compile the decoding forward

@@ -114,9 +114,13 @@ int main(int argc, char** argv) {
       auto fsdp = catalog.resolve("fsdp", AREAL_KIND_TRAIN);
       areal::PluginInstance engine(fsdp, with_train_extra({{"model_path", model}, {"lr", 1e-5}, {"threads", threads}, {"micro_batch_tokens", batch * seqlen}}),
                                    &services);
+      // AREAL_BENCH_RAGGED=1: an RL-like ragged batch, row s seqlen * (s % 4 + 1) / 4
+      // tokens long (bench/gpu/hf_reference.py's formula), packed without padding.
+      const bool ragged = std::getenv("AREAL_BENCH_RAGGED") && std::string(std::getenv("AREAL_BENCH_RAGGED")) == "1";
       std::vector<int32_t> ids, cu{0}, mask;
       for (int s = 0; s < batch; ++s) {
-        for (int t = 0; t < seqlen; ++t) ids.push_back(token(s, t, vocab)), mask.push_back(t > 0);
+        const int len = ragged ? std::max(2, seqlen * (s % 4 + 1) / 4) : seqlen;
+        for (int t = 0; t < len; ++t) ids.push_back(token(s, t, vocab)), mask.push_back(t > 0);
         cu.push_back(static_cast<int32_t>(ids.size()));
       }
       areal::HostTensor<int32_t> ids_t(ids), cu_t(cu), mask_t(mask);
@@ -135,7 +139,8 @@ int main(int argc, char** argv) {
       const auto t0 = Clock::now();
       for (int i = 0; i < steps; ++i) step();
       const double secs = seconds_since(t0);
-      out["train_tokens_per_s"] = static_cast<double>(steps) * batch * seqlen / secs;
+      out["train_tokens_per_s"] = static_cast<double>(steps) * static_cast<double>(ids.size()) / secs;
+      out["train_tokens"] = ids.size();
       out["train_step_s"] = secs / steps;
       profiler.record("train_trace.json", step);
     }
