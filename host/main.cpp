@@ -11,9 +11,11 @@
 #include "commands/commands.hpp"
 #include "launcher/process_set.hpp"
 #include "gateway_builtin.h"
+#include "core/plugin_host/process_heap.hpp"
 
 int main(int argc, char** argv) {
   using namespace areal::host;
+  areal::keep_tensor_buffers_on_heap();
   areal::register_builtin("gateway", &areal_builtin_gateway_init);
   try {
     CommandLine cl = parse_command_line(argc, argv);

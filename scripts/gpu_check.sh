@@ -98,6 +98,15 @@ for m in qwen3:small qwen2:small llama3:small qwen3:0.6b; do
   [ -f "$models/$fam-$preset/config.json" ] || run "$host" init-model --family "$fam" --preset "$preset" --tokenizer "$tok" --out "$models/$fam-$preset" --seed 1 > /dev/null
 done
 cuda_engine() { echo "{\"device\": \"cuda\", \"dtype\": \"$1\"}"; }
+# bench/gpu/grpo.yaml into WORK_DIR/OUT on MODEL for STEPS steps, more overrides after.
+grpo_run() {
+  local out=$1 model=$2 steps=$3
+  shift 3
+  rm -rf "${work:?}/$out"
+  run "$host" --config "$src/bench/gpu/grpo.yaml" experiment.output_dir="$work/$out" trainer.total_steps="$steps" \
+    inference.model_path="$model" train.model_path="$model" gateway.tokenizer="$model" workflow.interpreter="$(command -v "$PYTHON")" "$@" \
+    > "$work/$out.log" 2>&1 || { tail -30 "$work/$out.log"; fail "GRPO run (log: $work/$out.log)"; }
+}
 
 # --- (a) log-prob parity with transformers ---------------------------------------
 if want a; then
@@ -156,10 +165,7 @@ if want b; then
 say "## (b) GRPO steps on the GPU (fsdp bfloat16 + local engine on the same GPU)"
 say ""
 steps=${GRPO_STEPS:-8}
-rm -rf "$work/runs"
-run "$host" --config "$src/bench/gpu/grpo.yaml" experiment.output_dir="$work/runs" trainer.total_steps="$steps" \
-  inference.model_path="$models/qwen3-0.6b" train.model_path="$models/qwen3-0.6b" gateway.tokenizer="$models/qwen3-0.6b" \
-  workflow.interpreter="$(command -v "$PYTHON")" > "$work/grpo.log" 2>&1 || { tail -30 "$work/grpo.log"; fail "GRPO run (log: $work/grpo.log)"; }
+grpo_run runs "$models/qwen3-0.6b" "$steps"
 "$PYTHON" "$src/bench/gpu/grpo_report.py" "$work/runs/gpu-grpo/trial0" "$steps" memory | tee -a "$report" || fail "GRPO run's metrics"
 say ""
 fi
@@ -304,11 +310,8 @@ if [ "$mib" -lt 120000 ]; then
 else
   say "- $mib MiB on this GPU: every weight is trained"
 fi
-rm -rf "$work/runs-4b"
 t0=$(date +%s)
-run "$host" --config "$src/bench/gpu/grpo.yaml" experiment.output_dir="$work/runs-4b" trainer.total_steps="$steps4" \
-  inference.model_path="$m4" train.model_path="$m4" gateway.tokenizer="$m4" workflow.interpreter="$(command -v "$PYTHON")" "${extra[@]}" \
-  > "$work/grpo-4b.log" 2>&1 || { tail -30 "$work/grpo-4b.log"; fail "4B GRPO run (log: $work/grpo-4b.log)"; }
+grpo_run runs-4b "$m4" "$steps4" "${extra[@]}"
 say "- the whole run (both engines loading, $steps4 steps): $(( $(date +%s) - t0 )) s"
 say ""
 "$PYTHON" "$src/bench/gpu/grpo_report.py" "$work/runs-4b/gpu-grpo/trial0" "$steps4" "$handoff" | tee -a "$report" || fail "4B GRPO run's metrics"

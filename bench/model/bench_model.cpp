@@ -39,6 +39,7 @@
 #include "core/plugin_host/plugin_instance.hpp"
 #include "core/plugin_host/string_writer.hpp"
 #include "mean_nll_loss.hpp"
+#include "core/plugin_host/process_heap.hpp"
 
 namespace {
 
@@ -86,6 +87,7 @@ int main(int argc, char** argv) {
     std::cerr << "usage: areal_model_bench MODEL_DIR THREADS BATCH SEQLEN STEPS GEN_REQUESTS GEN_PROMPT GEN_TOKENS\n";
     return 2;
   }
+  areal::keep_tensor_buffers_on_heap();
   try {
     const std::string model = argv[1];
     const int threads = std::stoi(argv[2]), batch = std::stoi(argv[3]), seqlen = std::stoi(argv[4]), steps = std::stoi(argv[5]);

@@ -33,6 +33,7 @@
 #include "core/plugin_host/error.hpp"
 #include "core/telemetry/logging.hpp"
 #include "routes.hpp"
+#include "core/plugin_host/process_heap.hpp"
 
 namespace {
 
@@ -80,6 +81,7 @@ bool flag(int argc, char** argv, const std::string& name) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  areal::keep_tensor_buffers_on_heap();
   sigset_t stop;
   sigemptyset(&stop);
   sigaddset(&stop, SIGINT);

@@ -560,8 +560,7 @@ class LocalInference {
         attended.insert(attended.begin(), model_->attend_packed_heads(l, q.narrow(0, 0, T), k.narrow(0, 0, T), v.narrow(0, 0, T), whole_bounds));
       }
       // One projection over every row: per-row adapter groups index the pass's rows.
-      x = x + model_->o_proj(l, attended.size() == 1 ? attended[0] : torch::cat(attended, 0));
-      x = x + model_->mlp(l, model_->rms_norm(x, model_->p(pre + "post_attention_layernorm.weight")), &moe);
+      x = after_attention(l, x, model_->o_proj(l, attended.size() == 1 ? attended[0] : torch::cat(attended, 0)), &moe);
     }
     if (moe.record)  // requests recording routing compute their whole prompt
       for (size_t i = 0; i < order.size(); ++i)
@@ -601,12 +600,8 @@ class LocalInference {
     const int64_t capacity = capacity_;
     torch::Tensor x = torch::embedding(model_->p("model.embed_tokens.weight"), torch::tensor(ids, idx).to(device_));
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-      const std::string pre = "model.layers." + std::to_string(l) + ".";
-      torch::Tensor q, k, v;
-      model_->qkv(l, model_->rms_norm(x, model_->p(pre + "input_layernorm.weight")), rope, q, k, v);
+      const torch::Tensor q = queries_caching_keys(l, x, rope, slots, positions);
       using torch::indexing::Slice;
-      k_cache_[l].index_put_({slots, Slice(), positions}, k);
-      v_cache_[l].index_put_({slots, Slice(), positions}, v);
       const torch::Tensor& kc = k_cache_[l];
       const torch::Tensor& vc = v_cache_[l];
       // A unit's path is its slot; key block positions past the cache are masked.
@@ -616,10 +611,26 @@ class LocalInference {
         const torch::Tensor slot = paths.unsqueeze(1);
         return std::make_pair(kc.index({slot, Slice(), at}), vc.index({slot, Slice(), at}));  // [units, block, kv, hd]
       });
-      x = x + model_->o_proj(l, heads);
-      x = x + model_->mlp(l, model_->rms_norm(x, model_->p(pre + "post_attention_layernorm.weight")));
+      x = after_attention(l, x, model_->o_proj(l, heads));
     }
     return x;
+  }
+
+  // Layer l's queries for rows x (input norm, projections, RoPE); the rows'
+  // keys and values go into the cache at (slots, positions).
+  torch::Tensor queries_caching_keys(int64_t l, const torch::Tensor& x, const torch::Tensor& rope, const torch::Tensor& slots, const torch::Tensor& positions) {
+    torch::Tensor q, k, v;
+    model_->qkv(l, model_->rms_norm(x, model_->p("model.layers." + std::to_string(l) + ".input_layernorm.weight")), rope, q, k, v);
+    using torch::indexing::Slice;
+    k_cache_[l].index_put_({slots, Slice(), positions}, k);
+    v_cache_[l].index_put_({slots, Slice(), positions}, v);
+    return q;
+  }
+
+  // The rest of layer l: the residual of its attention output, then its MLP block.
+  torch::Tensor after_attention(int64_t l, const torch::Tensor& x, const torch::Tensor& attended, areal::torch_model::MoeRouting* moe = nullptr) {
+    const torch::Tensor x2 = x + attended;
+    return x2 + model_->mlp(l, model_->rms_norm(x2, model_->p("model.layers." + std::to_string(l) + ".post_attention_layernorm.weight")), moe);
   }
 
   // Rounds a decode step's shape up to one of few sizes, so that a few
@@ -738,16 +749,10 @@ class LocalInference {
     }
     torch::Tensor x = torch::embedding(model_->p("model.embed_tokens.weight"), tokens);
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-      const std::string pre = "model.layers." + std::to_string(l) + ".";
-      torch::Tensor q, k, v;
-      model_->qkv(l, model_->rms_norm(x, model_->p(pre + "input_layernorm.weight")), rope, q, k, v);
-      using torch::indexing::Slice;
-      k_cache_[l].index_put_({write_slots, Slice(), positions}, k);
-      v_cache_[l].index_put_({write_slots, Slice(), positions}, v);
+      const torch::Tensor q = queries_caching_keys(l, x, rope, write_slots, positions);
       const torch::Tensor kb = k_cache_[l].narrow(0, 0, rows).narrow(2, 0, keys);
       const torch::Tensor vb = v_cache_[l].narrow(0, 0, rows).narrow(2, 0, keys);
-      x = x + model_->attend_cached(l, q, kb, vb, c.attention_window(l) > 0 ? allowed_sliding : allowed);
-      x = x + model_->mlp(l, model_->rms_norm(x, model_->p(pre + "post_attention_layernorm.weight")), moe);
+      x = after_attention(l, x, model_->attend_cached(l, q, kb, vb, c.attention_window(l) > 0 ? allowed_sliding : allowed), moe);
     }
     return model_->rms_norm(x, model_->p("model.norm.weight"));
   }
