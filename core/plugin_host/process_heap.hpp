@@ -9,7 +9,7 @@ namespace areal {
 // so every step pays fresh pages until the threshold happens to have grown
 // past them, which depends on what the process did before: a tiny model's
 // CPU generation ran at 250 or 460 tokens/s by that alone. Fixed thresholds
-// keep buffers of up to 64 MiB on the heap for reuse, and hand heap memory
+// keep buffers of up to 32 MiB on the heap for reuse, and hand heap memory
 // back once 256 MiB lie free at its top. MALLOC_MMAP_THRESHOLD_ and
 // MALLOC_TRIM_THRESHOLD_ in the environment win. No-op off glibc.
 // Called first thing by areal-host, areal-engine-server and the model benchmark.

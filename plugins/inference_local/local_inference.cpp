@@ -139,7 +139,13 @@ class LocalInference {
       dtype_ = dtype == "auto" ? (device_.is_cuda() ? torch::kBFloat16 : torch::kFloat32) : areal::torch_model::parse_dtype(dtype, "local: dtype");
       model_ = std::make_unique<areal::torch_model::DecoderModel>(areal::torch_model::DecoderModel::load(path_, dtype_, device_));
       invariant_ = c.value("batch_invariant", false);
-      if (invariant_) model_->set_batch_invariant(true);
+      if (invariant_) {
+        try {
+          model_->set_batch_invariant(true);
+        } catch (const areal::Error& e) {
+          throw sdk::Error(e.code(), std::string("local: ") + e.what());
+        }
+      }
       if (fs::exists(fs::path(path_) / "tokenizer.json")) tokenizer_ = areal::tokenizer::Tokenizer::from_dir(path_);
     } catch (const sdk::Error&) {
       throw;

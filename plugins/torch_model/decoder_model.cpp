@@ -113,22 +113,17 @@ bool fused_on(const torch::Tensor& q) { return q.is_cuda() && q.scalar_type() !=
 // the sums float32, as in a plain float32 matmul, at tensor-core speed (on
 // the 0.6B shape the head was a third of a training step). The backward's
 // logit gradients are rounded to TF32, still finer than the bfloat16 the rest
-// of the backward runs in. Scoped: float32 models keep full float32 matmuls.
+// of the backward runs in. The switch is process-wide and is turned on, never
+// back off: an engine and a trainer compute on their own threads in one
+// process, and one turning it off while the other's head runs would change
+// that head's kernel (and its bits, which the bitwise mode promises). A
+// float32 CUDA model sharing a process with a bf16 one runs on TF32 too.
 class Tf32Head {
  public:
-  explicit Tf32Head(const torch::Tensor& input, torch::ScalarType model_dtype)
-      : on_(input.is_cuda() && (model_dtype == torch::kBFloat16 || model_dtype == torch::kHalf)),
-        before_(at::globalContext().allowTF32CuBLAS()) {
-    if (on_ && !before_) at::globalContext().setAllowTF32CuBLAS(true);
+  explicit Tf32Head(const torch::Tensor& input, torch::ScalarType model_dtype) {
+    if (input.is_cuda() && (model_dtype == torch::kBFloat16 || model_dtype == torch::kHalf) && !at::globalContext().allowTF32CuBLAS())
+      at::globalContext().setAllowTF32CuBLAS(true);
   }
-  ~Tf32Head() {
-    if (on_ && !before_) at::globalContext().setAllowTF32CuBLAS(false);
-  }
-  Tf32Head(const Tf32Head&) = delete;
-  Tf32Head& operator=(const Tf32Head&) = delete;
-
- private:
-  bool on_, before_;
 };
 
 }  // namespace
@@ -179,7 +174,9 @@ void DecoderModel::join_projections() {
 
 void DecoderModel::keep_float32_head() {
   torch::NoGradGuard no_grad;
-  head32_ = dtype_ == torch::kBFloat16 || dtype_ == torch::kHalf ? head_weight().to(torch::kFloat32) : torch::Tensor();
+  if (dtype_ != torch::kBFloat16 && dtype_ != torch::kHalf) return;
+  if (head32_.defined()) head32_.copy_(head_weight());  // in place: no second copy alive during a hand-off
+  else head32_ = head_weight().to(torch::kFloat32);
 }
 
 const torch::Tensor& DecoderModel::p(const std::string& name) const {
@@ -215,7 +212,14 @@ torch::Tensor DecoderModel::norm_rows(const torch::Tensor& x, const torch::Tenso
 }
 
 torch::Tensor DecoderModel::rope_table(const torch::Tensor& positions) const {
-  if (invariant_) return invariant_rope_.index_select(1, positions.to(device_, torch::kInt64));
+  if (invariant_) {
+    const torch::Tensor at = positions.to(device_, torch::kInt64);
+    // The table ends at max_position_embeddings (a read past it would be a device assert on CUDA).
+    if (at.numel() > 0 && at.max().item<int64_t>() >= invariant_rope_.size(1))
+      throw Error(AREAL_CODE_INVALID_ARGUMENT, "batch_invariant: position " + std::to_string(at.max().item<int64_t>()) + " is past the model's max_position_embeddings " +
+                                                   std::to_string(invariant_rope_.size(1)));
+    return invariant_rope_.index_select(1, at);
+  }
   // freqs [S, hd/2] -> emb [S, hd] = cat(freqs, freqs), HF's layout; in float64, then the model's dtype.
   // The sine's first half is negated (apply_rope's signed sine).
   const torch::Tensor freqs = positions.to(torch::kFloat64).unsqueeze(1) * inv_freq_.unsqueeze(0);
@@ -234,7 +238,9 @@ torch::Tensor DecoderModel::apply_rope(const torch::Tensor& x, const torch::Tens
   halves.back() = 2;
   halves.push_back(h);
   const torch::Tensor swapped = x.reshape(halves).flip(-2).reshape(x.sizes());
-  return torch::addcmul(x * rope[0], swapped, rope[1]);
+  // The invariant mode keeps one rounding an operation: addcmul's CPU vector
+  // code rounds twice where its scalar tail may fuse (FMA).
+  return invariant_ ? x * rope[0] + swapped * rope[1] : torch::addcmul(x * rope[0], swapped, rope[1]);
 }
 
 torch::Tensor DecoderModel::project(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) const {
@@ -272,7 +278,10 @@ torch::Tensor DecoderModel::mlp(int64_t layer, const torch::Tensor& x, MoeRoutin
   }
   const torch::Tensor gate = with_lora(layer, LoraModule::kGate, x, gate_base);
   const torch::Tensor up = with_lora(layer, LoraModule::kUp, x, up_base);
-  const torch::Tensor act = torch::silu(gate) * up;
+  // silu's exp differs between libtorch's CPU vector code and its scalar
+  // tails, which fall where a tensor's size puts them: fixed chunks in the
+  // invariant mode (the product with up is one exact operation).
+  const torch::Tensor act = (invariant_ ? invariant::by_rows(gate, [](const torch::Tensor& g) { return torch::silu(g); }) : torch::silu(gate)) * up;
   return with_lora(layer, LoraModule::kDown, act, project(act, p(pre + "down_proj.weight")));
 }
 

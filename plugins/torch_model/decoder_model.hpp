@@ -140,7 +140,7 @@ class DecoderModel {
   void join_projections();
   // For serving a bfloat16/float16 model: keep the float32 copy of the head
   // weight the log-prob head computes with, instead of casting it every
-  // step. Call again after the weights change.
+  // step. Call again after the weights change (it copies in place).
   void keep_float32_head();
 
   std::vector<torch::Tensor> parameters() const;  // in config.weights() order
