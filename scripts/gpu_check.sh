@@ -98,6 +98,9 @@ for m in qwen3:small qwen2:small llama3:small qwen3:0.6b; do
   [ -f "$models/$fam-$preset/config.json" ] || run "$host" init-model --family "$fam" --preset "$preset" --tokenizer "$tok" --out "$models/$fam-$preset" --seed 1 > /dev/null
 done
 cuda_engine() { echo "{\"device\": \"cuda\", \"dtype\": \"$1\"}"; }
+# The training batch (rows x tokens, timed steps) and generation runs of parts c and d.
+read -r tb ts tsteps <<< "${TRAIN_ARGS:-8 1024 5}"
+gen_configs=(${GEN_CONFIGS:-32:128:128 128:128:128})
 # bench/gpu/grpo.yaml into WORK_DIR/OUT on MODEL for STEPS steps, more overrides after.
 grpo_run() {
   local out=$1 model=$2 steps=$3
@@ -180,8 +183,6 @@ fi
 if want c; then
 say "## (c) Throughput, areal vs transformers (qwen3 0.6b shape, random init, bfloat16)"
 say ""
-read -r tb ts tsteps <<< "${TRAIN_ARGS:-8 1024 5}"
-gen_configs=(${GEN_CONFIGS:-32:128:128 128:128:128})
 hf_variants=${HF_VARIANTS:-eager,compiled}
 i=0
 for g in "${gen_configs[@]}"; do
@@ -326,8 +327,6 @@ fi
 if want d; then
 say "## (d) Where areal's GPU time goes (Kineto traces, qwen3 0.6b shape, bfloat16)"
 say ""
-read -r tb ts _ <<< "${TRAIN_ARGS:-8 1024 5}"
-gen_configs=(${GEN_CONFIGS:-32:128:128 128:128:128})
 IFS=: read -r pr pp pt <<< "${gen_configs[0]}"
 if cmake --build "$build" --target areal_bench_profiler > "$work/profiler_build.log" 2>&1; then
   rm -rf "$work/profile" && mkdir -p "$work/profile"
