@@ -13,4 +13,6 @@ AREAL_TORCH=${AREAL_TORCH:-debian} AREAL_TEST_PYTHON=1 scripts/setup.sh
 status=0
 (cd build && CUDA_VISIBLE_DEVICES= ctest --output-on-failure -j "${JOBS:-$(nproc)}" "$@") || status=1
 scripts/sanitize.sh || status=1
+# Why each failed test failed, at the end of the log where CI's excerpt shows it.
+[ $status = 0 ] || /usr/bin/python3 scripts/failed_test_tails.py build "${SANITIZE_BUILD_DIR:-build-sanitize}"
 exit $status

@@ -88,7 +88,7 @@ gateway = subprocess.Popen([HOST, "serve", "--port", "0", "--admin-key", ADMIN, 
                             "gateway.max_completion_tokens=256", f"gateway.state_dir={work}/state"], stderr=log, stdout=log)
 try:
     url = ""
-    for _ in range(300):
+    for _ in range(1200):  # 120 s: CI runs other tests beside it on 2 cores
         m = re.search(r"gateway listening at (http://[0-9.:]+)", open(log.name).read())
         if m:
             url = m.group(1)

@@ -39,6 +39,17 @@ ISOLATION = len(sys.argv) > 4 and sys.argv[4] == "isolation"
 STEPS = 2000 if ISOLATION else int(os.environ.get("SERVICE_E2E_STEPS", "350"))
 agent_js = f"{src}/examples/quickstart_agent/agent.mjs"
 problems = []
+START = time.time()
+LIMIT = 1380  # seconds: under ctest's TIMEOUT (1500), so that a slow run ends here, saying where and why
+
+
+def elapsed():
+    return f"[{time.time() - START:.0f} s]"
+
+
+def in_time(what):
+    """Fails the test, with its logs, once it has run LIMIT seconds."""
+    assert time.time() - START < LIMIT, f"{what} within {LIMIT} s of the start"
 
 
 def expect(cond, what):
@@ -174,6 +185,7 @@ try:
     deadline = time.time() + 600
     while not ISOLATION and (steps_done("alice", "after") < 5 or steps_done("bob", "before") < 5):
         assert time.time() < deadline, "the jobs did not train 5 steps"
+        in_time("the jobs did not train 5 steps")
         assert service.poll() is None, "the service died"
         time.sleep(0.5)
 
@@ -259,7 +271,7 @@ try:
         expect(st == 409 and "still active" in ex["error"]["message"], f"{user}'s export of her open session: {st} {str(ex)[:200]}")
         expect(call("POST", f"{base}/rl/set_reward", s["api_key"], {"reward": 0.0})[0] == 200, f"{user}'s reward")
         expect(call("POST", f"{base}/rl/end_session", s["api_key"], {})[0] == 200, f"{user}'s end_session")
-    print(f"isolation: {len(cross)} routes with the other user's credentials, all refused", flush=True)
+    print(f"{elapsed()} isolation: {len(cross)} routes with the other user's credentials, all refused", flush=True)
     if ISOLATION:
         for user in ("alice", "bob"):
             jid = jobs[user]["id"]
@@ -284,6 +296,7 @@ try:
         # --- kill -9 mid-training, then the same deployment again.
         while steps_done("alice", "after") < 50 or steps_done("bob", "before") < 30:
             assert time.time() < deadline + 600, "the jobs did not reach the kill point"
+            in_time(f"the jobs did not reach the kill point (steps: alice {steps_done('alice', 'after')}, bob {steps_done('bob', 'before')})")
             time.sleep(0.2)
         os.killpg(service.pid, signal.SIGKILL)
         service.wait()
@@ -296,14 +309,14 @@ try:
             shutil.copy(f"{rd}/metrics.jsonl", f"{kw}/metrics_before_kill.jsonl")
             shutil.copy(f"{rd}/rollouts.jsonl", f"{kw}/rollouts_before_kill.jsonl")
             ckpt[user] = max(int(d[5:]) for d in os.listdir(f"{rd}/checkpoints") if os.path.exists(f"{rd}/checkpoints/{d}/host_state.json"))
-            print(f"killed the service: {user}'s job at step {steps_done(user, exp)}, newest checkpoint step {ckpt[user]}", flush=True)
+            print(f"{elapsed()} killed the service: {user}'s job at step {steps_done(user, exp)}, newest checkpoint step {ckpt[user]}", flush=True)
         start_service("service2.log")
         st, listed = call("GET", "/admin/jobs", ADMIN)
         expect(sorted(j["id"] for j in listed["data"]) == sorted([a, b]), f"jobs after the restart: {listed}")
 
         final = {}
         while len(final) < 2:
-            assert time.time() < deadline + 1800, "the jobs did not finish"
+            in_time(f"the jobs did not finish (steps: alice {steps_done('alice', 'after')}, bob {steps_done('bob', 'before')})")
             assert service.poll() is None, "the restarted service died"
             for user in ("alice", "bob"):
                 st, j = call("GET", f"/v1/jobs/{jobs[user]['id']}", key[user])
@@ -321,7 +334,7 @@ try:
             steps = [row for row in m["rows"] if not row.get("eval")]
             last50 = sum(row["reward_mean"] for row in steps[-50:]) / 50
             ev = j.get("last_evaluation", {}).get("eval_reward_mean", -1)
-            print(f"{user}: {len(steps)} steps, last-50 mean reward {last50:.4f}, final greedy evaluation {ev}", flush=True)
+            print(f"{elapsed()} {user}: {len(steps)} steps, last-50 mean reward {last50:.4f}, final greedy evaluation {ev}", flush=True)
             expect(last50 >= 0.9, f"{user}'s agent did not learn: last-50 mean reward {last50:.4f}")
             expect(ev >= 0.9, f"{user}'s final evaluation {ev} < 0.9")
             expect(max(row["staleness_max"] for row in steps) <= 2, f"{user}'s job trained past its staleness bound")
@@ -333,7 +346,7 @@ try:
         for user, exp, task, data in (("alice", "after", "after", "quickstart_eval"), ("bob", "before", "before", "quickstart_before_eval")):
             env = dict(os.environ, AREAL_GATEWAY_URL=URL, AREAL_API_KEY=key[user], AREAL_EVAL_DATASET=f"{src}/configs/data/{data}.jsonl")
             env.pop("AREAL_ADMIN_KEY", None)
-            out = subprocess.run(["node", agent_js, "--eval", "--task", task, "--model", f"{exp}/t1"], env=env, capture_output=True, text=True)
+            out = subprocess.run(["node", agent_js, "--eval", "--task", task, "--model", f"{exp}/t1"], env=env, capture_output=True, text=True, timeout=300)
             expect(out.returncode == 0, f"{user}'s Phase 3 evaluation failed: {out.stderr[-500:]}")
             result = json.loads(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 else {}
             print(f"{user}: Phase 3 '{exp}/t1' scores {result.get('reward_mean')} (the job's final evaluation: {final[user]['eval']})", flush=True)
@@ -356,6 +369,12 @@ try:
         expect(st == 404, f"alice reached bob's model: {st}")
         st, ans = call("POST", "/v1/chat/completions", key["bob"], {"model": "after/t1", "messages": [{"role": "user", "content": "hi"}]})
         expect(st == 404, f"bob reached alice's model: {st}")
+except BaseException as e:
+    print(f"{elapsed()} stopped: {e!r}", flush=True)
+    for name in ("service1.log", "service2.log", "agent_alice.log", "agent_bob.log"):
+        if os.path.exists(f"{work}/{name}"):
+            print(f"--- the end of {name}:\n" + "".join(open(f"{work}/{name}", errors="replace").readlines()[-25:]), flush=True)
+    raise
 finally:
     for p in agents:
         p.kill()

@@ -5,6 +5,9 @@
 # goes next to the log (LOG.state) unless the args set gateway.state_dir:
 # tests run side by side, and each gateway needs a state dir of its own
 # (routers, given gateway.workers, keep none).
+# It waits up to 120 s: a gateway in front of a real server (vLLM on CPU)
+# probes it before it listens, and CI runs other tests beside it on 2 cores;
+# a gateway that dies is reported at once.
 start_gateway() {
   local bin=$1 key=$2 glog=$3
   shift 3
@@ -13,7 +16,7 @@ start_gateway() {
   "$bin" serve --port 0 --admin-key "$key" "${state[@]}" "$@" 2> "$glog" &
   pids+=($!)
   url=""
-  for _ in $(seq 200); do
+  for _ in $(seq 1200); do
     url=$(grep -o 'gateway listening at http://[0-9.:]*' "$glog" | sed 's/gateway listening at //') && [ -n "$url" ] && return 0
     kill -0 "${pids[-1]}" 2>/dev/null || { cat "$glog"; exit 1; }
     sleep 0.1
