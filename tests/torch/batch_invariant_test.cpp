@@ -231,3 +231,22 @@ TEST(BatchInvariant, RefusesModelsItDoesNotCover) {
     EXPECT_NE(std::string(e.what()).find("batch_invariant"), std::string::npos) << e.what();
   }
 }
+
+// The host-built rotary table ends at max_position_embeddings: a row past it
+// is refused with the position named (on CUDA the read would be a device assert).
+TEST(BatchInvariant, RefusesPositionsPastTheModelsContext) {
+  areal::model::InitModelOptions o;
+  o.family = "qwen3", o.preset = "tiny", o.tokenizer_dir = "bytes", o.seed = 3, o.max_position_embeddings = 64;
+  auto m = DecoderModel::load(areal::testing::model_dir_once("batch-invariant-context-64", o), torch::kFloat32);
+  m.set_batch_invariant(true);
+  torch::NoGradGuard no_grad;
+  torch::Tensor cu;
+  EXPECT_EQ(m.logprobs(packed({token_run(1, 64)}, &cu), cu, 1.0f).size(0), 64);  // positions 0..63: the whole table
+  try {
+    m.logprobs(packed({token_run(1, 65)}, &cu), cu, 1.0f);
+    FAIL() << "position 64 of a 64-position model accepted";
+  } catch (const areal::Error& e) {
+    EXPECT_EQ(e.code(), AREAL_CODE_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(e.what()).find("position 64 is past the model's max_position_embeddings 64"), std::string::npos) << e.what();
+  }
+}
