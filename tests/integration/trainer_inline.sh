@@ -45,8 +45,14 @@ for bound in (0, 1):
     assert all("algo_clip_fraction" in r and r["loss_tokens"] > 0 for r in rows)
     assert {r["weight_update"] for r in rows} == {"disk" if bound == 0 else "memory"}
     episodes = [json.loads(l) for l in open(f"{root}/b{bound}/rollouts.jsonl")]
-    assert len(episodes) >= 12 * 4 * 4 and all(e["status"] == "ok" for e in episodes)
-    print(f"bound {bound}: max staleness {max(stale)}, {len(episodes)} episodes recorded")
+    ok = [e for e in episodes if e["status"] == "ok"]
+    assert len(ok) >= 12 * 4 * 4, len(ok)
+    # A group that finishes after the trainer moved past its bound is dropped,
+    # and recorded as such (a slow episode on a loaded machine); never when synchronous.
+    dropped = [e for e in episodes if e["status"] != "ok"]
+    assert all(e["status"] == "dropped_stale" and e["trainer_version"] - e["oldest_version"] > bound for e in dropped), dropped
+    assert bound > 0 or not dropped, dropped
+    print(f"bound {bound}: max staleness {max(stale)}, {len(episodes)} episodes recorded ({len(dropped)} dropped as stale)")
 PY
 test -f "$work/runs/inline/b0/final/model.safetensors" && test -s "$work/runs/inline/b0/reward_curve.svg"
 echo OK
