@@ -453,7 +453,7 @@ class LocalInference {
     }
     if (!groups.empty()) {
       std::vector<areal::torch_model::DecoderModel::LoraRows> rows;
-      for (auto& [key, g] : groups) rows.push_back({g.first->lora, torch::tensor(g.second, torch::kInt64).to(device_)});
+      for (auto& [key, g] : groups) rows.push_back({g.first->lora, areal::torch_model::upload(torch::tensor(g.second, torch::kInt64), device_)});
       model_->set_lora_rows(std::move(rows));
     }
     return AdapterRouting{model_.get(), !groups.empty()};
@@ -543,8 +543,9 @@ class LocalInference {
     const std::vector<int64_t> whole_bounds(starts.begin(), starts.begin() + static_cast<int64_t>(whole) + 1);
     torch::Tensor x;
     if (invariant_) x = invariant_layers(order, ids, pos, starts);
-    else x = torch::embedding(model_->p("model.embed_tokens.weight"), torch::tensor(ids, idx).to(device_));
-    const torch::Tensor rope = invariant_ ? torch::Tensor() : model_->rope_table(torch::tensor(pos, idx).to(device_));
+    else x = torch::embedding(model_->p("model.embed_tokens.weight"), areal::torch_model::upload(torch::tensor(ids, idx), device_));
+    const torch::Tensor rope = invariant_ ? torch::Tensor() : model_->rope_table(torch::tensor(pos, idx));
+    const torch::Tensor offsets = invariant_ ? torch::Tensor() : model_->varlen_offsets(whole_bounds);  // once for every layer
     for (int64_t l = 0; l < c.num_hidden_layers && !invariant_; ++l) {
       const std::string pre = "model.layers." + std::to_string(l) + ".";
       torch::Tensor q, k, v;
@@ -563,7 +564,7 @@ class LocalInference {
       }
       if (whole > 0) {  // each prompt attends to itself only
         const int64_t T = whole_bounds.back();
-        attended.insert(attended.begin(), model_->attend_packed_heads(l, q.narrow(0, 0, T), k.narrow(0, 0, T), v.narrow(0, 0, T), whole_bounds));
+        attended.insert(attended.begin(), model_->attend_packed_heads(l, q.narrow(0, 0, T), k.narrow(0, 0, T), v.narrow(0, 0, T), whole_bounds, offsets));
       }
       // One projection over every row: per-row adapter groups index the pass's rows.
       x = after_attention(l, x, model_->o_proj(l, attended.size() == 1 ? attended[0] : torch::cat(attended, 0)), &moe);
@@ -577,7 +578,7 @@ class LocalInference {
       if (r->adapter.get() == looked_up.at(r)) contents_->assign(r->slot, r->prompt, r->length, r->adapter);
       else contents_->forget(r->slot);
     }
-    const torch::Tensor h = model_->rms_norm(x.index_select(0, torch::tensor(last, idx).to(device_)), model_->p("model.norm.weight"));
+    const torch::Tensor h = model_->rms_norm(x.index_select(0, areal::torch_model::upload(torch::tensor(last, idx), device_)), model_->p("model.norm.weight"));
     sample(order, h);
   }
 
@@ -601,10 +602,11 @@ class LocalInference {
     }
     const int64_t rows = static_cast<int64_t>(ids.size());
     const auto plan = inv::plan_attention(rows, std::move(units), device_);
-    const torch::Tensor positions = torch::tensor(pos, idx).to(device_), slots = torch::tensor(slot_of_row, idx).to(device_);
-    const torch::Tensor rope = model_->rope_table(positions);
+    const torch::Tensor slots = areal::torch_model::upload(torch::tensor(slot_of_row, idx), device_);
+    const torch::Tensor rope = model_->rope_table(torch::tensor(pos, idx));  // checked on the host, then uploaded
+    const torch::Tensor positions = areal::torch_model::upload(torch::tensor(pos, idx), device_);
     const int64_t capacity = capacity_;
-    torch::Tensor x = torch::embedding(model_->p("model.embed_tokens.weight"), torch::tensor(ids, idx).to(device_));
+    torch::Tensor x = torch::embedding(model_->p("model.embed_tokens.weight"), areal::torch_model::upload(torch::tensor(ids, idx), device_));
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
       const torch::Tensor q = queries_caching_keys(l, x, rope, slots, positions);
       using torch::indexing::Slice;
@@ -682,7 +684,7 @@ class LocalInference {
       in[0][i] = r->last, in[1][i] = r->length, in[2][i] = r->length + 1, in[3][i] = i;
       slots.push_back(i);
     }
-    decode_inputs_.narrow(1, 0, rows).copy_(host);
+    decode_inputs_.narrow(1, 0, rows).copy_(areal::torch_model::upload(host, decode_inputs_.device()));
     torch::Tensor hidden;
     // Rows with adapters: their index lists change every step, so such steps run without a captured graph.
     const auto routing = route_adapters(batch, [&](size_t i, std::vector<int64_t>& out) { out.push_back(batch[i]->slot); });
@@ -710,7 +712,7 @@ class LocalInference {
       for (Request* r : batch)
         if (r->record_routing) append_routing(*r, moe.chosen, r->slot, 1);
     for (Request* r : batch) contents_->append(r->slot, r->last, r->adapter.get()), ++r->length;  // the fed token's row is written
-    const torch::Tensor h = hidden.index_select(0, torch::tensor(slots, torch::kInt64).to(device_));
+    const torch::Tensor h = hidden.index_select(0, areal::torch_model::upload(torch::tensor(slots, torch::kInt64), device_));
     sample(batch, h);
   }
 
@@ -805,11 +807,13 @@ class LocalInference {
       uniforms[j] = greedy[j] ? 0.0 : r.rng.uniform();  // greedy draws no number, as on the host
     }
     const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
-    const torch::Tensor device_rows = torch::tensor(on_device, torch::kInt64).to(raw.device());
+    // Uploaded without waiting: the host queues the sampling kernels behind the step's forward.
+    using areal::torch_model::upload;
+    const torch::Tensor device_rows = upload(torch::tensor(on_device, torch::kInt64), raw.device());
     const torch::Tensor rows = n == raw.size(0) ? raw : raw.index_select(0, device_rows);
-    const torch::Tensor t = torch::tensor(temps, f64).to(raw.device()).unsqueeze(1);
-    const torch::Tensor u = torch::tensor(uniforms, f64).to(raw.device());
-    const torch::Tensor is_greedy = torch::tensor(greedy, f64).to(raw.device()).gt(0.5);
+    const torch::Tensor t = upload(torch::tensor(temps, f64), raw.device()).unsqueeze(1);
+    const torch::Tensor u = upload(torch::tensor(uniforms, f64), raw.device());
+    const torch::Tensor is_greedy = upload(torch::tensor(greedy, f64), raw.device()).gt(0.5);
     const torch::Tensor max = std::get<0>(rows.max(1, /*keepdim=*/true));
     const torch::Tensor scaled = (rows - max) / t;  // <= 0, 0 at the mode
     const torch::Tensor cum = scaled.exp().cumsum(1);

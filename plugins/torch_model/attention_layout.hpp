@@ -18,6 +18,9 @@ namespace areal::torch_model {
 struct AttentionLayout : torch::CustomClassHolder {
   // Packed sequences: their B+1 offsets. Empty for a tree.
   std::vector<int64_t> bounds;
+  // The same offsets as int32 on the device, for varlen flash attention
+  // (DecoderModel::varlen_offsets); undefined where that kernel is not used.
+  torch::Tensor offsets;
 
   // A tree. A long segment attends with a call of its own: its queries are
   // packed tokens [begin, begin + length), its keys the path `keys`

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/plugin_host/error.hpp"
+#include "device.hpp"
 
 namespace areal::torch_model::invariant {
 
@@ -76,15 +77,15 @@ c10::intrusive_ptr<AttentionPlan> plan_attention(int64_t rows, std::vector<Unit>
         }
       }
     }
-    call.paths = torch::tensor(paths, idx).to(device);
-    call.query_rows = torch::tensor(query_rows, idx).to(device);
-    call.positions = torch::tensor(positions, idx).view({per_call, per_unit}).to(device);
+    call.paths = upload(torch::tensor(paths, idx), device);
+    call.query_rows = upload(torch::tensor(query_rows, idx), device);
+    call.positions = upload(torch::tensor(positions, idx).view({per_call, per_unit}), device);
     plan->calls.push_back(std::move(call));
     out_row += per_call * per_unit;
   }
   if (std::any_of(output_rows.begin(), output_rows.end(), [](int64_t r) { return r < 0; }))
     throw Error(AREAL_CODE_INTERNAL, "batch-invariant attention: a query row is in no unit");
-  plan->output_rows = torch::tensor(output_rows, idx).to(device);
+  plan->output_rows = upload(torch::tensor(output_rows, idx), device);
   return plan;
 }
 
@@ -140,7 +141,7 @@ torch::Tensor path_table(const std::vector<std::vector<int64_t>>& paths, torch::
     if (p.empty()) throw Error(AREAL_CODE_INTERNAL, "batch-invariant attention: an empty key path");
     for (size_t i = 0; i < longest; ++i) table.push_back(p[std::min(i, p.size() - 1)]);
   }
-  return torch::tensor(table, torch::kInt64).view({static_cast<int64_t>(paths.size()), static_cast<int64_t>(longest)}).to(device);
+  return upload(torch::tensor(table, torch::kInt64).view({static_cast<int64_t>(paths.size()), static_cast<int64_t>(longest)}), device);
 }
 
 torch::Tensor block_rows(const torch::Tensor& table, const torch::Tensor& paths, int64_t block, int64_t key_block) {

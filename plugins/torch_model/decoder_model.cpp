@@ -14,6 +14,8 @@
 #include <torch/version.h>
 
 #include "attention_layout.hpp"
+#include "device.hpp"
+#include "fused_kernels.hpp"
 #include "core/plugin_host/error.hpp"
 
 // torch::scaled_dot_product_attention arrived in libtorch 2.0; 1.13 (Debian's)
@@ -175,6 +177,7 @@ void DecoderModel::join_projections() {
 void DecoderModel::keep_float32_head() {
   torch::NoGradGuard no_grad;
   if (dtype_ != torch::kBFloat16 && dtype_ != torch::kHalf) return;
+  if (fused::float32_product_applies(device_, dtype_)) return;  // logits() reads the bf16 weight itself
   if (head32_.defined()) head32_.copy_(head_weight());  // in place: no second copy alive during a hand-off
   else head32_ = head_weight().to(torch::kFloat32);
 }
@@ -212,17 +215,20 @@ torch::Tensor DecoderModel::norm_rows(const torch::Tensor& x, const torch::Tenso
 }
 
 torch::Tensor DecoderModel::rope_table(const torch::Tensor& positions) const {
+  const torch::Tensor at = upload(positions.to(torch::kInt64), device_);  // host positions: no wait for the device
   if (invariant_) {
-    const torch::Tensor at = positions.to(device_, torch::kInt64);
-    // The table ends at max_position_embeddings (a read past it would be a device assert on CUDA).
-    if (at.numel() > 0 && at.max().item<int64_t>() >= invariant_rope_.size(1))
-      throw Error(AREAL_CODE_INVALID_ARGUMENT, "batch_invariant: position " + std::to_string(at.max().item<int64_t>()) + " is past the model's max_position_embeddings " +
-                                                   std::to_string(invariant_rope_.size(1)));
+    // The table ends at max_position_embeddings (a read past it would be a
+    // device assert on CUDA): checked where the positions are, on the host
+    // when the caller holds them there.
+    const torch::Tensor& checked = positions.device().is_cpu() ? positions : at;
+    if (checked.numel() > 0 && checked.max().item<int64_t>() >= invariant_rope_.size(1))
+      throw Error(AREAL_CODE_INVALID_ARGUMENT, "batch_invariant: position " + std::to_string(checked.max().item<int64_t>()) +
+                                                   " is past the model's max_position_embeddings " + std::to_string(invariant_rope_.size(1)));
     return invariant_rope_.index_select(1, at);
   }
   // freqs [S, hd/2] -> emb [S, hd] = cat(freqs, freqs), HF's layout; in float64, then the model's dtype.
   // The sine's first half is negated (apply_rope's signed sine).
-  const torch::Tensor freqs = positions.to(torch::kFloat64).unsqueeze(1) * inv_freq_.unsqueeze(0);
+  const torch::Tensor freqs = at.to(torch::kFloat64).unsqueeze(1) * inv_freq_.unsqueeze(0);
   const torch::Tensor emb = torch::cat({freqs, freqs}, -1), sin = freqs.sin();
   torch::Tensor table = torch::stack({emb.cos(), torch::cat({-sin, sin}, -1)});
   if (rope_scale_ != 1.0) table = table * rope_scale_;  // YaRN's attention factor, on cos and sin as HF applies it
@@ -405,7 +411,7 @@ torch::Tensor DecoderModel::attention_probs(int64_t layer, const torch::Tensor& 
 torch::Tensor DecoderModel::attend_heads(int64_t layer, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t q_offset) const {
   const int64_t S = q.size(0), K = k.size(0), groups = config_.num_attention_heads / config_.num_key_value_heads;
   const int64_t window = config_.attention_window(layer);
-  const torch::Tensor kr = k.repeat_interleave(groups, 1), vr = v.repeat_interleave(groups, 1);  // GQA
+  torch::Tensor kr, vr;  // K and V repeated for each query head (GQA), made below the native-GQA path
   // Queries [begin, end) attend to keys 0..q_offset + end - 1 (causal), the
   // last `window` of them in a sliding layer: [H, n, keys] scores.
   auto block = [&](int64_t begin, int64_t end) {
@@ -431,6 +437,7 @@ torch::Tensor DecoderModel::attend_heads(int64_t layer, const torch::Tensor& q, 
     return o.squeeze(0).transpose(0, 1).reshape({S, -1});
   }
 #endif
+  kr = k.repeat_interleave(groups, 1), vr = v.repeat_interleave(groups, 1);
 #if AREAL_HAS_SDPA
   if (fused_on(q) && plain_attention(layer)) {
     // [1, H, S, hd] layout for the fused kernels (flash / memory-efficient on CUDA).
@@ -477,11 +484,25 @@ torch::Tensor DecoderModel::attend_packed(int64_t layer, const torch::Tensor& q,
   return o_proj(layer, attend_packed_heads(layer, q, k, v, bounds));
 }
 
+torch::Tensor DecoderModel::varlen_offsets(const std::vector<int64_t>& bounds) const {
+  if (bounds.size() < 3 || !fused::varlen_attention_applies(device_, dtype_, config_.head_dim)) return {};
+  std::vector<int32_t> offsets(bounds.begin(), bounds.end());
+  return upload(torch::tensor(offsets, torch::kInt32), device_);
+}
+
 torch::Tensor DecoderModel::attend_packed_heads(int64_t layer, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                                const std::vector<int64_t>& bounds) const {
+                                                const std::vector<int64_t>& bounds, const torch::Tensor& offsets) const {
   const int64_t B = static_cast<int64_t>(bounds.size()) - 1, T = q.size(0);
   if (B == 1) return attend_heads(layer, q, k, v, 0);
   auto len = [&](int64_t b) { return bounds[b + 1] - bounds[b]; };
+  if (plain_attention(layer) && fused::varlen_attention_applies(q.device(), q.scalar_type(), config_.head_dim)) {
+    // One flash call over every sequence, unpadded, in the packed layout
+    // itself: no per-sequence calls, no gather into groups and back.
+    int64_t longest = 0;
+    for (int64_t b = 0; b < B; ++b) longest = std::max(longest, len(b));
+    const torch::Tensor o = fused::varlen_causal_attention(q, k, v, offsets.defined() ? offsets : varlen_offsets(bounds), longest);
+    if (o.defined()) return o.reshape({T, -1});
+  }
   // Longest first; sequences longer than kAlone keep a call each (their
   // attention dominates; no padding); shorter ones go in groups of similar
   // length, each group padded to its longest and attended at once.
@@ -523,13 +544,13 @@ torch::Tensor DecoderModel::attend_packed_heads(int64_t layer, const torch::Tens
       for (int64_t r = 0; r < L; ++r) gather[static_cast<size_t>(g * L + r)] = s + std::min(r, n - 1);
       for (int64_t r = 0; r < n; ++r) row_of[static_cast<size_t>(s + r)] = rows + g * L + r;
     }
-    const torch::Tensor at = torch::tensor(gather, idx).to(q.device());
+    const torch::Tensor at = upload(torch::tensor(gather, idx), q.device());
     auto padded = [&](const torch::Tensor& x) { return x.index_select(0, at).view({G, L, x.size(1), x.size(2)}); };
     pieces.push_back(attend_padded(layer, padded(q), padded(k), padded(v)).reshape({G * L, -1}));
     rows += G * L;
     i = j;
   }
-  return torch::cat(pieces, 0).index_select(0, torch::tensor(row_of, idx).to(q.device()));
+  return torch::cat(pieces, 0).index_select(0, upload(torch::tensor(row_of, idx), q.device()));
 }
 
 torch::Tensor DecoderModel::attend_padded(int64_t layer, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) const {
@@ -619,7 +640,7 @@ torch::Tensor DecoderModel::layer_forward(int64_t layer, const torch::Tensor& x,
                         return std::make_pair(k.index_select(0, rows).view(shape), v.index_select(0, rows).view(shape));
                       }));
   } else {
-    attended = layout.tree() ? attend_tree(layer, q, k, v, layout) : attend_packed(layer, q, k, v, layout.bounds);
+    attended = layout.tree() ? attend_tree(layer, q, k, v, layout) : o_proj(layer, attend_packed_heads(layer, q, k, v, layout.bounds, layout.offsets));
   }
   const torch::Tensor x2 = x + attended;
   return x2 + mlp(layer, rms_norm(x2, p(pre + "post_attention_layernorm.weight")), routing);
@@ -643,6 +664,7 @@ torch::Tensor DecoderModel::hidden(const torch::Tensor& ids, const torch::Tensor
   }
   auto layout = c10::make_intrusive<AttentionLayout>();
   layout->bounds.assign(bounds, bounds + cu.size(0));
+  if (!invariant_) layout->offsets = varlen_offsets(layout->bounds);  // once for every layer
   if (invariant_) {  // a path a sequence: its own rows
     std::vector<invariant::Unit> units;
     std::vector<std::vector<int64_t>> paths;
@@ -655,8 +677,8 @@ torch::Tensor DecoderModel::hidden(const torch::Tensor& ids, const torch::Tensor
     layout->invariant = invariant::plan_attention(ids.size(0), std::move(units), device_);
     if (!paths.empty()) layout->invariant_keys = invariant::path_table(paths, device_);
   }
-  const torch::Tensor rope = rope_table(torch::tensor(pos, torch::kInt64).to(device_));  // once for every layer
-  return run_layers(torch::embedding(p("model.embed_tokens.weight"), ids.to(device_, torch::kInt64)), rope, layout, checkpoint, routing);
+  const torch::Tensor rope = rope_table(torch::tensor(pos, torch::kInt64));  // once for every layer
+  return run_layers(torch::embedding(p("model.embed_tokens.weight"), upload(ids.to(torch::kInt64), device_)), rope, layout, checkpoint, routing);
 }
 
 // One decoder layer recomputed in backward instead of stored: it keeps only
@@ -740,12 +762,28 @@ const torch::Tensor& DecoderModel::head_weight() const {
   return p(config_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight");
 }
 
+namespace {
+
+// The head's float32 logits of `rows` (compute: float32 or float64): from
+// the model's own bf16/fp16 operands where the CUDA product applies, else
+// from operands cast to the compute dtype (TF32 tensor cores for a bf16
+// model on CUDA). The engine's logits() and the trainer's log-probs
+// (TokenLogprob, InvariantTokenLogprob) compute the same product.
+torch::Tensor head_logits(const torch::Tensor& rows, const torch::Tensor& w, torch::ScalarType compute) {
+  if (compute == torch::kFloat32 && rows.scalar_type() == w.scalar_type() && fused::float32_product_applies(rows.device(), w.scalar_type()))
+    return fused::float32_product(rows, w);
+  return torch::linear(rows.to(compute), w.to(compute));
+}
+
+}  // namespace
+
 torch::Tensor DecoderModel::logits(const torch::Tensor& h) const {
   // The head in float32 at least: sampled log-probs must not come from bfloat16 logits.
   const auto compute = dtype_ == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
   Tf32Head tf32(h, dtype_);
-  const torch::Tensor w = head32_.defined() && compute == torch::kFloat32 ? head32_ : head_weight().to(compute);
-  auto f = [&](const torch::Tensor& rows) { return torch::linear(rows.to(compute), w); };
+  const bool fused_head = compute == torch::kFloat32 && fused::float32_product_applies(h.device(), dtype_);
+  const torch::Tensor w = fused_head ? head_weight() : head32_.defined() && compute == torch::kFloat32 ? head32_ : head_weight().to(compute);
+  auto f = [&](const torch::Tensor& rows) { return head_logits(rows, w, compute); };
   return invariant_ ? invariant::by_rows(h, f) : f(h);
 }
 
@@ -762,8 +800,8 @@ std::pair<torch::Tensor, torch::Tensor> chunk_logprobs(const torch::Tensor& logi
 // Targets [n] and temperatures [n] as padded [rows, 1] columns (padding divides by 1).
 std::pair<torch::Tensor, torch::Tensor> padded_targets(const torch::Tensor& targets, const torch::Tensor& temperatures, const torch::TensorOptions& opts) {
   const int64_t n = targets.size(0);
-  const torch::Tensor tg = invariant::padded_rows(targets.to(opts.device(), torch::kInt64).view({-1, 1}));
-  const torch::Tensor t = torch::cat({temperatures.to(opts.device(), opts.dtype().toScalarType()).view({-1, 1}), torch::ones({tg.size(0) - n, 1}, opts)});
+  const torch::Tensor tg = invariant::padded_rows(upload(targets.to(torch::kInt64), opts.device()).view({-1, 1}));
+  const torch::Tensor t = torch::cat({upload(temperatures.to(opts.dtype().toScalarType()), opts.device()).view({-1, 1}), torch::ones({tg.size(0) - n, 1}, opts)});
   return {tg, t};
 }
 
@@ -779,11 +817,12 @@ struct InvariantTokenLogprob : torch::autograd::Function<InvariantTokenLogprob> 
     const auto opts = torch::TensorOptions().dtype(c).device(h.device());
     const int64_t n = h.size(0), chunk = invariant::shape(h.device()).rows;
     Tf32Head tf32(h, w.scalar_type());
-    const torch::Tensor w32 = w.to(c), hp = invariant::padded_rows(h);
+    const bool fused_head = c == torch::kFloat32 && h.scalar_type() == w.scalar_type() && fused::float32_product_applies(h.device(), w.scalar_type());
+    const torch::Tensor w_in = fused_head ? w : w.to(c), hp = invariant::padded_rows(h);
     const auto [tg, t] = padded_targets(targets, temperatures, opts);
     std::vector<torch::Tensor> lps, lses;
     for (int64_t r = 0; r < hp.size(0); r += chunk) {
-      auto [lp, lse] = chunk_logprobs(torch::linear(hp.narrow(0, r, chunk).to(c), w32), tg.narrow(0, r, chunk), t.narrow(0, r, chunk));
+      auto [lp, lse] = chunk_logprobs(head_logits(hp.narrow(0, r, chunk), w_in, c), tg.narrow(0, r, chunk), t.narrow(0, r, chunk));
       lps.push_back(lp), lses.push_back(lse);
     }
     const torch::Tensor lse = torch::cat(lses).narrow(0, 0, n);
@@ -857,7 +896,7 @@ struct TokenLogprob : torch::autograd::Function<TokenLogprob> {
                                double temperature, int64_t compute) {
     const auto c = static_cast<torch::ScalarType>(compute);  // float32 at least, whatever the model's dtype
     Tf32Head tf32(h, w.scalar_type());
-    torch::Tensor logits = torch::linear(h.to(c), w.to(c));
+    torch::Tensor logits = head_logits(h, w, c);
     if (temperature != 1.0) logits.div_(temperature);
     const torch::Tensor lse = logits.logsumexp(-1);
     const torch::Tensor lp = logits.gather(1, targets.unsqueeze(1)).squeeze(1) - lse;
@@ -888,10 +927,10 @@ torch::Tensor DecoderModel::logprobs_tree(const Tree& tree, const torch::Tensor&
   if (!(temperature > 0)) throw Error(AREAL_CODE_INVALID_ARGUMENT, "temperature must be > 0 for log-probs");
   const auto compute = dtype_ == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
   const torch::Tensor h = hidden_tree(tree, checkpoint, routing);
-  const torch::Tensor prev = previous.to(device_, torch::kInt64);
+  const torch::Tensor prev = upload(previous.to(torch::kInt64), device_);
   if (prev.dim() != 1 || prev.size(0) != h.size(0)) throw Error(AREAL_CODE_INVALID_ARGUMENT, "tree: previous must be [N]");
   // Each token scored from the hidden state of the token before it on its path.
-  const torch::Tensor before = h.index_select(0, prev.clamp_min(0)), targets = tree.ids.to(device_, torch::kInt64).contiguous();
+  const torch::Tensor before = h.index_select(0, prev.clamp_min(0)), targets = upload(tree.ids.to(torch::kInt64), device_).contiguous();
   const torch::Tensor lp =
       invariant_ ? InvariantTokenLogprob::apply(before, head_weight(), targets,
                                                 torch::full({before.size(0)}, temperature, torch::TensorOptions().dtype(compute).device(device_)),
@@ -903,7 +942,7 @@ torch::Tensor DecoderModel::logprobs_tree(const Tree& tree, const torch::Tensor&
 torch::Tensor DecoderModel::logprobs(const torch::Tensor& ids, const torch::Tensor& cu_seqlens, float temperature, bool checkpoint,
                                      MoeRouting* routing) const {
   if (!(temperature > 0)) throw Error(AREAL_CODE_INVALID_ARGUMENT, "temperature must be > 0 for log-probs");
-  const torch::Tensor ids64 = ids.to(device_, torch::kInt64);
+  const torch::Tensor ids64 = upload(ids.to(torch::kInt64), device_);
   // Float32 at least (as HF upcasts logits); a float64 model keeps float64.
   const auto compute = dtype_ == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
   const torch::Tensor h = hidden(ids64, cu_seqlens, checkpoint, routing);
@@ -923,7 +962,7 @@ torch::Tensor DecoderModel::logprobs(const torch::Tensor& ids, const torch::Tens
     auto* keep = mask.data_ptr<bool>();
     for (int64_t b = 0; b + 1 < cu.size(0); ++b)
       if (bounds[b] < T) keep[bounds[b]] = false;
-    out = torch::cat({torch::zeros({1}, opts), prev}) * mask.to(device_, compute);
+    out = torch::cat({torch::zeros({1}, opts), prev}) * upload(mask.to(compute), device_);
   }
   return out;
 }

@@ -140,7 +140,9 @@ class DecoderModel {
   void join_projections();
   // For serving a bfloat16/float16 model: keep the float32 copy of the head
   // weight the log-prob head computes with, instead of casting it every
-  // step. Call again after the weights change (it copies in place).
+  // step. Call again after the weights change (it copies in place). No copy
+  // where the head multiplies the bf16 weight itself into float32 logits
+  // (CUDA, fused::float32_product).
   void keep_float32_head();
 
   std::vector<torch::Tensor> parameters() const;  // in config.weights() order
@@ -171,8 +173,13 @@ class DecoderModel {
                               const std::vector<int64_t>& bounds) const;
   // The same before o_proj: [T, H*hd]. A prefill that attends its rows in
   // parts projects them together, so per-row LoRA groups index every row.
+  // On CUDA (bf16/fp16) one varlen flash call serves every sequence;
+  // `offsets` are varlen_offsets(bounds), made here when undefined.
   torch::Tensor attend_packed_heads(int64_t layer, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                    const std::vector<int64_t>& bounds) const;
+                                    const std::vector<int64_t>& bounds, const torch::Tensor& offsets = {}) const;
+  // `bounds` as int32 on the device, the varlen flash kernel's offsets, when
+  // it serves this model (else undefined): made once for a forward's layers.
+  torch::Tensor varlen_offsets(const std::vector<int64_t>& bounds) const;
   // attend without o_proj: [S, H*hd].
   torch::Tensor attend_heads(int64_t layer, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t q_offset) const;
   torch::Tensor o_proj(int64_t layer, const torch::Tensor& heads) const;  // [S, H*hd] -> [S, hidden]
@@ -233,9 +240,9 @@ class DecoderModel {
   double rope_scale_ = 1.0;  // cos and sin are multiplied by it (YaRN's attention factor)
   std::vector<int64_t> moe_index_;  // layer -> its index among MoE layers, -1 for dense ones
   bool invariant_ = false;
-  torch::Tensor invariant_rope_;
+  torch::Tensor invariant_rope_;  // batch-invariant mode: cos and sin of every position, [2, positions, 1, hd], made on the host
   std::vector<torch::Tensor> joined_qkv_, joined_qkv_bias_, joined_gate_up_;  // join_projections, by layer (undefined: not joined)
-  torch::Tensor head32_;  // keep_float32_head  // batch-invariant mode: cos and sin of every position, [2, positions, 1, hd], made on the host
+  torch::Tensor head32_;  // keep_float32_head
 };
 
 }  // namespace areal::torch_model

@@ -10,6 +10,7 @@
 #include "attention_layout.hpp"
 #include "core/plugin_host/error.hpp"
 #include "decoder_model.hpp"
+#include "device.hpp"
 
 namespace areal::torch_model {
 
@@ -63,7 +64,7 @@ c10::intrusive_ptr<AttentionLayout> DecoderModel::tree_layout(const Tree& t) con
     }
     AttentionLayout::Alone a;
     a.begin = t.begin[s], a.length = length(s), a.offset = own_offset[s];
-    if (t.parent[s] >= 0) a.keys = torch::tensor(path[s], idx).to(device_);
+    if (t.parent[s] >= 0) a.keys = upload(torch::tensor(path[s], idx), device_);
     for (int64_t r = 0; r < a.length; ++r) row_of[static_cast<size_t>(a.begin + r)] = rows + r;
     rows += a.length;
     layout->alone.push_back(std::move(a));
@@ -103,16 +104,16 @@ c10::intrusive_ptr<AttentionLayout> DecoderModel::tree_layout(const Tree& t) con
       for (int64_t r = 0; r < Lk; ++r) kr[static_cast<size_t>(g * Lk + r)] = path[s][static_cast<size_t>(std::min(r, P - 1))];
       for (int64_t r = 0; r < n; ++r) row_of[static_cast<size_t>(t.begin[s] + r)] = rows + g * Lq + r;
     }
-    b.query_rows = torch::tensor(qr, idx).to(device_);
-    b.key_rows = torch::tensor(kr, idx).to(device_);
+    b.query_rows = upload(torch::tensor(qr, idx), device_);
+    b.key_rows = upload(torch::tensor(kr, idx), device_);
     const torch::Tensor query_depth = torch::tensor(depth, idx).view({G, Lq, 1}), key_depth = torch::arange(Lk, idx).view({1, 1, Lk});
-    b.allowed = (key_depth <= query_depth).to(device_);
-    if (windows) b.allowed_window = ((key_depth <= query_depth) & (key_depth > query_depth - window)).to(device_);
+    b.allowed = upload(key_depth <= query_depth, device_);
+    if (windows) b.allowed_window = upload((key_depth <= query_depth) & (key_depth > query_depth - window), device_);
     rows += G * Lq;
     layout->buckets.push_back(std::move(b));
     i = j;
   }
-  layout->row_of = torch::tensor(row_of, idx).to(device_);
+  layout->row_of = upload(torch::tensor(row_of, idx), device_);
   return layout;
 }
 
@@ -142,8 +143,8 @@ torch::Tensor DecoderModel::hidden_tree(const Tree& t, bool checkpoint, MoeRouti
   const torch::Tensor ids = t.ids.to(torch::kInt64);
   if (ids.numel() && (ids.min().item<int64_t>() < 0 || ids.max().item<int64_t>() >= config_.vocab_size))
     throw Error(AREAL_CODE_INVALID_ARGUMENT, "tree: a token id is outside the vocabulary of " + std::to_string(config_.vocab_size));
-  const torch::Tensor rope = rope_table(t.positions.to(device_, torch::kInt64));  // once for every layer
-  return run_layers(torch::embedding(p("model.embed_tokens.weight"), ids.to(device_)), rope, layout, checkpoint, routing);
+  const torch::Tensor rope = rope_table(t.positions);  // once for every layer
+  return run_layers(torch::embedding(p("model.embed_tokens.weight"), upload(ids, device_)), rope, layout, checkpoint, routing);
 }
 
 }  // namespace areal::torch_model

@@ -20,6 +20,11 @@ bool built_with_cuda() {
 #endif
 }
 
+torch::Tensor upload(const torch::Tensor& host, const torch::Device& device) {
+  if (!device.is_cuda() || !host.device().is_cpu()) return host.to(device);
+  return host.pin_memory().to(device, /*non_blocking=*/true);  // the pinned block outlives the copy (the host allocator waits on it)
+}
+
 torch::Device parse_device(const std::string& text, const std::string& what) {
   if (text == "auto" || text.empty()) return torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
   if (text == "cpu") return torch::kCPU;

@@ -20,6 +20,12 @@ torch::Dtype parse_dtype(const std::string& text, const std::string& what);
 std::string device_name(const torch::Device& d);  // "cpu", "cuda:0"
 std::string dtype_name(torch::Dtype d);          // "bfloat16", ...
 
+// A host tensor on `device` without waiting for the device: on CUDA a
+// non-blocking copy from pinned memory (a plain .to() from pageable memory
+// waits for the stream to drain, a host sync that leaves the GPU idle while
+// the next kernels are queued; once a layer, that was a step's tail).
+torch::Tensor upload(const torch::Tensor& host, const torch::Device& device);
+
 // Whether this build of the plugins was compiled against a libtorch with
 // CUDA (and so can read the CUDA allocator's statistics).
 bool built_with_cuda();

@@ -1,0 +1,40 @@
+// CUDA-only kernels of newer libtorch releases that the model calls when they
+// apply, each with the portable path as the caller's fallback: varlen flash
+// attention over packed sequences, and the bf16 x bf16 -> float32 product of
+// the log-prob head. Whether this libtorch and GPU run each one is probed
+// once per process with a tiny call (outside any CUDA graph capture), so a
+// build or card without them loses speed, not correctness, and says so once
+// on stderr.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <torch/types.h>
+
+namespace areal::torch_model::fused {
+
+// Causal self-attention within each sequence of a packed batch in one flash
+// call: q [T, heads, hd], k/v [T, kv_heads, hd] (grouped-query: heads a
+// multiple of kv_heads, read in place), `cu_seqlens` int32 [B+1] offsets on
+// q's device, `longest` the longest sequence. [T, heads, hd], or undefined
+// where the kernel does not apply (not CUDA, not bf16/fp16, a head size flash
+// lacks, libtorch < 2.1, a GPU flash does not support).
+torch::Tensor varlen_causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& cu_seqlens,
+                                      int64_t longest);
+
+// Whether varlen_causal_attention applies to attention of this dtype and head size on `device`.
+bool varlen_attention_applies(const torch::Device& device, torch::ScalarType dtype, int64_t head_dim);
+
+// rows [n, d] x weight[V, d]^T as float32 [n, V] from bf16/fp16 operands on
+// the tensor cores at their own rate (the products of bf16 or fp16 values are
+// exact in float32 and the sums float32: the numbers of a float32 product of
+// the same values, at twice TF32's speed and reading half the bytes of a
+// float32 weight copy). Undefined where it does not apply (CPU, other dtypes,
+// libtorch < 2.9).
+torch::Tensor float32_product(const torch::Tensor& rows, const torch::Tensor& weight);
+
+// Whether float32_product applies to operands of this dtype on `device`.
+bool float32_product_applies(const torch::Device& device, torch::ScalarType dtype);
+
+}  // namespace areal::torch_model::fused
