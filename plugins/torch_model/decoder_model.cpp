@@ -390,8 +390,20 @@ void DecoderModel::qkv(int64_t layer, const torch::Tensor& x, const torch::Tenso
     q = rms_norm(q, p(pre + "q_norm.weight"));
     k = rms_norm(k, p(pre + "k_norm.weight"));
   }
-  q = apply_rope(q, rope);
-  k = apply_rope(k, rope);
+  if (invariant_) {  // the bitwise mode keeps its own kernel shapes
+    q = apply_rope(q, rope);
+    k = apply_rope(k, rope);
+    return;
+  }
+  // RoPE once over q and k side by side: a small decode step is bound by its
+  // kernel count, and this takes three kernels a layer away (two where the
+  // heads are joined by a copy: Qwen3's norms, an adapter's q or k). The
+  // joined product already holds them side by side otherwise.
+  const bool in_place = joined.defined() && q.data_ptr() == joined.data_ptr() &&
+                        k.data_ptr() == static_cast<const char*>(joined.data_ptr()) + H * hd * joined.element_size();
+  const torch::Tensor qk = apply_rope(in_place ? joined.narrow(1, 0, (H + kv) * hd).view({S, H + kv, hd}) : torch::cat({q, k}, 1), rope);
+  q = qk.narrow(1, 0, H);
+  k = qk.narrow(1, H, kv);
 }
 
 bool DecoderModel::plain_attention(int64_t layer) const { return !config_.attention_sinks && config_.attention_window(layer) == 0; }
