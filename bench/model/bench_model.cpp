@@ -189,6 +189,7 @@ int main(int argc, char** argv) {
       const auto j = nlohmann::json::parse(info.text);
       out["gen_peak_device_memory_bytes"] = j.value("peak_device_memory_bytes", 0.0);
       out["gen_cuda_graphs"] = j.value("cuda_graphs", false);
+      out["gen_fused_kernels"] = j.value("fused_kernels", nlohmann::json::object());
       out["gen_decode_steps"] = j.value("decode_steps", 0);
       if (std::getenv("AREAL_BENCH_CONSISTENCY")) {
         // The same tokens scored by the trainer (fsdp, same dtype and device):

@@ -56,6 +56,7 @@
 #include "slot_contents.hpp"
 #include "decoder_model.hpp"
 #include "device.hpp"
+#include "fused_kernels.hpp"
 
 namespace {
 
@@ -387,6 +388,9 @@ class LocalInference {
                 {"dtype", areal::torch_model::dtype_name(dtype_)},
                 {"peak_device_memory_bytes", areal::torch_model::peak_memory_bytes(device_)},
                 {"cuda_graphs", graphs_on_},
+                // Which of libtorch's CUDA-only kernels this engine runs (torch_model/fused_kernels.hpp).
+                {"fused_kernels", json{{"varlen_flash_attention", areal::torch_model::fused::varlen_attention_applies(device_, dtype_, c.head_dim)},
+                                       {"bf16_float32_head_product", areal::torch_model::fused::float32_product_applies(device_, dtype_)}}},
                 {"batch_invariant", invariant_},
                 {"decode_steps", decode_steps_.load()},
                 {"prefix_cache", json{{"enabled", prefix_cache_}, {"prompt_tokens", prompt_tokens_.load()}, {"cached_tokens", cached_tokens_.load()},
