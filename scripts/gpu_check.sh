@@ -43,6 +43,11 @@ report="$work/gpu_check_report.md"
 : > "$report"
 say() { echo "$*" | tee -a "$report"; }
 fail() { echo "gpu_check: FAILED: $*" | tee -a "$report" >&2; exit 1; }
+# A check that failed while the parts after it can still measure: reported
+# at once, and the script exits non-zero at the end (one device session
+# then still brings back every number it can).
+failures=()
+check_failed() { echo "gpu_check: FAILED: $*" | tee -a "$report" >&2; failures+=("$*"); }
 
 # --- The machine ---------------------------------------------------------------
 command -v nvidia-smi >/dev/null || fail "nvidia-smi not found: this is not a machine with an NVIDIA GPU"
@@ -156,7 +161,7 @@ PY
     done
   done
   say ""
-  [ $parity_ok = 1 ] || fail "log-prob parity"
+  [ $parity_ok = 1 ] || check_failed "log-prob parity"
 else
   say "transformers is not installed: skipped."
   say ""
@@ -207,13 +212,14 @@ done
 # checkpointing, and is compared with the default mode's checkpointed run.
 IFS=: read -r br bp bt <<< "${gen_configs[0]}"
 AREAL_BENCH_CONSISTENCY=1 AREAL_BENCH_ENGINE='{"device": "cuda", "dtype": "bfloat16", "batch_invariant": true}' AREAL_BENCH_TRAIN='{"gradient_checkpointing": true}' \
-  run "$build/bin/areal_model_bench" "$models/qwen3-0.6b" 0 "$tb" "$ts" "$tsteps" "$br" "$bp" "$bt" > "$work/bench.areal.bitwise.json" ||
-  fail "areal_model_bench, batch_invariant"
+  run "$build/bin/areal_model_bench" "$models/qwen3-0.6b" 0 "$tb" "$ts" "$tsteps" "$br" "$bp" "$bt" > "$work/bench.areal.bitwise.json" 2> "$work/bench.areal.bitwise.log" ||
+  { tail -5 "$work/bench.areal.bitwise.log"; check_failed "areal_model_bench, batch_invariant (log: $work/bench.areal.bitwise.log)"; echo '{}' > "$work/bench.areal.bitwise.json"; }
 # Training on an RL-like ragged batch (rows of ts/4 to ts tokens): areal packs
 # the rows, transformers pads them to the longest (with an attention mask);
 # tokens/s counts real tokens on both sides.
 AREAL_BENCH_RAGGED=1 AREAL_BENCH_ENGINE="$(cuda_engine bfloat16)" \
-  run "$build/bin/areal_model_bench" "$models/qwen3-0.6b" 0 "$tb" "$ts" "$tsteps" 0 0 0 > "$work/bench.areal.ragged.json" || fail "areal_model_bench, ragged"
+  run "$build/bin/areal_model_bench" "$models/qwen3-0.6b" 0 "$tb" "$ts" "$tsteps" 0 0 0 > "$work/bench.areal.ragged.json" ||
+  { check_failed "areal_model_bench, ragged"; echo '{}' > "$work/bench.areal.ragged.json"; }
 if [ $has_hf = 1 ]; then
   AREAL_BENCH_RAGGED=1 "$PYTHON" "$src/bench/gpu/hf_reference.py" bench "$models/qwen3-0.6b" "$tb" "$ts" "$tsteps" 0 0 0 eager > "$work/bench.hf.ragged.json" ||
     fail "hf_reference bench, ragged"
@@ -222,8 +228,9 @@ else
 fi
 # The same training with activation checkpointing (generation left minimal).
 AREAL_BENCH_ENGINE='{"device": "cuda", "dtype": "bfloat16", "gradient_checkpointing": true}' \
-  run "$build/bin/areal_model_bench" "$models/qwen3-0.6b" 0 "$tb" "$ts" "$tsteps" 1 8 2 > "$work/bench.areal.ckpt.json"
-"$PYTHON" - "$work" "$i" "$tb $ts $tsteps" "${gen_configs[*]}" <<'PY' | tee -a "$report" || fail "throughput"
+  run "$build/bin/areal_model_bench" "$models/qwen3-0.6b" 0 "$tb" "$ts" "$tsteps" 1 8 2 > "$work/bench.areal.ckpt.json" ||
+  { check_failed "areal_model_bench, gradient_checkpointing"; echo '{}' > "$work/bench.areal.ckpt.json"; }
+"$PYTHON" - "$work" "$i" "$tb $ts $tsteps" "${gen_configs[*]}" <<'PY' | tee -a "$report" || check_failed "throughput checks (above)"
 import json, sys
 work, n, (tb, ts, tsteps), configs = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), sys.argv[4].split()
 a = [json.load(open(f"{work}/bench.areal.{i}.json")) for i in range(n)]
@@ -233,6 +240,12 @@ bw = json.load(open(f"{work}/bench.areal.bitwise.json"))
 ra, rr = json.load(open(f"{work}/bench.areal.ragged.json")), json.load(open(f"{work}/bench.hf.ragged.json"))
 gib = lambda b: f"{b / 2**30:.2f} GiB" if b else "-"
 ratio = lambda x, y: f"{x / y:.2f}x" if x and y else "-"
+num = lambda v, fmt: format(v, fmt) if isinstance(v, (int, float)) else "-"  # a run that failed left {}
+failed = []
+def check(ok, what):
+    if not ok:
+        failed.append(what)
+        print(f"\nFAIL: {what}")
 print(f"Training: batch {tb} x {ts} tokens, {tsteps} timed steps after one warm-up (forward + backward + clip + AdamW, bf16 compute, fp32 master weights).")
 print(f"Reference: {r[0].get('impl', 'transformers (not installed)')}, bf16 autocast, `AdamW(fused=True)`.")
 print()
@@ -243,13 +256,13 @@ print(f"| step time | {a[0]['train_step_s']:.3f} s | {r[0].get('train_step_s', 0
 print(f"| peak device memory | {gib(a[0].get('train_peak_device_memory_bytes'))} | {gib(r[0].get('train_peak_device_memory_bytes'))} | |")
 print(f"| first step's loss | {a[0]['first_loss']:.5f} | {r[0].get('first_loss', float('nan')):.5f} | |")
 print()
-print(f"Ragged RL-like batch: {tb} rows of {int(ts) // 4} to {ts} tokens ({ra['train_tokens']} tokens); areal packs them, transformers pads to {ts} with an attention mask.")
+print(f"Ragged RL-like batch: {tb} rows of {int(ts) // 4} to {ts} tokens ({ra.get('train_tokens', rr.get('train_tokens', '?'))} tokens); areal packs them, transformers pads to {ts} with an attention mask.")
 print()
 print("| training, ragged | areal | transformers eager | ratio |")
 print("| --- | --- | --- | --- |")
-print(f"| tokens/s | {ra['train_tokens_per_s']:.0f} | {rr.get('train_tokens_per_s', 0):.0f} | {ratio(ra['train_tokens_per_s'], rr.get('train_tokens_per_s'))} |")
+print(f"| tokens/s | {num(ra.get('train_tokens_per_s'), '.0f')} | {rr.get('train_tokens_per_s', 0):.0f} | {ratio(ra.get('train_tokens_per_s'), rr.get('train_tokens_per_s'))} |")
 print(f"| peak device memory | {gib(ra.get('train_peak_device_memory_bytes'))} | {gib(rr.get('train_peak_device_memory_bytes'))} | |")
-print(f"| first step's loss | {ra['first_loss']:.5f} | {rr.get('first_loss', float('nan')):.5f} | |")
+print(f"| first step's loss | {num(ra.get('first_loss'), '.5f')} | {rr.get('first_loss', float('nan')):.5f} | |")
 print()
 print("Generation: sampling at temperature 1 over the whole vocabulary, no early stop; each side timed after a warm-up run of the same length.")
 print()
@@ -268,29 +281,32 @@ if "engine_trainer_logprob_max_abs_diff" in a[0]:
     print(f"Rollout/training consistency (bf16): the trainer (fsdp) re-scored the {a[0]['engine_trainer_tokens']} tokens the engine generated "
           f"({configs[0]}): max |diff| {a[0]['engine_trainer_logprob_max_abs_diff']:.3e}, mean |diff| {a[0]['engine_trainer_logprob_mean_abs_diff']:.3e}.")
 print()
-print(f"Bitwise mode (`batch_invariant: true` on engine and trainer, {configs[0]}): the trainer re-scored the {bw['engine_trainer_tokens']} tokens "
-      f"the engine generated: max |diff| {bw['engine_trainer_logprob_max_abs_diff']:.3e} (0 is the mode's promise). Its cost:")
+print(f"Bitwise mode (`batch_invariant: true` on engine and trainer, {configs[0]}): the trainer re-scored the {bw.get('engine_trainer_tokens', '-')} tokens "
+      f"the engine generated: max |diff| {num(bw.get('engine_trainer_logprob_max_abs_diff'), '.3e')} (0 is the mode's promise). Its cost:")
 print()
 print("| | default | batch_invariant | ratio |")
 print("| --- | --- | --- | --- |")
-print(f"| generation tokens/s | {a[0]['gen_tokens_per_s']:.0f} | {bw['gen_tokens_per_s']:.0f} | {ratio(bw['gen_tokens_per_s'], a[0]['gen_tokens_per_s'])} |")
-print(f"| training tokens/s, both with checkpointing | {ck['train_tokens_per_s']:.0f} | {bw['train_tokens_per_s']:.0f} | {ratio(bw['train_tokens_per_s'], ck['train_tokens_per_s'])} |")
-print(f"| training peak device memory, both with checkpointing | {gib(ck['train_peak_device_memory_bytes'])} | {gib(bw['train_peak_device_memory_bytes'])} | |")
+print(f"| generation tokens/s | {a[0]['gen_tokens_per_s']:.0f} | {num(bw.get('gen_tokens_per_s'), '.0f')} | {ratio(bw.get('gen_tokens_per_s'), a[0]['gen_tokens_per_s'])} |")
+print(f"| training tokens/s, both with checkpointing | {num(ck.get('train_tokens_per_s'), '.0f')} | {num(bw.get('train_tokens_per_s'), '.0f')} | {ratio(bw.get('train_tokens_per_s'), ck.get('train_tokens_per_s'))} |")
+print(f"| training peak device memory, both with checkpointing | {gib(ck.get('train_peak_device_memory_bytes'))} | {gib(bw.get('train_peak_device_memory_bytes'))} | |")
 print()
 print("With `gradient_checkpointing: true` (each layer recomputed in backward), same batch:")
 print()
 print("| | areal, checkpointing | areal, without |")
 print("| --- | --- | --- |")
-print(f"| training tokens/s | {ck['train_tokens_per_s']:.0f} | {a[0]['train_tokens_per_s']:.0f} |")
-print(f"| training peak device memory | {gib(ck['train_peak_device_memory_bytes'])} | {gib(a[0]['train_peak_device_memory_bytes'])} |")
-print(f"| first step's loss | {ck['first_loss']:.6f} | {a[0]['first_loss']:.6f} |")
+print(f"| training tokens/s | {num(ck.get('train_tokens_per_s'), '.0f')} | {a[0]['train_tokens_per_s']:.0f} |")
+print(f"| training peak device memory | {gib(ck.get('train_peak_device_memory_bytes'))} | {gib(a[0]['train_peak_device_memory_bytes'])} |")
+print(f"| first step's loss | {num(ck.get('first_loss'), '.6f')} | {a[0]['first_loss']:.6f} |")
 if r[0].get("first_loss") is not None:
-    assert abs(a[0]["first_loss"] - r[0]["first_loss"]) < 1e-2, "areal's first loss differs from transformers'"
-if rr.get("first_loss") is not None:
-    assert abs(ra["first_loss"] - rr["first_loss"]) < 1e-2, "areal's first loss on the ragged batch differs from transformers'"
-assert abs(ck["first_loss"] - a[0]["first_loss"]) < 1e-3, "checkpointing changed the loss"
-assert ck["train_peak_device_memory_bytes"] < a[0]["train_peak_device_memory_bytes"], "checkpointing saved no memory"
-assert bw["engine_trainer_logprob_max_abs_diff"] == 0, "batch_invariant: the engine's and the trainer's log-probs differ on this GPU"
+    check(abs(a[0]["first_loss"] - r[0]["first_loss"]) < 1e-2, "areal's first loss differs from transformers'")
+if rr.get("first_loss") is not None and "first_loss" in ra:
+    check(abs(ra["first_loss"] - rr["first_loss"]) < 1e-2, "areal's first loss on the ragged batch differs from transformers'")
+if "first_loss" in ck:
+    check(abs(ck["first_loss"] - a[0]["first_loss"]) < 1e-3, "checkpointing changed the loss")
+    check(ck["train_peak_device_memory_bytes"] < a[0]["train_peak_device_memory_bytes"], "checkpointing saved no memory")
+if "engine_trainer_logprob_max_abs_diff" in bw:
+    check(bw["engine_trainer_logprob_max_abs_diff"] == 0, "batch_invariant: the engine's and the trainer's log-probs differ on this GPU")
+sys.exit(1 if failed else 0)
 PY
 say ""
 fi
@@ -348,5 +364,9 @@ else
   say "The profiler module did not build against this libtorch: no traces (log: $work/profiler_build.log)."
 fi
 say ""
+fi
+if [ ${#failures[@]} -gt 0 ]; then
+  say "gpu_check: ${#failures[@]} check(s) FAILED: $(IFS=';'; echo "${failures[*]}")"
+  exit 1
 fi
 say "gpu_check: all checks passed"
