@@ -787,6 +787,27 @@ torch::Tensor head_logits(const torch::Tensor& rows, const torch::Tensor& w, tor
   return torch::linear(rows.to(compute), w.to(compute));
 }
 
+// Whether the head's backward takes half_precision_head_backward: where its
+// forward took the bf16/fp16 -> float32 product.
+bool half_precision_head(const torch::Tensor& h, const torch::Tensor& w, torch::ScalarType compute) {
+  return compute == torch::kFloat32 && h.scalar_type() == w.scalar_type() && fused::float32_product_applies(h.device(), w.scalar_type());
+}
+
+// The head's input and weight gradients for a bf16/fp16 model on CUDA, from
+// p = softmax(logits / T) in float32 (consumed), the targets and g / T
+// ([N, 1], g the log-probs' gradients): the logit gradients
+// g (onehot - p) / T are formed in float32 and rounded once to the model's
+// dtype (as autocast's backward has them; the rest of the backward is bf16
+// too), then both products run at the tensor cores' bf16 rate with float32
+// sums, where TF32 products of float32 copies ran at half that rate.
+torch::autograd::tensor_list half_precision_head_backward(torch::Tensor p, const torch::Tensor& targets, const torch::Tensor& g_over_t,
+                                                          const torch::Tensor& h, const torch::Tensor& w) {
+  p.scatter_add_(1, targets.to(torch::kInt64).view({-1, 1}), torch::full({p.size(0), 1}, -1.0, p.options()));  // p - onehot
+  torch::Tensor d = torch::empty(p.sizes(), p.options().dtype(w.scalar_type()));
+  at::mul_out(d, p, -g_over_t);
+  return {fused::float32_matmul(d, w).to(h.scalar_type()), fused::float32_matmul(d.t(), h).to(w.scalar_type())};
+}
+
 }  // namespace
 
 torch::Tensor DecoderModel::logits(const torch::Tensor& h) const {
@@ -829,8 +850,7 @@ struct InvariantTokenLogprob : torch::autograd::Function<InvariantTokenLogprob> 
     const auto opts = torch::TensorOptions().dtype(c).device(h.device());
     const int64_t n = h.size(0), chunk = invariant::shape(h.device()).rows;
     Tf32Head tf32(h, w.scalar_type());
-    const bool fused_head = c == torch::kFloat32 && h.scalar_type() == w.scalar_type() && fused::float32_product_applies(h.device(), w.scalar_type());
-    const torch::Tensor w_in = fused_head ? w : w.to(c), hp = invariant::padded_rows(h);
+    const torch::Tensor w_in = half_precision_head(h, w, c) ? w : w.to(c), hp = invariant::padded_rows(h);
     const auto [tg, t] = padded_targets(targets, temperatures, opts);
     std::vector<torch::Tensor> lps, lses;
     for (int64_t r = 0; r < hp.size(0); r += chunk) {
@@ -845,6 +865,10 @@ struct InvariantTokenLogprob : torch::autograd::Function<InvariantTokenLogprob> 
     auto saved = ctx->get_saved_variables();
     const torch::Tensor &h = saved[0], &w = saved[1], &targets = saved[2], &t = saved[3], &lse = saved[4];
     const auto c = lse.scalar_type();
+    if (half_precision_head(h, w, c)) {
+      const auto hw = half_precision_head_backward(head_logits(h, w, c).div_(t).sub_(lse.unsqueeze(1)).exp_(), targets, grads[0].to(c).unsqueeze(1) / t, h, w);
+      return {hw[0], hw[1], torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    }
     Tf32Head tf32(h, w.scalar_type());
     const torch::Tensor w32 = w.to(c), h32 = h.to(c);
     const torch::Tensor g = grads[0].to(c).unsqueeze(1);
@@ -921,6 +945,11 @@ struct TokenLogprob : torch::autograd::Function<TokenLogprob> {
     const torch::Tensor &h = saved[0], &w = saved[1], &targets = saved[2], &lse = saved[4];
     torch::Tensor d = saved[3];  // the logits, consumed: d = g * (onehot - softmax) / temperature
     const torch::Tensor g = grads[0].to(d.scalar_type());
+    if (half_precision_head(h, w, d.scalar_type())) {
+      const double temperature = ctx->saved_data["temperature"].toDouble();
+      const auto hw = half_precision_head_backward(d.sub_(lse.unsqueeze(1)).exp_(), targets, g.unsqueeze(1) / temperature, h, w);
+      return {hw[0], hw[1], torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    }
     d.sub_(lse.unsqueeze(1)).exp_().mul_(-g.unsqueeze(1));
     d.scatter_add_(1, targets.unsqueeze(1), g.unsqueeze(1));
     const double temperature = ctx->saved_data["temperature"].toDouble();

@@ -109,4 +109,14 @@ torch::Tensor float32_product(const torch::Tensor& rows, const torch::Tensor& we
 #endif
 }
 
+torch::Tensor float32_matmul(const torch::Tensor& a, const torch::Tensor& b) {
+#if AREAL_HAS_MM_OUT_DTYPE
+  if (a.scalar_type() != b.scalar_type() || !float32_product_applies(a.device(), a.scalar_type())) return {};
+  return at::mm(a, b, torch::kFloat32);
+#else
+  (void)a, (void)b;
+  return {};
+#endif
+}
+
 }  // namespace areal::torch_model::fused

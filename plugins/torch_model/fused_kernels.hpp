@@ -34,6 +34,11 @@ bool varlen_attention_applies(const torch::Device& device, torch::ScalarType dty
 // libtorch < 2.9).
 torch::Tensor float32_product(const torch::Tensor& rows, const torch::Tensor& weight);
 
+// a [n, k] x b [k, m] as float32 [n, m], the same product for 2-D operands
+// as they lie (transposed views are read in place); undefined where
+// float32_product does not apply.
+torch::Tensor float32_matmul(const torch::Tensor& a, const torch::Tensor& b);
+
 // Whether float32_product applies to operands of this dtype on `device`.
 bool float32_product_applies(const torch::Device& device, torch::ScalarType dtype);
 
