@@ -255,6 +255,8 @@ print(f"| tokens/s | {a[0]['train_tokens_per_s']:.0f} | {r[0].get('train_tokens_
 print(f"| step time | {a[0]['train_step_s']:.3f} s | {r[0].get('train_step_s', 0):.3f} s | |")
 print(f"| peak device memory | {gib(a[0].get('train_peak_device_memory_bytes'))} | {gib(r[0].get('train_peak_device_memory_bytes'))} | |")
 print(f"| first step's loss | {a[0]['first_loss']:.5f} | {r[0].get('first_loss', float('nan')):.5f} | |")
+print(f"| first step's gradient norm (before clipping) | {a[0]['first_grad_norm']:.4f} | {r[0].get('first_grad_norm', float('nan')):.4f} | {ratio(a[0]['first_grad_norm'], r[0].get('first_grad_norm'))} |")
+print(f"| last timed step's loss (after {int(tsteps)} AdamW updates) | {a[0]['last_loss']:.5f} | {r[0].get('last_loss', float('nan')):.5f} | |")
 print()
 print(f"Ragged RL-like batch: {tb} rows of {int(ts) // 4} to {ts} tokens ({ra.get('train_tokens', rr.get('train_tokens', '?'))} tokens); areal packs them, transformers pads to {ts} with an attention mask.")
 print()
@@ -299,6 +301,10 @@ print(f"| training peak device memory | {gib(ck.get('train_peak_device_memory_by
 print(f"| first step's loss | {num(ck.get('first_loss'), '.6f')} | {a[0]['first_loss']:.6f} |")
 if r[0].get("first_loss") is not None:
     check(abs(a[0]["first_loss"] - r[0]["first_loss"]) < 1e-2, "areal's first loss differs from transformers'")
+    # The gradients, not only the forward: their norm, and where the same updates lead.
+    check(abs(a[0]["first_grad_norm"] / r[0]["first_grad_norm"] - 1) < 0.05, "areal's first gradient norm differs from transformers' by 5% or more")
+    drop_a, drop_r = a[0]["first_loss"] - a[0]["last_loss"], r[0]["first_loss"] - r[0]["last_loss"]
+    check(abs(drop_a - drop_r) <= 0.1 * abs(drop_r) + 2e-3, f"the timed updates lowered areal's loss by {drop_a:.5f}, transformers' by {drop_r:.5f}")
 if rr.get("first_loss") is not None and "first_loss" in ra:
     check(abs(ra["first_loss"] - rr["first_loss"]) < 1e-2, "areal's first loss on the ragged batch differs from transformers'")
 if "first_loss" in ck:

@@ -84,8 +84,9 @@ def bench(model_dir, batch, seqlen, steps, gen_requests, gen_prompt, gen_tokens,
             real = mask[:, 1:].float()
             loss = -(lp * real).sum() / real.sum()
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
+            norm = torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
             opt.step()
+            out.setdefault("first_grad_norm", norm.item())  # before clipping, as areal reports it
             return loss.item()
 
         torch.cuda.reset_peak_memory_stats()
@@ -93,7 +94,7 @@ def bench(model_dir, batch, seqlen, steps, gen_requests, gen_prompt, gen_tokens,
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         for _ in range(steps):
-            step()
+            out["last_loss"] = step()
         torch.cuda.synchronize()
         secs = time.perf_counter() - t0
         out["train_tokens_per_s"] = steps * sum(lens) / secs

@@ -135,11 +135,12 @@ int main(int argc, char** argv) {
         const auto j = nlohmann::json::parse(stats.text);
         for (const char* k : {"device", "dtype", "peak_device_memory_bytes", "resident_state_bytes"})
           if (j.contains(k)) out["train_" + std::string(k)] = j[k];
+        if (!out.contains("first_grad_norm")) out["first_grad_norm"] = j["grad_norm"];  // before clipping: the gradient's check
         return j["loss"].get<double>();
       };
       out["first_loss"] = step();
       const auto t0 = Clock::now();
-      for (int i = 0; i < steps; ++i) step();
+      for (int i = 0; i < steps; ++i) out["last_loss"] = step();  // after the updates: the gradients' direction's check
       const double secs = seconds_since(t0);
       out["train_tokens_per_s"] = static_cast<double>(steps) * static_cast<double>(ids.size()) / secs;
       out["train_tokens"] = ids.size();
