@@ -194,7 +194,7 @@ for g in "${gen_configs[@]}"; do
   IFS=: read -r gr gp gt <<< "$g"
   steps=0; [ $i = 0 ] && steps=$tsteps
   consistency=""; [ $i = 0 ] && consistency=1
-  AREAL_BENCH_CONSISTENCY=$consistency AREAL_BENCH_ENGINE="$(cuda_engine bfloat16)" \
+  AREAL_BENCH_CONSISTENCY=$consistency AREAL_BENCH_GENERATED="$work/generated.json" AREAL_BENCH_ENGINE="$(cuda_engine bfloat16)" \
     run "$build/bin/areal_model_bench" "$models/qwen3-0.6b" 0 "$tb" "$ts" "$steps" "$gr" "$gp" "$gt" > "$work/bench.areal.$i.json" ||
     fail "areal_model_bench $g"
   if [ $has_hf = 1 ]; then
@@ -205,6 +205,15 @@ for g in "${gen_configs[@]}"; do
   fi
   i=$((i + 1))
 done
+# The log-probs the engine recorded while generating (bf16), against
+# transformers' float32 on the same tokens: within the bf16 bound of (a)
+# (twice transformers' own bf16 error, plus 1e-3).
+if [ $has_hf = 1 ] && [ -f "$work/generated.json" ]; then
+  for dt in float32 bfloat16; do
+    "$PYTHON" "$src/bench/gpu/hf_reference.py" logprobs "$models/qwen3-0.6b" "$work/generated.json" "$work/generated.hf.$dt.json" "$dt" ||
+      check_failed "hf_reference logprobs of the generated tokens ($dt)"
+  done
+fi
 # Bitwise mode (batch_invariant on engine and trainer): its engine/trainer
 # log-prob difference (0 when it holds on this GPU) and its cost, on the
 # first generation config and the same training batch. Its attention keeps
@@ -231,7 +240,7 @@ AREAL_BENCH_ENGINE='{"device": "cuda", "dtype": "bfloat16", "gradient_checkpoint
   run "$build/bin/areal_model_bench" "$models/qwen3-0.6b" 0 "$tb" "$ts" "$tsteps" 1 8 2 > "$work/bench.areal.ckpt.json" ||
   { check_failed "areal_model_bench, gradient_checkpointing"; echo '{}' > "$work/bench.areal.ckpt.json"; }
 "$PYTHON" - "$work" "$i" "$tb $ts $tsteps" "${gen_configs[*]}" <<'PY' | tee -a "$report" || check_failed "throughput checks (above)"
-import json, sys
+import json, os, sys
 work, n, (tb, ts, tsteps), configs = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), sys.argv[4].split()
 a = [json.load(open(f"{work}/bench.areal.{i}.json")) for i in range(n)]
 r = [json.load(open(f"{work}/bench.hf.{i}.json")) for i in range(n)]
@@ -282,6 +291,19 @@ if "engine_trainer_logprob_max_abs_diff" in a[0]:
     print()
     print(f"Rollout/training consistency (bf16): the trainer (fsdp) re-scored the {a[0]['engine_trainer_tokens']} tokens the engine generated "
           f"({configs[0]}): max |diff| {a[0]['engine_trainer_logprob_max_abs_diff']:.3e}, mean |diff| {a[0]['engine_trainer_logprob_mean_abs_diff']:.3e}.")
+gen, hf32, hf16 = (f"{work}/generated.json", f"{work}/generated.hf.float32.json", f"{work}/generated.hf.bfloat16.json")
+if all(os.path.exists(p) for p in (gen, hf32, hf16)):
+    g, h32, h16 = json.load(open(gen)), json.load(open(hf32))["logprobs"], json.load(open(hf16))["logprobs"]
+    P = g["prompt_length"]
+    ours = [v for row in g["engine_logprobs"] for v in row]
+    ref = [h32[r][P - 1 + t] for r, row in enumerate(g["engine_logprobs"]) for t in range(len(row))]
+    hf_bf16 = [h16[r][P - 1 + t] for r, row in enumerate(g["engine_logprobs"]) for t in range(len(row))]
+    d = [abs(x - y) for x, y in zip(ours, ref)]
+    bound = 2 * max(abs(x - y) for x, y in zip(hf_bf16, ref)) + 1e-3
+    print()
+    print(f"Recorded log-probs: the {len(d)} log-probs the engine recorded while generating ({configs[0]}, bf16) against transformers' "
+          f"float32 on the same tokens: max |diff| {max(d):.3e}, mean {sum(d) / len(d):.3e}; bound {bound:.3e} (twice transformers' own bf16 error, plus 1e-3).")
+    check(max(d) <= bound, "the engine's recorded log-probs are outside the bf16 bound of transformers' float32")
 print()
 print(f"Bitwise mode (`batch_invariant: true` on engine and trainer, {configs[0]}): the trainer re-scored the {bw.get('engine_trainer_tokens', '-')} tokens "
       f"the engine generated: max |diff| {num(bw.get('engine_trainer_logprob_max_abs_diff'), '.3e')} (0 is the mode's promise). Its cost:")

@@ -221,6 +221,18 @@ int main(int argc, char** argv) {
         out["engine_trainer_logprob_max_abs_diff"] = worst;
         out["engine_trainer_logprob_mean_abs_diff"] = n ? sum / static_cast<double>(n) : 0.0;
         out["engine_trainer_tokens"] = n;
+        // AREAL_BENCH_GENERATED=PATH: the generated sequences and the log-probs the
+        // engine recorded, for gpu_check to score with transformers in float32.
+        if (const char* path = std::getenv("AREAL_BENCH_GENERATED"); path && *path) {
+          nlohmann::json g{{"prompt_length", gen_prompt}, {"sequences", nlohmann::json::array()}, {"engine_logprobs", nlohmann::json::array()}};
+          for (int r = 0; r < gen_requests; ++r) {
+            std::vector<int32_t> seq(prompts[r]);
+            seq.insert(seq.end(), results[r].output_ids.begin(), results[r].output_ids.end());
+            g["sequences"].push_back(seq);
+            g["engine_logprobs"].push_back(results[r].logprobs);
+          }
+          std::ofstream(path) << g.dump();
+        }
       }
       profiler.record("generate_trace.json", [&] { run(gen_tokens); });
     }
