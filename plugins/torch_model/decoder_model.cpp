@@ -497,8 +497,13 @@ torch::Tensor DecoderModel::attend_packed(int64_t layer, const torch::Tensor& q,
 }
 
 torch::Tensor DecoderModel::varlen_offsets(const std::vector<int64_t>& bounds) const {
-  if (bounds.size() < 3 || !fused::varlen_attention_applies(device_, dtype_, config_.head_dim)) return {};
-  std::vector<int32_t> offsets(bounds.begin(), bounds.end());
+  if (!fused::varlen_attention_applies(device_, dtype_, config_.head_dim)) return {};
+  // Empty sequences left out: they hold no token, and the kernel's path for
+  // one-token queries assumes a query row per sequence.
+  std::vector<int32_t> offsets;
+  for (const int64_t b : bounds)
+    if (offsets.empty() || offsets.back() != b) offsets.push_back(static_cast<int32_t>(b));
+  if (offsets.size() < 3) return {};  // one sequence: attend_heads' plain causal call
   return upload(torch::tensor(offsets, torch::kInt32), device_);
 }
 
@@ -787,25 +792,29 @@ torch::Tensor head_logits(const torch::Tensor& rows, const torch::Tensor& w, tor
   return torch::linear(rows.to(compute), w.to(compute));
 }
 
-// Whether the head's backward takes half_precision_head_backward: where its
-// forward took the bf16/fp16 -> float32 product.
+// Whether the head's backward takes half_precision_head_backward: a bf16
+// model whose forward took the bf16 -> float32 product. Not fp16: a logit
+// gradient g p / T is often near 1e-9, below fp16's smallest value, and
+// there is no loss scaling; bf16 has float32's range.
 bool half_precision_head(const torch::Tensor& h, const torch::Tensor& w, torch::ScalarType compute) {
-  return compute == torch::kFloat32 && h.scalar_type() == w.scalar_type() && fused::float32_product_applies(h.device(), w.scalar_type());
+  return compute == torch::kFloat32 && w.scalar_type() == torch::kBFloat16 && h.scalar_type() == w.scalar_type() &&
+         fused::float32_product_applies(h.device(), w.scalar_type());
 }
 
-// The head's input and weight gradients for a bf16/fp16 model on CUDA, from
+// The head's input and weight gradients for a bf16 model on CUDA, from
 // p = softmax(logits / T) in float32 (consumed), the targets and g / T
 // ([N, 1], g the log-probs' gradients): the logit gradients
-// g (onehot - p) / T are formed in float32 and rounded once to the model's
-// dtype (as autocast's backward has them; the rest of the backward is bf16
-// too), then both products run at the tensor cores' bf16 rate with float32
-// sums, where TF32 products of float32 copies ran at half that rate.
+// g (onehot - p) / T are formed in float32 and rounded once to bf16 (as
+// autocast's backward has them; the rest of the backward is bf16 too), then
+// both products run at the tensor cores' bf16 rate with float32 sums, where
+// TF32 products of float32 copies ran at half that rate. The weight's
+// gradient only when it is wanted (a frozen head under LoRA is not).
 torch::autograd::tensor_list half_precision_head_backward(torch::Tensor p, const torch::Tensor& targets, const torch::Tensor& g_over_t,
-                                                          const torch::Tensor& h, const torch::Tensor& w) {
+                                                          const torch::Tensor& h, const torch::Tensor& w, bool weight_grad) {
   p.scatter_add_(1, targets.to(torch::kInt64).view({-1, 1}), torch::full({p.size(0), 1}, -1.0, p.options()));  // p - onehot
   torch::Tensor d = torch::empty(p.sizes(), p.options().dtype(w.scalar_type()));
   at::mul_out(d, p, -g_over_t);
-  return {fused::float32_matmul(d, w).to(h.scalar_type()), fused::float32_matmul(d.t(), h).to(w.scalar_type())};
+  return {fused::float32_matmul(d, w).to(h.scalar_type()), weight_grad ? fused::float32_matmul(d.t(), h).to(w.scalar_type()) : torch::Tensor()};
 }
 
 }  // namespace
@@ -866,7 +875,8 @@ struct InvariantTokenLogprob : torch::autograd::Function<InvariantTokenLogprob> 
     const torch::Tensor &h = saved[0], &w = saved[1], &targets = saved[2], &t = saved[3], &lse = saved[4];
     const auto c = lse.scalar_type();
     if (half_precision_head(h, w, c)) {
-      const auto hw = half_precision_head_backward(head_logits(h, w, c).div_(t).sub_(lse.unsqueeze(1)).exp_(), targets, grads[0].to(c).unsqueeze(1) / t, h, w);
+      const auto hw = half_precision_head_backward(head_logits(h, w, c).div_(t).sub_(lse.unsqueeze(1)).exp_(), targets, grads[0].to(c).unsqueeze(1) / t, h, w,
+                                                   ctx->needs_input_grad(1));
       return {hw[0], hw[1], torch::Tensor(), torch::Tensor(), torch::Tensor()};
     }
     Tf32Head tf32(h, w.scalar_type());
@@ -947,7 +957,7 @@ struct TokenLogprob : torch::autograd::Function<TokenLogprob> {
     const torch::Tensor g = grads[0].to(d.scalar_type());
     if (half_precision_head(h, w, d.scalar_type())) {
       const double temperature = ctx->saved_data["temperature"].toDouble();
-      const auto hw = half_precision_head_backward(d.sub_(lse.unsqueeze(1)).exp_(), targets, g.unsqueeze(1) / temperature, h, w);
+      const auto hw = half_precision_head_backward(d.sub_(lse.unsqueeze(1)).exp_(), targets, g.unsqueeze(1) / temperature, h, w, ctx->needs_input_grad(1));
       return {hw[0], hw[1], torch::Tensor(), torch::Tensor(), torch::Tensor()};
     }
     d.sub_(lse.unsqueeze(1)).exp_().mul_(-g.unsqueeze(1));

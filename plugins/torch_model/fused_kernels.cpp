@@ -1,5 +1,6 @@
 #include "fused_kernels.hpp"
 
+#include <cstdint>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -72,9 +73,13 @@ bool varlen_attention_applies(const torch::Device& device, torch::ScalarType dty
 torch::Tensor varlen_causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& cu_seqlens,
                                       int64_t longest) {
 #if AREAL_HAS_VARLEN_FLASH
-  if (!varlen_attention_applies(q.device(), q.scalar_type(), q.size(-1))) return {};
-  // The kernel reads rows and heads by stride but needs each head's values contiguous.
-  auto inner = [](const torch::Tensor& t) { return t.stride(-1) == 1 ? t : t.contiguous(); };
+  if (!cu_seqlens.defined() || !varlen_attention_applies(q.device(), q.scalar_type(), q.size(-1))) return {};
+  // The kernel reads rows and heads by stride, but loads 16-byte vectors: each
+  // head's values contiguous, rows and heads at multiples of 8 elements, an aligned start.
+  auto inner = [](const torch::Tensor& t) {
+    const bool vectors = t.stride(-1) == 1 && t.stride(0) % 8 == 0 && t.stride(1) % 8 == 0 && reinterpret_cast<std::uintptr_t>(t.data_ptr()) % 16 == 0;
+    return vectors ? t : t.contiguous();
+  };
   return std::get<0>(at::_flash_attention_forward(inner(q), inner(k), inner(v), cu_seqlens, cu_seqlens, longest, longest, 0.0, /*is_causal=*/true,
                                                   /*return_debug_mask=*/false));
 #else

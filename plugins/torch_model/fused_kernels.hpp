@@ -19,7 +19,7 @@ namespace areal::torch_model::fused {
 // multiple of kv_heads, read in place), `cu_seqlens` int32 [B+1] offsets on
 // q's device, `longest` the longest sequence. [T, heads, hd], or undefined
 // where the kernel does not apply (not CUDA, not bf16/fp16, a head size flash
-// lacks, libtorch < 2.1, a GPU flash does not support).
+// lacks, libtorch < 2.5, a GPU flash does not support, no offsets).
 torch::Tensor varlen_causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& cu_seqlens,
                                       int64_t longest);
 
