@@ -189,6 +189,7 @@ if want c; then
 say "## (c) Throughput, areal vs transformers (qwen3 0.6b shape, random init, bfloat16)"
 say ""
 hf_variants=${HF_VARIANTS:-eager,compiled}
+rm -f "$work"/generated*.json  # an earlier run's tokens must not be scored against this run's
 i=0
 for g in "${gen_configs[@]}"; do
   IFS=: read -r gr gp gt <<< "$g"

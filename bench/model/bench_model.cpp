@@ -135,7 +135,7 @@ int main(int argc, char** argv) {
         const auto j = nlohmann::json::parse(stats.text);
         for (const char* k : {"device", "dtype", "peak_device_memory_bytes", "resident_state_bytes"})
           if (j.contains(k)) out["train_" + std::string(k)] = j[k];
-        if (!out.contains("first_grad_norm")) out["first_grad_norm"] = j["grad_norm"];  // before clipping: the gradient's check
+        if (!out.contains("first_grad_norm")) out["first_grad_norm"] = j.value("grad_norm", 0.0);  // before clipping: the gradient's check
         return j["loss"].get<double>();
       };
       out["first_loss"] = step();
@@ -192,7 +192,7 @@ int main(int argc, char** argv) {
       out["gen_cuda_graphs"] = j.value("cuda_graphs", false);
       out["gen_fused_kernels"] = j.value("fused_kernels", nlohmann::json::object());
       out["gen_decode_steps"] = j.value("decode_steps", 0);
-      if (std::getenv("AREAL_BENCH_CONSISTENCY")) {
+      if (const char* c = std::getenv("AREAL_BENCH_CONSISTENCY"); c && *c) {  // set and not empty (gpu_check passes "" for the other runs)
         // The same tokens scored by the trainer (fsdp, same dtype and device):
         // how far its recompute is from what the engine recorded.
         auto fsdp = catalog.resolve("fsdp", AREAL_KIND_TRAIN);
