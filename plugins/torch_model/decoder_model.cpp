@@ -498,12 +498,8 @@ torch::Tensor DecoderModel::attend_packed(int64_t layer, const torch::Tensor& q,
 
 torch::Tensor DecoderModel::varlen_offsets(const std::vector<int64_t>& bounds) const {
   if (!fused::varlen_attention_applies(device_, dtype_, config_.head_dim)) return {};
-  // Empty sequences left out: they hold no token, and the kernel's path for
-  // one-token queries assumes a query row per sequence.
-  std::vector<int32_t> offsets;
-  for (const int64_t b : bounds)
-    if (offsets.empty() || offsets.back() != b) offsets.push_back(static_cast<int32_t>(b));
-  if (offsets.size() < 3) return {};  // one sequence: attend_heads' plain causal call
+  const std::vector<int32_t> offsets = fused::nonempty_offsets(bounds);
+  if (offsets.size() < 3) return {};  // one sequence: the plain causal call
   return upload(torch::tensor(offsets, torch::kInt32), device_);
 }
 

@@ -55,6 +55,13 @@ namespace {
 
 }  // namespace
 
+std::vector<int32_t> nonempty_offsets(const std::vector<int64_t>& bounds) {
+  std::vector<int32_t> offsets;
+  for (const int64_t b : bounds)
+    if (offsets.empty() || offsets.back() != b) offsets.push_back(static_cast<int32_t>(b));
+  return offsets;
+}
+
 bool varlen_attention_applies(const torch::Device& device, torch::ScalarType dtype, int64_t head_dim) {
 #if AREAL_HAS_VARLEN_FLASH
   if (!device.is_cuda() || !half_precision(dtype) || head_dim % 8 != 0 || head_dim > 256) return false;

@@ -23,6 +23,11 @@ namespace areal::torch_model::fused {
 torch::Tensor varlen_causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& cu_seqlens,
                                       int64_t longest);
 
+// Sequence offsets [B+1] as varlen_causal_attention takes them, empty
+// sequences left out (they hold no token, and flash's path for one-token
+// queries assumes a query row per sequence).
+std::vector<int32_t> nonempty_offsets(const std::vector<int64_t>& bounds);
+
 // Whether varlen_causal_attention applies to attention of this dtype and head size on `device`.
 bool varlen_attention_applies(const torch::Device& device, torch::ScalarType dtype, int64_t head_dim);
 

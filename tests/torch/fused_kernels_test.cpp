@@ -1,0 +1,41 @@
+// The CUDA-only kernels' host side (torch_model/fused_kernels.hpp), which
+// runs everywhere: the varlen offsets, and where the kernels must not apply
+// (CPU, float32), so that the portable paths serve. gpu_check (c) runs them
+// on a GPU.
+#include <cstdint>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "device.hpp"
+#include "fused_kernels.hpp"
+
+namespace fused = areal::torch_model::fused;
+
+TEST(FusedKernels, VarlenOffsetsLeaveEmptySequencesOut) {
+  EXPECT_EQ(fused::nonempty_offsets({0, 5, 9}), (std::vector<int32_t>{0, 5, 9}));
+  EXPECT_EQ(fused::nonempty_offsets({0, 0, 5, 5, 9, 9}), (std::vector<int32_t>{0, 5, 9}));
+  EXPECT_EQ(fused::nonempty_offsets({0, 1, 1, 2}), (std::vector<int32_t>{0, 1, 2}));  // one-token rows and an empty one
+  EXPECT_EQ(fused::nonempty_offsets({0, 0}), (std::vector<int32_t>{0}));
+}
+
+TEST(FusedKernels, NoneAppliesOnCpuOrInFloat32) {
+  const torch::Device cpu(torch::kCPU);
+  for (const auto dt : {torch::kBFloat16, torch::kHalf, torch::kFloat32}) {
+    EXPECT_FALSE(fused::varlen_attention_applies(cpu, dt, 64));
+    EXPECT_FALSE(fused::float32_product_applies(cpu, dt));
+  }
+  const auto bf16 = torch::TensorOptions().dtype(torch::kBFloat16);
+  const torch::Tensor q = torch::randn({6, 4, 8}, bf16), kv = torch::randn({6, 2, 8}, bf16);
+  EXPECT_FALSE(fused::varlen_causal_attention(q, kv, kv, torch::tensor({0, 2, 6}, torch::kInt32), 4).defined());
+  EXPECT_FALSE(fused::float32_product(torch::ones({2, 8}, bf16), torch::ones({3, 8}, bf16)).defined());
+  EXPECT_FALSE(fused::float32_matmul(torch::ones({2, 8}, bf16), torch::ones({8, 3}, bf16)).defined());
+}
+
+TEST(FusedKernels, UploadToTheCpuIsTheTensorItself) {
+  const torch::Tensor host = torch::arange(10, torch::kInt64);
+  const torch::Tensor up = areal::torch_model::upload(host, torch::kCPU);
+  EXPECT_TRUE(up.equal(host));
+  EXPECT_EQ(up.data_ptr(), host.data_ptr());
+}
