@@ -782,10 +782,11 @@ namespace {
 // from operands cast to the compute dtype (TF32 tensor cores for a bf16
 // model on CUDA). The engine's logits() and the trainer's log-probs
 // (TokenLogprob, InvariantTokenLogprob) compute the same product.
+bool fused_head_product(const torch::Tensor& rows, const torch::Tensor& w, torch::ScalarType compute) {
+  return compute == torch::kFloat32 && rows.scalar_type() == w.scalar_type() && fused::float32_product_applies(rows.device(), w.scalar_type());
+}
 torch::Tensor head_logits(const torch::Tensor& rows, const torch::Tensor& w, torch::ScalarType compute) {
-  if (compute == torch::kFloat32 && rows.scalar_type() == w.scalar_type() && fused::float32_product_applies(rows.device(), w.scalar_type()))
-    return fused::float32_product(rows, w);
-  return torch::linear(rows.to(compute), w.to(compute));
+  return fused_head_product(rows, w, compute) ? fused::float32_product(rows, w) : torch::linear(rows.to(compute), w.to(compute));
 }
 
 // Whether the head's backward takes half_precision_head_backward: a bf16
@@ -793,8 +794,7 @@ torch::Tensor head_logits(const torch::Tensor& rows, const torch::Tensor& w, tor
 // gradient g p / T is often near 1e-9, below fp16's smallest value, and
 // there is no loss scaling; bf16 has float32's range.
 bool half_precision_head(const torch::Tensor& h, const torch::Tensor& w, torch::ScalarType compute) {
-  return compute == torch::kFloat32 && w.scalar_type() == torch::kBFloat16 && h.scalar_type() == w.scalar_type() &&
-         fused::float32_product_applies(h.device(), w.scalar_type());
+  return w.scalar_type() == torch::kBFloat16 && fused_head_product(h, w, compute);
 }
 
 // The head's input and weight gradients for a bf16 model on CUDA, from
@@ -855,7 +855,8 @@ struct InvariantTokenLogprob : torch::autograd::Function<InvariantTokenLogprob> 
     const auto opts = torch::TensorOptions().dtype(c).device(h.device());
     const int64_t n = h.size(0), chunk = invariant::shape(h.device()).rows;
     Tf32Head tf32(h, w.scalar_type());
-    const torch::Tensor w_in = half_precision_head(h, w, c) ? w : w.to(c), hp = invariant::padded_rows(h);
+    // The engine's product (logits()): the model's own operands where the fused product applies, fp16 included.
+    const torch::Tensor w_in = fused_head_product(h, w, c) ? w : w.to(c), hp = invariant::padded_rows(h);
     const auto [tg, t] = padded_targets(targets, temperatures, opts);
     std::vector<torch::Tensor> lps, lses;
     for (int64_t r = 0; r < hp.size(0); r += chunk) {
