@@ -508,13 +508,15 @@ torch::Tensor DecoderModel::attend_packed_heads(int64_t layer, const torch::Tens
   const int64_t B = static_cast<int64_t>(bounds.size()) - 1, T = q.size(0);
   if (B == 1) return attend_heads(layer, q, k, v, 0);
   auto len = [&](int64_t b) { return bounds[b + 1] - bounds[b]; };
-  if (plain_attention(layer) && fused::varlen_attention_applies(q.device(), q.scalar_type(), config_.head_dim)) {
-    // One flash call over every sequence, unpadded, in the packed layout
-    // itself: no per-sequence calls, no gather into groups and back.
+  // One flash call over every sequence, unpadded, in the packed layout
+  // itself, where it serves (offsets defined): no per-sequence calls, no
+  // gather into groups and back.
+  torch::Tensor cu;
+  if (plain_attention(layer)) cu = offsets.defined() ? offsets : varlen_offsets(bounds);
+  if (cu.defined()) {
     int64_t longest = 0;
     for (int64_t b = 0; b < B; ++b) longest = std::max(longest, len(b));
-    const torch::Tensor o = fused::varlen_causal_attention(q, k, v, offsets.defined() ? offsets : varlen_offsets(bounds), longest);
-    if (o.defined()) return o.reshape({T, -1});
+    if (const torch::Tensor o = fused::varlen_causal_attention(q, k, v, cu, longest); o.defined()) return o.reshape({T, -1});
   }
   // Longest first; sequences longer than kAlone keep a call each (their
   // attention dominates; no padding); shorter ones go in groups of similar
@@ -677,8 +679,9 @@ torch::Tensor DecoderModel::hidden(const torch::Tensor& ids, const torch::Tensor
   }
   auto layout = c10::make_intrusive<AttentionLayout>();
   layout->bounds.assign(bounds, bounds + cu.size(0));
-  if (!invariant_) layout->offsets = varlen_offsets(layout->bounds);  // once for every layer
-  if (invariant_) {  // a path a sequence: its own rows
+  if (!invariant_) {
+    layout->offsets = varlen_offsets(layout->bounds);  // once for every layer
+  } else {  // a path a sequence: its own rows
     std::vector<invariant::Unit> units;
     std::vector<std::vector<int64_t>> paths;
     for (int64_t b = 0; b + 1 < cu.size(0); ++b) {

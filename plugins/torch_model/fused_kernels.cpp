@@ -36,8 +36,8 @@ namespace {
 // worked; the first refusal is printed once, with libtorch's reason.
 [[maybe_unused]] bool probed(const char* kernel, const torch::Device& device, torch::ScalarType dtype, const std::function<void()>& probe) {
   static std::mutex mu;
-  static std::map<std::tuple<std::string, int, int>, bool> known;
-  const auto key = std::make_tuple(std::string(kernel), static_cast<int>(device.index()), static_cast<int>(dtype));
+  static std::map<std::tuple<const char*, int, int>, bool> known;  // kernel names are literals: no string built a call
+  const auto key = std::make_tuple(kernel, static_cast<int>(device.index()), static_cast<int>(dtype));
   std::lock_guard<std::mutex> lock(mu);
   if (auto it = known.find(key); it != known.end()) return it->second;
   bool ok = true;
