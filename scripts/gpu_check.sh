@@ -287,7 +287,7 @@ for c, x, y in zip(configs, a, r):
           f"{comp or 0:.0f} tok/s | {ratio(x['gen_tokens_per_s'], comp)} | {gib(x.get('gen_peak_device_memory_bytes'))} | {x.get('gen_cuda_graphs')} |")
 fused = a[0].get("gen_fused_kernels") or {}
 print()
-print("libtorch's CUDA-only kernels in use (engine and trainer alike): " + (", ".join(f"{k} {'yes' if v else 'NO'}" for k, v in fused.items()) or "not reported") + ".")
+print("libtorch's CUDA-only kernels the engine runs (the trainer shares all but the decode kernel): " + (", ".join(f"{k} {'yes' if v else 'NO'}" for k, v in fused.items()) or "not reported") + ".")
 if "engine_trainer_logprob_max_abs_diff" in a[0]:
     print()
     print(f"Rollout/training consistency (bf16): the trainer (fsdp) re-scored the {a[0]['engine_trainer_tokens']} tokens the engine generated "

@@ -5,9 +5,9 @@
 // one forward pass, attention within each prompt, at most max_prefill_tokens
 // a pass), and decodes every other active request by one token: all of them
 // through every layer as one batch. Each request owns a slot of a shared KV
-// cache, [max_batch slots, kv_heads, capacity, head_dim] per layer, whose
-// capacity grows with the longest request; decode attention reads the slots
-// in place (no gather, no copy of the cache for grouped-query heads).
+// cache (kv_cache.hpp), whose capacity grows with the longest request;
+// decode attention reads the slots in place (no gather, no copy of the cache
+// for grouped-query heads), on CUDA only each row's own keys.
 // Sampling runs where the model runs: temperature, greedy and whole-vocabulary
 // draws for every request of a step at once on the device, one transfer of
 // [tokens, log-probs] to the host per step; rows with top-k/top-p, logit_bias,
@@ -53,6 +53,7 @@
 #include "adapter_registry.hpp"
 #include "cuda_graph_cache.hpp"
 #include "float_tensor_view.hpp"
+#include "kv_cache.hpp"
 #include "slot_contents.hpp"
 #include "decoder_model.hpp"
 #include "device.hpp"
@@ -171,6 +172,10 @@ class LocalInference {
     max_context_ = c.value("max_context", int64_t{0});
     if (max_context_ == 0) max_context_ = model_->config().max_position_embeddings;
     for (int s = max_batch_ - 1; s >= 0; --s) free_slots_.push_back(s);
+    // max_batch slots and the spare one that rows without a request write to.
+    const auto& mc = model_->config();
+    cache_ = std::make_unique<areal::local_inference::KvCache>(max_batch_ + 1, mc.num_hidden_layers, mc.num_key_value_heads, mc.head_dim, max_context_,
+                                                               dtype_, device_);
     adapters_ = std::make_unique<areal::local_inference::AdapterRegistry>(model_->config(), device_);
     if (c.contains("adapters")) {
       if (!c["adapters"].is_object()) throw sdk::invalid_argument("local: 'adapters' must be an object, name -> PEFT adapter folder");
@@ -390,6 +395,7 @@ class LocalInference {
                 {"cuda_graphs", graphs_on_},
                 // Which of libtorch's CUDA-only kernels this engine runs (torch_model/fused_kernels.hpp).
                 {"fused_kernels", json{{"varlen_flash_attention", areal::torch_model::fused::varlen_attention_applies(device_, dtype_, c.head_dim)},
+                                       {"flash_decode_attention", !invariant_ && areal::torch_model::fused::cached_attention_applies(device_, dtype_, c.head_dim)},
                                        {"bf16_float32_head_product", areal::torch_model::fused::float32_product_applies(device_, dtype_)}}},
                 {"batch_invariant", invariant_},
                 {"decode_steps", decode_steps_.load()},
@@ -407,26 +413,10 @@ class LocalInference {
   void unload_adapter(std::string_view name) { adapters_->unload(name); }
 
  private:
-  // Room for `tokens` keys in every slot: the cache grows (to a multiple of
-  // 64, at least doubling, at most max_context) and keeps what it holds.
+  // Room for `tokens` keys in every slot; graphs that captured the old
+  // cache's addresses are dropped when it grows.
   void ensure_capacity(int64_t tokens) {
-    if (tokens <= capacity_) return;
-    const auto& c = model_->config();
-    const int64_t grown = std::min(max_context_, (std::max(tokens, 2 * capacity_) + 63) / 64 * 64);
-    const int64_t cap = std::max(tokens, grown);
-    // Zeros, not garbage: masked keys get weight 0, and 0 * NaN would not be 0.
-    const auto opts = torch::TensorOptions().dtype(dtype_).device(device_);
-    for (auto* cache : {&k_cache_, &v_cache_}) {
-      cache->resize(static_cast<size_t>(c.num_hidden_layers));
-      for (auto& t : *cache) {
-        // max_batch slots and the spare one that rows without a request write to.
-        torch::Tensor bigger = torch::zeros({max_batch_ + 1, c.num_key_value_heads, cap, c.head_dim}, opts);
-        if (t.defined()) bigger.narrow(2, 0, capacity_).copy_(t);
-        t = bigger;
-      }
-    }
-    capacity_ = cap;
-    graphs_.clear();  // they captured the old cache's addresses
+    if (cache_->reserve(tokens)) graphs_.clear();
   }
 
   // Routes a step's rows to the requests' adapters: each request's adapter
@@ -516,9 +506,7 @@ class LocalInference {
       if (m.tokens == 0 || it == free_slots_.end()) it = std::find(free_slots_.begin(), free_slots_.end(), contents_->pick(free_slots_));
       r->slot = *it;  // admission keeps at most max_batch requests active
       free_slots_.erase(it);
-      if (m.tokens > 0 && m.slot != r->slot)
-        for (auto* cache : {&k_cache_, &v_cache_})
-          for (auto& t : *cache) t.select(0, r->slot).narrow(1, 0, m.tokens).copy_(t.select(0, m.slot).narrow(1, 0, m.tokens));
+      if (m.tokens > 0 && m.slot != r->slot) cache_->copy_prefix(m.slot, r->slot, m.tokens);
       cached[r] = m.tokens;
       looked_up[r] = r->adapter.get();
       contents_->assign(r->slot, r->prompt, m.tokens, r->adapter);  // the rest is written below
@@ -558,12 +546,12 @@ class LocalInference {
       for (size_t i = 0; i < order.size(); ++i) {
         const Request* r = order[i];
         const int64_t from = cached.at(r), n = starts[i + 1] - starts[i];
-        k_cache_[l].select(0, r->slot).narrow(1, from, n).copy_(k.narrow(0, starts[i], n).transpose(0, 1));
-        v_cache_[l].select(0, r->slot).narrow(1, from, n).copy_(v.narrow(0, starts[i], n).transpose(0, 1));
+        const torch::Tensor ks = cache_->keys(l).select(0, r->slot), vs = cache_->values(l).select(0, r->slot);  // [capacity, kv, hd]
+        ks.narrow(0, from, n).copy_(k.narrow(0, starts[i], n));
+        vs.narrow(0, from, n).copy_(v.narrow(0, starts[i], n));
         if (i >= whole) {  // its new queries over the slot's keys, cached and new
           const int64_t S = from + n;
-          attended.push_back(model_->attend_heads(l, q.narrow(0, starts[i], n), k_cache_[l].select(0, r->slot).narrow(1, 0, S).transpose(0, 1),
-                                                  v_cache_[l].select(0, r->slot).narrow(1, 0, S).transpose(0, 1), from));
+          attended.push_back(model_->attend_heads(l, q.narrow(0, starts[i], n), ks.narrow(0, 0, S), vs.narrow(0, 0, S), from));
         }
       }
       if (whole > 0) {  // each prompt attends to itself only
@@ -609,19 +597,18 @@ class LocalInference {
     const torch::Tensor slots = areal::torch_model::upload(torch::tensor(slot_of_row, idx), device_);
     const torch::Tensor rope = model_->rope_table(torch::tensor(pos, idx));  // checked on the host, then uploaded
     const torch::Tensor positions = areal::torch_model::upload(torch::tensor(pos, idx), device_);
-    const int64_t capacity = capacity_;
+    const int64_t capacity = cache_->capacity();
     torch::Tensor x = torch::embedding(model_->p("model.embed_tokens.weight"), areal::torch_model::upload(torch::tensor(ids, idx), device_));
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
       const torch::Tensor q = queries_caching_keys(l, x, rope, slots, positions);
-      using torch::indexing::Slice;
-      const torch::Tensor& kc = k_cache_[l];
-      const torch::Tensor& vc = v_cache_[l];
+      const torch::Tensor& kc = cache_->keys(l);
+      const torch::Tensor& vc = cache_->values(l);
       // A unit's path is its slot; key block positions past the cache are masked.
       const torch::Tensor heads = model_->attend_invariant_heads(q, *plan, [&](const torch::Tensor& paths, int64_t block) {
         const int64_t width = plan->shape.key_block;
         const torch::Tensor at = torch::arange(block * width, (block + 1) * width, paths.options()).clamp_max(capacity - 1).unsqueeze(0);
         const torch::Tensor slot = paths.unsqueeze(1);
-        return std::make_pair(kc.index({slot, Slice(), at}), vc.index({slot, Slice(), at}));  // [units, block, kv, hd]
+        return std::make_pair(kc.index({slot, at}), vc.index({slot, at}));  // [units, block, kv, hd]
       });
       x = after_attention(l, x, model_->o_proj(l, heads));
     }
@@ -633,9 +620,8 @@ class LocalInference {
   torch::Tensor queries_caching_keys(int64_t l, const torch::Tensor& x, const torch::Tensor& rope, const torch::Tensor& slots, const torch::Tensor& positions) {
     torch::Tensor q, k, v;
     model_->qkv(l, model_->rms_norm(x, model_->p("model.layers." + std::to_string(l) + ".input_layernorm.weight")), rope, q, k, v);
-    using torch::indexing::Slice;
-    k_cache_[l].index_put_({slots, Slice(), positions}, k);
-    v_cache_[l].index_put_({slots, Slice(), positions}, v);
+    cache_->keys(l).index_put_({slots, positions}, k);
+    cache_->values(l).index_put_({slots, positions}, v);
     return q;
   }
 
@@ -647,8 +633,8 @@ class LocalInference {
 
   // Rounds a decode step's shape up to one of few sizes, so that a few
   // captured graphs serve every step: slot rows to 1, 2, 4, 8, 12, 16, 24,
-  // 32, 48, ... (at most max_batch), keys to a power of two of at least 256
-  // (at most max_context).
+  // 32, 48, ... (at most max_batch), and where some layer reads masked keys,
+  // keys to a power of two of at least 256 (at most max_context).
   int64_t graph_rows(int64_t rows) const {
     int64_t r = 1;
     while (r < rows) r = (r >= 8 && (r & (r - 1)) == 0) ? r + r / 2 : (r >= 8 ? (r / 3) * 4 : r * 2);
@@ -666,18 +652,24 @@ class LocalInference {
   // on a placeholder token, writes its key and value to the spare slot
   // `max_batch`, and is dropped. So no step copies the cache, and the step's
   // tensors have a shape fixed by (rows, keys) alone: on CUDA it replays a
-  // captured graph of that shape.
+  // captured graph of that shape. Where every layer's attention reads each
+  // row's own key count (flash), keys is the cache's capacity: one graph a
+  // row count serves every length, and no step reads a key past its rows'.
   void decode(std::vector<Request*> batch) {
     std::sort(batch.begin(), batch.end(), [](const Request* a, const Request* b) { return a->slot < b->slot; });
     if (invariant_) return decode_invariant(batch);
     int64_t rows = batch.back()->slot + 1, longest = 0;
     for (const Request* r : batch) longest = std::max(longest, r->length + 1);  // its cache and the new token
+    // Asked here, outside any capture: the first call probes the kernel.
+    bool any_flash = false, masks = false;
+    for (int64_t l = 0; l < model_->config().num_hidden_layers; ++l) (model_->flash_decode(l) ? any_flash : masks) = true;
     int64_t keys = longest;
     if (graphs_on_) {
       rows = graph_rows(rows);
-      keys = graph_keys(longest);
+      if (masks) keys = graph_keys(longest);
     }
     ensure_capacity(keys);
+    if (!masks) keys = cache_->capacity();
     // [4, rows] host inputs -> the static buffer: token, position, keys seen, slot written.
     torch::Tensor host = torch::empty({4, rows}, torch::kInt64);
     auto in = host.accessor<int64_t, 2>();
@@ -696,7 +688,7 @@ class LocalInference {
     // routers' choices come back to the host).
     areal::torch_model::MoeRouting moe;
     moe.record = std::any_of(batch.begin(), batch.end(), [](const Request* r) { return r->record_routing; });
-    auto step = [this, rows, keys, &moe] { return decode_rows(rows, keys, moe.record ? &moe : nullptr); };
+    auto step = [this, rows, keys, any_flash, masks, &moe] { return decode_rows(rows, keys, any_flash, masks, moe.record ? &moe : nullptr); };
     if (graphs_on_ && !routing.any && !moe.record) {
       try {
         hidden = graphs_.run({rows, keys}, step);
@@ -737,34 +729,43 @@ class LocalInference {
     sample(batch, model_->rms_norm(x, model_->p("model.norm.weight")));
   }
 
-  // The decode step over slot rows [0, rows) and `keys` cached positions,
-  // reading its inputs from decode_inputs_: final hidden states [rows, hidden].
-  torch::Tensor decode_rows(int64_t rows, int64_t keys, areal::torch_model::MoeRouting* moe = nullptr) {
+  // The decode step over slot rows [0, rows), reading its inputs from
+  // decode_inputs_: final hidden states [rows, hidden]. Flash layers
+  // (`flash`) read each row's key count; the others (`masks`) keys [0, keys)
+  // under a mask.
+  torch::Tensor decode_rows(int64_t rows, int64_t keys, bool flash, bool masks, areal::torch_model::MoeRouting* moe = nullptr) {
     const auto& c = model_->config();
     const torch::Tensor tokens = decode_inputs_[0].narrow(0, 0, rows), positions = decode_inputs_[1].narrow(0, 0, rows);
     const torch::Tensor key_counts = decode_inputs_[2].narrow(0, 0, rows), write_slots = decode_inputs_[3].narrow(0, 0, rows);
     // Computed once for every layer: the rotary table and which cached keys each row sees.
     const torch::Tensor rope = model_->rope_table(positions);
-    // A row's cached keys lie at their positions: it sees keys [0, count),
-    // and in a sliding layer (GPT-OSS) only the last `window` of them.
-    const torch::Tensor key = torch::arange(keys, key_counts.options()).unsqueeze(0);
-    torch::Tensor allowed = (key < key_counts.unsqueeze(1)).view({rows, 1, 1, keys}), allowed_sliding;
-    if (c.has_sliding_layers())
-      allowed_sliding = allowed & (key > (positions.unsqueeze(1) - c.sliding_window)).view({rows, 1, 1, keys});
-    // On CUDA as the additive mask attention takes, made once instead of in every layer.
-    auto additive = [&](const torch::Tensor& m) {
-      return torch::zeros(m.sizes(), torch::TensorOptions().dtype(dtype_).device(device_)).masked_fill_(m.logical_not(), -std::numeric_limits<double>::infinity());
-    };
-    if (device_.is_cuda()) {
-      allowed = additive(allowed);
-      if (allowed_sliding.defined()) allowed_sliding = additive(allowed_sliding);
+    areal::torch_model::DecoderModel::CachedKeys seen;
+    if (flash) {  // row i's keys are rows [0, count) of slot i: flash's packed offsets i * capacity
+      seen.counts = key_counts.to(torch::kInt32);
+      seen.cu_queries = torch::arange(rows + 1, key_counts.options().dtype(torch::kInt32));
+      seen.cu_keys = seen.cu_queries * static_cast<int32_t>(cache_->capacity());
+    }
+    if (masks) {
+      // A row's cached keys lie at their positions: it sees keys [0, count),
+      // and in a sliding layer (GPT-OSS) only the last `window` of them.
+      const torch::Tensor key = torch::arange(keys, key_counts.options()).unsqueeze(0);
+      seen.width = keys;
+      seen.allowed = (key < key_counts.unsqueeze(1)).view({rows, 1, 1, keys});
+      if (c.has_sliding_layers())
+        seen.allowed_sliding = seen.allowed & (key > (positions.unsqueeze(1) - c.sliding_window)).view({rows, 1, 1, keys});
+      // On CUDA as the additive mask attention takes, made once instead of in every layer.
+      auto additive = [&](const torch::Tensor& m) {
+        return torch::zeros(m.sizes(), torch::TensorOptions().dtype(dtype_).device(device_)).masked_fill_(m.logical_not(), -std::numeric_limits<double>::infinity());
+      };
+      if (device_.is_cuda()) {
+        seen.allowed = additive(seen.allowed);
+        if (seen.allowed_sliding.defined()) seen.allowed_sliding = additive(seen.allowed_sliding);
+      }
     }
     torch::Tensor x = torch::embedding(model_->p("model.embed_tokens.weight"), tokens);
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
       const torch::Tensor q = queries_caching_keys(l, x, rope, write_slots, positions);
-      const torch::Tensor kb = k_cache_[l].narrow(0, 0, rows).narrow(2, 0, keys);
-      const torch::Tensor vb = v_cache_[l].narrow(0, 0, rows).narrow(2, 0, keys);
-      x = after_attention(l, x, model_->attend_cached(l, q, kb, vb, c.attention_window(l) > 0 ? allowed_sliding : allowed), moe);
+      x = after_attention(l, x, model_->attend_cached(l, q, cache_->keys(l), cache_->values(l), seen), moe);
     }
     return model_->rms_norm(x, model_->p("model.norm.weight"));
   }
@@ -1016,9 +1017,7 @@ class LocalInference {
   void drop_cache() {
     contents_->clear();
     graphs_.clear();
-    k_cache_.clear();
-    v_cache_.clear();
-    capacity_ = 0;
+    cache_->clear();
   }
 
   void finish_done() {
@@ -1070,9 +1069,7 @@ class LocalInference {
   std::mutex trie_mutex_;
   std::unique_ptr<areal::structured_output::VocabularyTrie> trie_;
   std::vector<uint8_t> allowed_;  // scheduler thread's scratch mask
-  // The KV cache (scheduler thread only): per layer [max_batch, capacity_, kv_heads, head_dim].
-  std::vector<torch::Tensor> k_cache_, v_cache_;
-  int64_t capacity_ = 0;
+  std::unique_ptr<areal::local_inference::KvCache> cache_;  // scheduler thread only
   torch::Tensor decode_inputs_;  // [4, max_batch] int64 on the device: a decode step's static inputs
   areal::local_inference::CudaGraphCache graphs_;
   bool graphs_on_ = false;       // decode steps replay captured graphs (CUDA, cuda_graphs: true)

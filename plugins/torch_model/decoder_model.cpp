@@ -616,9 +616,20 @@ torch::Tensor DecoderModel::attend_masked(int64_t layer, const torch::Tensor& q,
   return torch::matmul(probs, v4).permute({0, 2, 1, 3}).reshape({G, L, -1});
 }
 
-torch::Tensor DecoderModel::attend_cached(int64_t layer, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                         const torch::Tensor& allowed) const {
-  const int64_t B = q.size(0), kv = k.size(1), hd = config_.head_dim;
+bool DecoderModel::flash_decode(int64_t layer) const {
+  return !invariant_ && plain_attention(layer) && fused::cached_attention_applies(device_, dtype_, config_.head_dim);
+}
+
+torch::Tensor DecoderModel::attend_cached(int64_t layer, const torch::Tensor& q, const torch::Tensor& k_cache, const torch::Tensor& v_cache,
+                                         const CachedKeys& keys) const {
+  const int64_t B = q.size(0), kv = k_cache.size(2), hd = config_.head_dim;
+  if (flash_decode(layer))
+    if (const torch::Tensor o = fused::cached_decode_attention(q, k_cache, v_cache, keys.counts, keys.cu_queries, keys.cu_keys); o.defined())
+      return o_proj(layer, o.reshape({B, -1}));
+  const torch::Tensor& allowed = config_.attention_window(layer) > 0 ? keys.allowed_sliding : keys.allowed;
+  // [B, kv, width, hd] views of the cache's first rows.
+  const torch::Tensor k = k_cache.narrow(0, 0, B).narrow(1, 0, keys.width).transpose(1, 2);
+  const torch::Tensor v = v_cache.narrow(0, 0, B).narrow(1, 0, keys.width).transpose(1, 2);
   const int64_t groups = config_.num_attention_heads / config_.num_key_value_heads;
   // GQA without copying the cache: each row's `groups` query heads that
   // share a KV head are that head's query rows ([B, kv, groups, hd]); the

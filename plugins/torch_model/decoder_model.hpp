@@ -183,13 +183,28 @@ class DecoderModel {
   // attend without o_proj: [S, H*hd].
   torch::Tensor attend_heads(int64_t layer, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t q_offset) const;
   torch::Tensor o_proj(int64_t layer, const torch::Tensor& heads) const;  // [S, H*hd] -> [S, hidden]
+  // Which keys each row of a decode step sees (attend_cached). Row i's
+  // keys are rows [0, counts[i]) of cache slot i.
+  struct CachedKeys {
+    // Flash path: int32 on the device, counts [B] (at least one a row),
+    // cu_queries 0..B and cu_keys i * capacity [B+1].
+    torch::Tensor counts, cu_queries, cu_keys;
+    // Masked path: keys [0, width) of each slot are read, `allowed`
+    // [B, 1, 1, width] says which count (bool, or an additive 0/-inf mask in
+    // the attention's dtype); `allowed_sliding` holds a sliding layer's window.
+    int64_t width = 0;
+    torch::Tensor allowed, allowed_sliding;
+  };
+  // Whether layer's decode attention runs the flash kernel over the keys'
+  // counts alone (CUDA, bf16/fp16, plain attention, not batch-invariant);
+  // otherwise it takes CachedKeys' masks.
+  bool flash_decode(int64_t layer) const;
   // One new token per row over that row's cached keys, all rows at once
-  // (batched decoding): q [B, H, hd], k/v [B, kv_heads, L, hd] (a view of
-  // the cache: the last dimension contiguous), `allowed` [B, 1, 1, L]: the
-  // keys each row sees (at least one), as bool or as an additive mask (0 or
-  // -inf, the attention's dtype); for a sliding layer (attention_window)
-  // the caller's mask holds the window. [B, H*hd] after o_proj.
-  torch::Tensor attend_cached(int64_t layer, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& allowed) const;
+  // (batched decoding): q [B, H, hd], k_cache/v_cache the layer's cache,
+  // token-major [slots >= B, capacity, kv_heads, hd] (slot i is row i's), read
+  // in place: no gather, no copy for grouped-query heads. [B, H*hd] after o_proj.
+  torch::Tensor attend_cached(int64_t layer, const torch::Tensor& q, const torch::Tensor& k_cache, const torch::Tensor& v_cache,
+                              const CachedKeys& keys) const;
   const torch::Tensor& p(const std::string& name) const;
 
  private:

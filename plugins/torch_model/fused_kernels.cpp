@@ -9,6 +9,9 @@
 #include <tuple>
 #include <utility>
 #include <exception>
+#include <algorithm>
+#include <stdexcept>
+#include <optional>
 
 #include <ATen/ATen.h>
 #include <torch/version.h>
@@ -53,6 +56,27 @@ namespace {
   return ok;
 }
 
+// The flash kernels read rows and heads by stride, but load 16-byte vectors:
+// each head's values contiguous, rows and heads at multiples of 8 elements,
+// an aligned start. A [rows, heads, hd] operand as it lies, or a copy.
+[[maybe_unused]] torch::Tensor flash_operand(const torch::Tensor& t) {
+  const bool vectors = t.stride(-1) == 1 && t.stride(0) % 8 == 0 && t.stride(1) % 8 == 0 && reinterpret_cast<std::uintptr_t>(t.data_ptr()) % 16 == 0;
+  return vectors ? t : t.contiguous();
+}
+
+#if AREAL_HAS_VARLEN_FLASH
+// The flash call of cached_decode_attention, unchecked.
+torch::Tensor flash_over_cache(const torch::Tensor& q, const torch::Tensor& k_cache, const torch::Tensor& v_cache, const torch::Tensor& counts,
+                               const torch::Tensor& cu_queries, const torch::Tensor& cu_keys) {
+  const int64_t capacity = k_cache.size(1);
+  const torch::Tensor k = k_cache.view({-1, k_cache.size(2), k_cache.size(3)}), v = v_cache.view({-1, v_cache.size(2), v_cache.size(3)});
+  // max_k is the capacity: the step's shape stays fixed while rows grow
+  // (one captured graph serves every key count); the kernel reads counts[i].
+  return std::get<0>(at::_flash_attention_forward(flash_operand(q), k, v, cu_queries, cu_keys, 1, capacity, 0.0, /*is_causal=*/false,
+                                                  /*return_debug_mask=*/false, std::nullopt, std::nullopt, std::nullopt, counts));
+}
+#endif
+
 }  // namespace
 
 std::vector<int32_t> nonempty_offsets(const std::vector<int64_t>& bounds) {
@@ -81,16 +105,56 @@ torch::Tensor varlen_causal_attention(const torch::Tensor& q, const torch::Tenso
                                       int64_t longest) {
 #if AREAL_HAS_VARLEN_FLASH
   if (!cu_seqlens.defined() || !varlen_attention_applies(q.device(), q.scalar_type(), q.size(-1))) return {};
-  // The kernel reads rows and heads by stride, but loads 16-byte vectors: each
-  // head's values contiguous, rows and heads at multiples of 8 elements, an aligned start.
-  auto inner = [](const torch::Tensor& t) {
-    const bool vectors = t.stride(-1) == 1 && t.stride(0) % 8 == 0 && t.stride(1) % 8 == 0 && reinterpret_cast<std::uintptr_t>(t.data_ptr()) % 16 == 0;
-    return vectors ? t : t.contiguous();
-  };
-  return std::get<0>(at::_flash_attention_forward(inner(q), inner(k), inner(v), cu_seqlens, cu_seqlens, longest, longest, 0.0, /*is_causal=*/true,
-                                                  /*return_debug_mask=*/false));
+  return std::get<0>(at::_flash_attention_forward(flash_operand(q), flash_operand(k), flash_operand(v), cu_seqlens, cu_seqlens, longest, longest,
+                                                  0.0, /*is_causal=*/true, /*return_debug_mask=*/false));
 #else
   (void)q, (void)k, (void)v, (void)cu_seqlens, (void)longest;
+  return {};
+#endif
+}
+
+bool cached_attention_applies(const torch::Device& device, torch::ScalarType dtype, int64_t head_dim) {
+#if AREAL_HAS_VARLEN_FLASH
+  if (!device.is_cuda() || !half_precision(dtype) || head_dim % 8 != 0 || head_dim > 256) return false;
+  return probed("flash decode attention over cached keys", device, dtype, [&] {
+    // Two rows of 4 query heads over 2 KV heads in a cache of 3 slots x 16
+    // keys; row 0 sees 5 keys (the rest of its slot holds values that would
+    // change its result), row 1 all 16. Checked against the explicit
+    // computation on the same rounded inputs.
+    const auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(device);
+    auto values = [&](std::vector<int64_t> shape, double step) {
+      int64_t n = 1;
+      for (const int64_t d : shape) n *= d;
+      return torch::arange(n, f32).mul(step).sin().view(shape).to(dtype);
+    };
+    const torch::Tensor q = values({2, 4, 64}, 0.37), k = values({3, 16, 2, 64}, 0.11), v = values({3, 16, 2, 64}, 0.23);
+    const std::vector<int32_t> seen = {5, 16};
+    auto up = [&](std::vector<int32_t> x) { return torch::tensor(x, torch::kInt32).to(device); };
+    const torch::Tensor out = flash_over_cache(q, k, v, up(seen), up({0, 1, 2}), up({0, 16, 32})).to(torch::kFloat32);
+    double worst = 0;
+    for (int64_t i = 0; i < 2; ++i) {
+      const int64_t n = seen[static_cast<size_t>(i)];
+      const torch::Tensor keys = k[i].narrow(0, 0, n).to(torch::kFloat32).repeat_interleave(2, 1);  // [n, 4, 64]
+      const torch::Tensor vals = v[i].narrow(0, 0, n).to(torch::kFloat32).repeat_interleave(2, 1);
+      const torch::Tensor p = torch::einsum("hd,thd->ht", {q[i].to(torch::kFloat32), keys}).div(8.0).softmax(1);
+      worst = std::max(worst, (torch::einsum("ht,thd->hd", {p, vals}) - out[i]).abs().max().item<double>());
+    }
+    if (!(worst < 2e-2)) throw std::runtime_error("its result differs from the explicit computation by " + std::to_string(worst));
+  });
+#else
+  (void)device, (void)dtype, (void)head_dim;
+  return false;
+#endif
+}
+
+torch::Tensor cached_decode_attention(const torch::Tensor& q, const torch::Tensor& k_cache, const torch::Tensor& v_cache, const torch::Tensor& counts,
+                                      const torch::Tensor& cu_queries, const torch::Tensor& cu_keys) {
+#if AREAL_HAS_VARLEN_FLASH
+  if (!counts.defined() || !k_cache.is_contiguous() || !v_cache.is_contiguous() || !cached_attention_applies(q.device(), q.scalar_type(), q.size(-1)))
+    return {};
+  return flash_over_cache(q, k_cache, v_cache, counts, cu_queries, cu_keys);
+#else
+  (void)q, (void)k_cache, (void)v_cache, (void)counts, (void)cu_queries, (void)cu_keys;
   return {};
 #endif
 }

@@ -31,6 +31,22 @@ std::vector<int32_t> nonempty_offsets(const std::vector<int64_t>& bounds);
 // Whether varlen_causal_attention applies to attention of this dtype and head size on `device`.
 bool varlen_attention_applies(const torch::Device& device, torch::ScalarType dtype, int64_t head_dim);
 
+// A decode step's attention in one flash call: query row i ([B, heads,
+// hd], one token a row) over the first counts[i] keys of cache slot i, where
+// k_cache/v_cache are a token-major cache [slots >= B, capacity, kv_heads, hd]
+// (contiguous; grouped-query heads read in place), counts int32 [B] on the
+// device, cu_queries = 0..B and cu_keys = i * capacity (int32 [B+1]). Keys
+// past a row's count are never read, so neither their values nor the
+// capacity cost anything. [B, heads, hd], or undefined where the kernel does
+// not apply (cached_attention_applies).
+torch::Tensor cached_decode_attention(const torch::Tensor& q, const torch::Tensor& k_cache, const torch::Tensor& v_cache, const torch::Tensor& counts,
+                                      const torch::Tensor& cu_queries, const torch::Tensor& cu_keys);
+
+// Whether cached_decode_attention applies on `device` in this dtype and head
+// size: as varlen_causal_attention, and the probe's result matches an
+// explicit computation (the kernel's per-row key counts are what it relies on).
+bool cached_attention_applies(const torch::Device& device, torch::ScalarType dtype, int64_t head_dim);
+
 // rows [n, d] x weight[V, d]^T as float32 [n, V] from bf16/fp16 operands on
 // the tensor cores at their own rate (the products of bf16 or fp16 values are
 // exact in float32 and the sums float32: the numbers of a float32 product of
