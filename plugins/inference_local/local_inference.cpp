@@ -538,25 +538,56 @@ class LocalInference {
     else x = torch::embedding(model_->p("model.embed_tokens.weight"), areal::torch_model::upload(torch::tensor(ids, idx), device_));
     const torch::Tensor rope = invariant_ ? torch::Tensor() : model_->rope_table(torch::tensor(pos, idx));
     const torch::Tensor offsets = invariant_ ? torch::Tensor() : model_->varlen_offsets(whole_bounds);  // once for every layer
+    // Made once for every layer: where each token's key and value go (one
+    // write a layer for the pass), and the flash kernel's view of the
+    // continuing prompts' slots (their keys so far and new).
+    torch::Tensor write_slots, write_positions;
+    areal::torch_model::DecoderModel::CachedKeys continuing;
+    int64_t longest_new = 0;
+    if (!invariant_) {
+      std::vector<int64_t> slot_of;
+      for (size_t i = 0; i < order.size(); ++i) slot_of.insert(slot_of.end(), static_cast<size_t>(starts[i + 1] - starts[i]), order[i]->slot);
+      write_slots = areal::torch_model::upload(torch::tensor(slot_of, idx), device_);
+      write_positions = areal::torch_model::upload(torch::tensor(pos, idx), device_);
+      bool any_flash = false;
+      for (int64_t l = 0; l < c.num_hidden_layers; ++l) any_flash = any_flash || model_->flash_cached(l);
+      if (order.size() > whole && any_flash) {
+        std::vector<int32_t> counts, cu_queries = {0}, cu_keys;
+        for (size_t i = whole; i < order.size(); ++i) {
+          const int64_t n = starts[i + 1] - starts[i];
+          counts.push_back(static_cast<int32_t>(cached.at(order[i]) + n));
+          cu_queries.push_back(cu_queries.back() + static_cast<int32_t>(n));
+          cu_keys.push_back(static_cast<int32_t>(order[i]->slot * cache_->capacity()));
+          longest_new = std::max(longest_new, n);
+        }
+        auto up = [&](const std::vector<int32_t>& v) { return areal::torch_model::upload(torch::tensor(v, torch::kInt32), device_); };
+        continuing.counts = up(counts), continuing.cu_queries = up(cu_queries), continuing.cu_keys = up(cu_keys);
+      }
+    }
     for (int64_t l = 0; l < c.num_hidden_layers && !invariant_; ++l) {
       const std::string pre = "model.layers." + std::to_string(l) + ".";
       torch::Tensor q, k, v;
       model_->qkv(l, model_->rms_norm(x, model_->p(pre + "input_layernorm.weight")), rope, q, k, v);
+      cache_->keys(l).index_put_({write_slots, write_positions}, k);
+      cache_->values(l).index_put_({write_slots, write_positions}, v);
       std::vector<torch::Tensor> attended;
-      for (size_t i = 0; i < order.size(); ++i) {
-        const Request* r = order[i];
-        const int64_t from = cached.at(r), n = starts[i + 1] - starts[i];
-        const torch::Tensor ks = cache_->keys(l).select(0, r->slot), vs = cache_->values(l).select(0, r->slot);  // [capacity, kv, hd]
-        ks.narrow(0, from, n).copy_(k.narrow(0, starts[i], n));
-        vs.narrow(0, from, n).copy_(v.narrow(0, starts[i], n));
-        if (i >= whole) {  // its new queries over the slot's keys, cached and new
-          const int64_t S = from + n;
-          attended.push_back(model_->attend_heads(l, q.narrow(0, starts[i], n), ks.narrow(0, 0, S), vs.narrow(0, 0, S), from));
-        }
-      }
       if (whole > 0) {  // each prompt attends to itself only
         const int64_t T = whole_bounds.back();
-        attended.insert(attended.begin(), model_->attend_packed_heads(l, q.narrow(0, 0, T), k.narrow(0, 0, T), v.narrow(0, 0, T), whole_bounds, offsets));
+        attended.push_back(model_->attend_packed_heads(l, q.narrow(0, 0, T), k.narrow(0, 0, T), v.narrow(0, 0, T), whole_bounds, offsets));
+      }
+      if (order.size() > whole) {  // their new queries over their slots' keys, cached and new
+        const int64_t first = starts[whole];
+        const torch::Tensor chunks = model_->attend_cached_chunks(l, q.narrow(0, first, starts.back() - first), cache_->keys(l), cache_->values(l),
+                                                                  continuing, longest_new);
+        if (chunks.defined()) {
+          attended.push_back(chunks);
+        } else {
+          for (size_t i = whole; i < order.size(); ++i) {
+            const int64_t from = cached.at(order[i]), n = starts[i + 1] - starts[i];
+            const torch::Tensor ks = cache_->keys(l).select(0, order[i]->slot), vs = cache_->values(l).select(0, order[i]->slot);  // [capacity, kv, hd]
+            attended.push_back(model_->attend_heads(l, q.narrow(0, starts[i], n), ks.narrow(0, 0, from + n), vs.narrow(0, 0, from + n), from));
+          }
+        }
       }
       // One projection over every row: per-row adapter groups index the pass's rows.
       x = after_attention(l, x, model_->o_proj(l, attended.size() == 1 ? attended[0] : torch::cat(attended, 0)), &moe);
@@ -662,7 +693,7 @@ class LocalInference {
     for (const Request* r : batch) longest = std::max(longest, r->length + 1);  // its cache and the new token
     // Asked here, outside any capture: the first call probes the kernel.
     bool any_flash = false, masks = false;
-    for (int64_t l = 0; l < model_->config().num_hidden_layers; ++l) (model_->flash_decode(l) ? any_flash : masks) = true;
+    for (int64_t l = 0; l < model_->config().num_hidden_layers; ++l) (model_->flash_cached(l) ? any_flash : masks) = true;
     int64_t keys = longest;
     if (graphs_on_) {
       rows = graph_rows(rows);

@@ -616,15 +616,22 @@ torch::Tensor DecoderModel::attend_masked(int64_t layer, const torch::Tensor& q,
   return torch::matmul(probs, v4).permute({0, 2, 1, 3}).reshape({G, L, -1});
 }
 
-bool DecoderModel::flash_decode(int64_t layer) const {
+bool DecoderModel::flash_cached(int64_t layer) const {
   return !invariant_ && plain_attention(layer) && fused::cached_attention_applies(device_, dtype_, config_.head_dim);
+}
+
+torch::Tensor DecoderModel::attend_cached_chunks(int64_t layer, const torch::Tensor& q, const torch::Tensor& k_cache, const torch::Tensor& v_cache,
+                                                 const CachedKeys& keys, int64_t longest_query) const {
+  if (!flash_cached(layer)) return {};
+  const torch::Tensor o = fused::cached_attention(q, k_cache, v_cache, keys.counts, keys.cu_queries, keys.cu_keys, longest_query);
+  return o.defined() ? o.reshape({q.size(0), -1}) : o;
 }
 
 torch::Tensor DecoderModel::attend_cached(int64_t layer, const torch::Tensor& q, const torch::Tensor& k_cache, const torch::Tensor& v_cache,
                                          const CachedKeys& keys) const {
   const int64_t B = q.size(0), kv = k_cache.size(2), hd = config_.head_dim;
-  if (flash_decode(layer))
-    if (const torch::Tensor o = fused::cached_decode_attention(q, k_cache, v_cache, keys.counts, keys.cu_queries, keys.cu_keys); o.defined())
+  if (flash_cached(layer))
+    if (const torch::Tensor o = fused::cached_attention(q, k_cache, v_cache, keys.counts, keys.cu_queries, keys.cu_keys, 1); o.defined())
       return o_proj(layer, o.reshape({B, -1}));
   const torch::Tensor& allowed = config_.attention_window(layer) > 0 ? keys.allowed_sliding : keys.allowed;
   // [B, kv, width, hd] views of the cache's first rows.

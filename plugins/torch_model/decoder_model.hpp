@@ -183,28 +183,37 @@ class DecoderModel {
   // attend without o_proj: [S, H*hd].
   torch::Tensor attend_heads(int64_t layer, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t q_offset) const;
   torch::Tensor o_proj(int64_t layer, const torch::Tensor& heads) const;  // [S, H*hd] -> [S, hidden]
-  // Which keys each row of a decode step sees (attend_cached). Row i's
-  // keys are rows [0, counts[i]) of cache slot i.
+  // Which keys each row of a decode step sees (attend_cached), or each
+  // sequence of a prefill continuing its slot (attend_cached_chunks): row
+  // or sequence b's keys are rows [0, counts[b]) of its cache slot.
   struct CachedKeys {
-    // Flash path: int32 on the device, counts [B] (at least one a row),
-    // cu_queries 0..B and cu_keys i * capacity [B+1].
+    // Flash path: int32 on the device, counts [B] (at least one each),
+    // cu_queries [B+1] (b's rows in q), cu_keys [B+1] (its slot * capacity).
     torch::Tensor counts, cu_queries, cu_keys;
-    // Masked path: keys [0, width) of each slot are read, `allowed`
+    // Masked path (decode): keys [0, width) of each slot are read, `allowed`
     // [B, 1, 1, width] says which count (bool, or an additive 0/-inf mask in
     // the attention's dtype); `allowed_sliding` holds a sliding layer's window.
     int64_t width = 0;
     torch::Tensor allowed, allowed_sliding;
   };
-  // Whether layer's decode attention runs the flash kernel over the keys'
-  // counts alone (CUDA, bf16/fp16, plain attention, not batch-invariant);
-  // otherwise it takes CachedKeys' masks.
-  bool flash_decode(int64_t layer) const;
+  // Whether layer's attention over the cache runs the flash kernel on the
+  // keys' counts alone (CUDA, bf16/fp16, plain attention, not
+  // batch-invariant); otherwise decode takes CachedKeys' masks and a
+  // continuing prefill attends sequence by sequence.
+  bool flash_cached(int64_t layer) const;
   // One new token per row over that row's cached keys, all rows at once
   // (batched decoding): q [B, H, hd], k_cache/v_cache the layer's cache,
   // token-major [slots >= B, capacity, kv_heads, hd] (slot i is row i's), read
   // in place: no gather, no copy for grouped-query heads. [B, H*hd] after o_proj.
   torch::Tensor attend_cached(int64_t layer, const torch::Tensor& q, const torch::Tensor& k_cache, const torch::Tensor& v_cache,
                               const CachedKeys& keys) const;
+  // New tokens of several sequences, each continuing its cache slot (its
+  // keys and values already written), in one flash call where
+  // flash_cached(layer): q [T, H, hd] packed, each query over its
+  // sequence's keys up to its own. [T, H*hd] before o_proj, or undefined
+  // where the caller attends each sequence itself (attend_heads).
+  torch::Tensor attend_cached_chunks(int64_t layer, const torch::Tensor& q, const torch::Tensor& k_cache, const torch::Tensor& v_cache,
+                                     const CachedKeys& keys, int64_t longest_query) const;
   const torch::Tensor& p(const std::string& name) const;
 
  private:

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -10,6 +11,8 @@
 #include <utility>
 #include <exception>
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <optional>
 
@@ -65,19 +68,48 @@ namespace {
 }
 
 #if AREAL_HAS_VARLEN_FLASH
-// The flash call of cached_decode_attention, unchecked.
+// The flash call of cached_attention, unchecked.
 torch::Tensor flash_over_cache(const torch::Tensor& q, const torch::Tensor& k_cache, const torch::Tensor& v_cache, const torch::Tensor& counts,
-                               const torch::Tensor& cu_queries, const torch::Tensor& cu_keys) {
+                               const torch::Tensor& cu_queries, const torch::Tensor& cu_keys, int64_t longest_query) {
   const int64_t capacity = k_cache.size(1);
   const torch::Tensor k = k_cache.view({-1, k_cache.size(2), k_cache.size(3)}), v = v_cache.view({-1, v_cache.size(2), v_cache.size(3)});
-  // max_k is the capacity: the step's shape stays fixed while rows grow
-  // (one captured graph serves every key count); the kernel reads counts[i].
-  return std::get<0>(at::_flash_attention_forward(flash_operand(q), k, v, cu_queries, cu_keys, 1, capacity, 0.0, /*is_causal=*/false,
-                                                  /*return_debug_mask=*/false, std::nullopt, std::nullopt, std::nullopt, counts));
+  // max_k is the capacity: a decode step's shape stays fixed while rows grow
+  // (one captured graph serves every key count); the kernel reads counts[b].
+  return std::get<0>(at::_flash_attention_forward(flash_operand(q), k, v, cu_queries, cu_keys, longest_query, capacity, 0.0,
+                                                  /*is_causal=*/longest_query > 1, /*return_debug_mask=*/false, std::nullopt, std::nullopt,
+                                                  std::nullopt, counts));
 }
+
 #endif
 
+// The test hook of cached_attention (fused_kernels.hpp), read at each call:
+// tests toggle it per process.
+bool emulating_cached_attention() {
+  const char* e = std::getenv("AREAL_EMULATE_CACHED_ATTENTION");
+  return e != nullptr && std::string(e) == "1";
+}
+
 }  // namespace
+
+torch::Tensor cached_attention_reference(const torch::Tensor& q, const torch::Tensor& k_cache, const torch::Tensor& v_cache, const torch::Tensor& counts,
+                                         const torch::Tensor& cu_queries, const torch::Tensor& cu_keys) {
+  const int64_t groups = q.size(1) / k_cache.size(2);
+  const torch::Tensor k = k_cache.reshape({-1, k_cache.size(2), k_cache.size(3)}), v = v_cache.reshape({-1, v_cache.size(2), v_cache.size(3)});
+  const torch::Tensor seen = counts.to(torch::kCPU, torch::kInt64), cu_q = cu_queries.to(torch::kCPU, torch::kInt64), cu_k = cu_keys.to(torch::kCPU, torch::kInt64);
+  std::vector<torch::Tensor> out;
+  for (int64_t b = 0; b < seen.size(0); ++b) {
+    const int64_t n = cu_q[b + 1].item<int64_t>() - cu_q[b].item<int64_t>(), count = seen[b].item<int64_t>(), start = cu_k[b].item<int64_t>();
+    const torch::Tensor keys = k.narrow(0, start, count).to(torch::kFloat32).repeat_interleave(groups, 1);  // [count, heads, hd]
+    const torch::Tensor vals = v.narrow(0, start, count).to(torch::kFloat32).repeat_interleave(groups, 1);
+    const torch::Tensor qb = q.narrow(0, cu_q[b].item<int64_t>(), n).to(torch::kFloat32);
+    torch::Tensor scores = torch::einsum("qhd,thd->hqt", {qb, keys}).div(std::sqrt(static_cast<double>(q.size(2))));
+    const auto opts = torch::TensorOptions().dtype(torch::kInt64).device(q.device());
+    const torch::Tensor key = torch::arange(count, opts).view({1, count}), query = torch::arange(count - n, count, opts).view({n, 1});
+    scores = scores.masked_fill(key > query, -std::numeric_limits<double>::infinity());
+    out.push_back(torch::einsum("hqt,thd->qhd", {scores.softmax(2), vals}));
+  }
+  return torch::cat(out, 0).to(q.scalar_type());
+}
 
 std::vector<int32_t> nonempty_offsets(const std::vector<int64_t>& bounds) {
   std::vector<int32_t> offsets;
@@ -114,12 +146,14 @@ torch::Tensor varlen_causal_attention(const torch::Tensor& q, const torch::Tenso
 }
 
 bool cached_attention_applies(const torch::Device& device, torch::ScalarType dtype, int64_t head_dim) {
+  if (emulating_cached_attention()) return true;
 #if AREAL_HAS_VARLEN_FLASH
   if (!device.is_cuda() || !half_precision(dtype) || head_dim % 8 != 0 || head_dim > 256) return false;
-  return probed("flash decode attention over cached keys", device, dtype, [&] {
-    // Two rows of 4 query heads over 2 KV heads in a cache of 3 slots x 16
-    // keys; row 0 sees 5 keys (the rest of its slot holds values that would
-    // change its result), row 1 all 16. Checked against the explicit
+  return probed("flash attention over cached keys", device, dtype, [&] {
+    // 4 query heads over 2 KV heads, a cache of 3 slots x 16 keys whose
+    // unread rows hold values that would change the results. A decode step
+    // (rows 0 and 1 seeing 5 and 16 keys), then chunks of 3 and 2 new tokens
+    // continuing slots 2 and 0 (7 and 16 keys). Against the explicit
     // computation on the same rounded inputs.
     const auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(device);
     auto values = [&](std::vector<int64_t> shape, double step) {
@@ -127,19 +161,19 @@ bool cached_attention_applies(const torch::Device& device, torch::ScalarType dty
       for (const int64_t d : shape) n *= d;
       return torch::arange(n, f32).mul(step).sin().view(shape).to(dtype);
     };
-    const torch::Tensor q = values({2, 4, 64}, 0.37), k = values({3, 16, 2, 64}, 0.11), v = values({3, 16, 2, 64}, 0.23);
-    const std::vector<int32_t> seen = {5, 16};
-    auto up = [&](std::vector<int32_t> x) { return torch::tensor(x, torch::kInt32).to(device); };
-    const torch::Tensor out = flash_over_cache(q, k, v, up(seen), up({0, 1, 2}), up({0, 16, 32})).to(torch::kFloat32);
+    const torch::Tensor k = values({3, 16, 2, 64}, 0.11), v = values({3, 16, 2, 64}, 0.23);
+    auto up = [&](const std::vector<int32_t>& x) { return torch::tensor(x, torch::kInt32).to(device); };
     double worst = 0;
-    for (int64_t i = 0; i < 2; ++i) {
-      const int64_t n = seen[static_cast<size_t>(i)];
-      const torch::Tensor keys = k[i].narrow(0, 0, n).to(torch::kFloat32).repeat_interleave(2, 1);  // [n, 4, 64]
-      const torch::Tensor vals = v[i].narrow(0, 0, n).to(torch::kFloat32).repeat_interleave(2, 1);
-      const torch::Tensor p = torch::einsum("hd,thd->ht", {q[i].to(torch::kFloat32), keys}).div(8.0).softmax(1);
-      worst = std::max(worst, (torch::einsum("ht,thd->hd", {p, vals}) - out[i]).abs().max().item<double>());
-    }
-    if (!(worst < 2e-2)) throw std::runtime_error("its result differs from the explicit computation by " + std::to_string(worst));
+    auto check = [&](const torch::Tensor& q, std::vector<int32_t> counts, std::vector<int32_t> cu_q, std::vector<int32_t> slots, int64_t longest) {
+      std::vector<int32_t> cu_k;
+      for (const int32_t slot : slots) cu_k.push_back(slot * 16);
+      const torch::Tensor got = flash_over_cache(q, k, v, up(counts), up(cu_q), up(cu_k), longest).to(torch::kFloat32);
+      const torch::Tensor want = cached_attention_reference(q, k, v, up(counts), up(cu_q), up(cu_k)).to(torch::kFloat32);
+      worst = std::max(worst, (got - want).abs().max().item<double>());
+    };
+    check(values({2, 4, 64}, 0.37), {5, 16}, {0, 1, 2}, {0, 1}, 1);
+    check(values({5, 4, 64}, 0.29), {7, 16}, {0, 3, 5}, {2, 0}, 3);
+    if (!(worst < 2e-2)) throw std::runtime_error("its results differ from the explicit computation by " + std::to_string(worst));
   });
 #else
   (void)device, (void)dtype, (void)head_dim;
@@ -147,14 +181,15 @@ bool cached_attention_applies(const torch::Device& device, torch::ScalarType dty
 #endif
 }
 
-torch::Tensor cached_decode_attention(const torch::Tensor& q, const torch::Tensor& k_cache, const torch::Tensor& v_cache, const torch::Tensor& counts,
-                                      const torch::Tensor& cu_queries, const torch::Tensor& cu_keys) {
+torch::Tensor cached_attention(const torch::Tensor& q, const torch::Tensor& k_cache, const torch::Tensor& v_cache, const torch::Tensor& counts,
+                               const torch::Tensor& cu_queries, const torch::Tensor& cu_keys, int64_t longest_query) {
+  if (counts.defined() && emulating_cached_attention()) return cached_attention_reference(q, k_cache, v_cache, counts, cu_queries, cu_keys);
 #if AREAL_HAS_VARLEN_FLASH
   if (!counts.defined() || !k_cache.is_contiguous() || !v_cache.is_contiguous() || !cached_attention_applies(q.device(), q.scalar_type(), q.size(-1)))
     return {};
-  return flash_over_cache(q, k_cache, v_cache, counts, cu_queries, cu_keys);
+  return flash_over_cache(q, k_cache, v_cache, counts, cu_queries, cu_keys, longest_query);
 #else
-  (void)q, (void)k_cache, (void)v_cache, (void)counts, (void)cu_queries, (void)cu_keys;
+  (void)q, (void)k_cache, (void)v_cache, (void)counts, (void)cu_queries, (void)cu_keys, (void)longest_query;
   return {};
 #endif
 }

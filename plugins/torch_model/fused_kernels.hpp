@@ -31,20 +31,33 @@ std::vector<int32_t> nonempty_offsets(const std::vector<int64_t>& bounds);
 // Whether varlen_causal_attention applies to attention of this dtype and head size on `device`.
 bool varlen_attention_applies(const torch::Device& device, torch::ScalarType dtype, int64_t head_dim);
 
-// A decode step's attention in one flash call: query row i ([B, heads,
-// hd], one token a row) over the first counts[i] keys of cache slot i, where
-// k_cache/v_cache are a token-major cache [slots >= B, capacity, kv_heads, hd]
-// (contiguous; grouped-query heads read in place), counts int32 [B] on the
-// device, cu_queries = 0..B and cu_keys = i * capacity (int32 [B+1]). Keys
-// past a row's count are never read, so neither their values nor the
-// capacity cost anything. [B, heads, hd], or undefined where the kernel does
-// not apply (cached_attention_applies).
-torch::Tensor cached_decode_attention(const torch::Tensor& q, const torch::Tensor& k_cache, const torch::Tensor& v_cache, const torch::Tensor& counts,
-                                      const torch::Tensor& cu_queries, const torch::Tensor& cu_keys);
+// Attention of new tokens over a token-major KV cache [slots, capacity,
+// kv_heads, hd] (contiguous; grouped-query heads read in place) in one flash
+// call. Sequence b's queries are the packed rows [cu_queries[b],
+// cu_queries[b+1]) of q [T, heads, hd]: the last of its counts[b] keys,
+// which lie in rows [0, counts[b]) of its slot (cu_keys[b] = slot *
+// capacity; any slot order), each query seeing the keys up to its own
+// (causal, aligned at the end). A decode step is the one-query case
+// (longest_query 1, slot b = row b). counts int32 [B], offsets int32 [B+1],
+// all on the device. Keys past a sequence's count are never read, so neither
+// their values nor the capacity cost anything. [T, heads, hd], or undefined
+// where the kernel does not apply (cached_attention_applies).
+torch::Tensor cached_attention(const torch::Tensor& q, const torch::Tensor& k_cache, const torch::Tensor& v_cache, const torch::Tensor& counts,
+                               const torch::Tensor& cu_queries, const torch::Tensor& cu_keys, int64_t longest_query);
 
-// Whether cached_decode_attention applies on `device` in this dtype and head
-// size: as varlen_causal_attention, and the probe's result matches an
-// explicit computation (the kernel's per-row key counts are what it relies on).
+// What cached_attention computes, written out (float32 softmax, a loop over
+// sequences; the offsets are read on the host): the probe's reference. With
+// AREAL_EMULATE_CACHED_ATTENTION=1 in the environment (a test hook),
+// cached_attention applies on every device and dtype and computes this, so
+// CPU tests run its callers' flash paths, offsets and counts included.
+torch::Tensor cached_attention_reference(const torch::Tensor& q, const torch::Tensor& k_cache, const torch::Tensor& v_cache, const torch::Tensor& counts,
+                                         const torch::Tensor& cu_queries, const torch::Tensor& cu_keys);
+
+// Whether cached_attention applies on `device` in this dtype and head size:
+// as varlen_causal_attention, and the probe's results match an explicit
+// computation (a decode step, and chunks continuing slots out of order:
+// the per-sequence key counts and the end-aligned causal mask are what it
+// relies on).
 bool cached_attention_applies(const torch::Device& device, torch::ScalarType dtype, int64_t head_dim);
 
 // rows [n, d] x weight[V, d]^T as float32 [n, V] from bf16/fp16 operands on

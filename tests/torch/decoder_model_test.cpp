@@ -28,6 +28,7 @@
 #include "decoder_model.hpp"
 #include "mean_nll_loss.hpp"
 #include "model_dir_once.hpp"
+#include "scoped_env.hpp"
 #include "test_temp_dir.hpp"
 
 using areal::torch_model::DecoderModel;
@@ -333,6 +334,22 @@ TEST(LocalInference, KvCacheGrowthKeepsEveryRequestExact) {
   size_t n = 0;
   const double worst = generation_vs_training({{11, 12, 13}, long_prompt, {42, 43}}, {200, 8, 30}, &n);
   EXPECT_EQ(n, 238u);
+  EXPECT_LE(worst, 1e-4) << "largest |generation - training| logprob difference over " << n << " tokens";
+}
+
+// On CUDA the engine's attention over its cache is one flash call a layer,
+// fed per-row key counts and slot offsets. Here the kernel's semantics are
+// computed on the CPU (AREAL_EMULATE_CACHED_ATTENTION, fused_kernels.hpp), so
+// those counts and offsets are checked where CI runs: decode steps of
+// requests of different lengths, as the cache grows (64 -> 192 -> more), give
+// the trainer's log-probs.
+TEST(LocalInference, FlashCacheOffsetsGiveTheTrainersLogprobs) {
+  const areal::testing::ScopedEnv emulate("AREAL_EMULATE_CACHED_ATTENTION", "1");
+  std::vector<int32_t> long_prompt;
+  for (int t = 0; t < 150; ++t) long_prompt.push_back((t * 7919 + 13) % 5000);
+  size_t n = 0;
+  const double worst = generation_vs_training({{11, 12, 13}, long_prompt, {42, 43}, {7, 900, 4000, 5, 6}}, {200, 8, 30, 12}, &n);
+  EXPECT_EQ(n, 250u);
   EXPECT_LE(worst, 1e-4) << "largest |generation - training| logprob difference over " << n << " tokens";
 }
 

@@ -31,9 +31,9 @@ TEST(FusedKernels, NoneAppliesOnCpuOrInFloat32) {
   const torch::Tensor q = torch::randn({6, 4, 8}, bf16), kv = torch::randn({6, 2, 8}, bf16);
   EXPECT_FALSE(fused::varlen_causal_attention(q, kv, kv, torch::tensor({0, 2, 6}, torch::kInt32), 4).defined());
   const torch::Tensor cache = torch::zeros({3, 16, 2, 8}, bf16), seen = torch::tensor({5, 16}, torch::kInt32);
-  EXPECT_FALSE(fused::cached_decode_attention(q.narrow(0, 0, 2), cache, cache, seen, torch::tensor({0, 1, 2}, torch::kInt32),
-                                              torch::tensor({0, 16, 32}, torch::kInt32))
-                   .defined());
+  EXPECT_FALSE(
+      fused::cached_attention(q.narrow(0, 0, 2), cache, cache, seen, torch::tensor({0, 1, 2}, torch::kInt32), torch::tensor({0, 16, 32}, torch::kInt32), 1)
+          .defined());
   EXPECT_FALSE(fused::float32_product(torch::ones({2, 8}, bf16), torch::ones({3, 8}, bf16)).defined());
   EXPECT_FALSE(fused::float32_matmul(torch::ones({2, 8}, bf16), torch::ones({8, 3}, bf16)).defined());
 }

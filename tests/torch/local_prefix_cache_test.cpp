@@ -5,13 +5,17 @@
 // dense model, for GPT-OSS (sinks, a 16-key window the cached prefixes
 // cross), and for a group half of whose samples run with a LoRA adapter
 // (rows of one adapter never serve the other; one prefill pass mixes
-// cached and computed rows of both).
+// cached and computed rows of both). And for the dense model with the CUDA
+// engine's flash path over the cache, its kernel computed on the CPU
+// (AREAL_EMULATE_CACHED_ATTENTION): the samples continuing a cached prefix
+// attend in one call, with per-sequence counts and slot offsets.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +31,7 @@
 #include "core/plugin_host/string_writer.hpp"
 #include "local_engine.hpp"
 #include "model_dir_once.hpp"
+#include "scoped_env.hpp"
 
 namespace {
 
@@ -111,12 +116,15 @@ Served serve(const std::string& family, bool cache, bool lora) {
 struct Case {
   std::string family;
   bool lora;
+  bool flash = false;  // emulate the flash kernel over the cache
 };
 
 class LocalPrefixCache : public ::testing::TestWithParam<Case> {};
 
 TEST_P(LocalPrefixCache, GroupSamplesAndNextTurnsHitItAndSampleTheSame) {
   const Case& k = GetParam();
+  std::optional<areal::testing::ScopedEnv> emulate;
+  if (k.flash) emulate.emplace("AREAL_EMULATE_CACHED_ATTENTION", "1");
   const Served on = serve(k.family, true, k.lora), off = serve(k.family, false, k.lora);
   // The group: the first sample (of each adapter) computes the prompt, the others copy its first 39 tokens.
   EXPECT_EQ(on.after_group["prompt_tokens"], 8 * 40);
@@ -140,7 +148,7 @@ TEST_P(LocalPrefixCache, GroupSamplesAndNextTurnsHitItAndSampleTheSame) {
               on.after_turn["hit_rate"].get<double>(), on.after_turn["cached_tokens"].dump().c_str(), on.after_turn["prompt_tokens"].dump().c_str(), worst);
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, LocalPrefixCache, ::testing::Values(Case{"qwen3", false}, Case{"gpt_oss", false}, Case{"qwen3", true}),
-                         [](const auto& info) { return info.param.family + (info.param.lora ? "_lora" : ""); });
+INSTANTIATE_TEST_SUITE_P(Cases, LocalPrefixCache, ::testing::Values(Case{"qwen3", false}, Case{"gpt_oss", false}, Case{"qwen3", true}, Case{"qwen3", false, true}),
+                         [](const auto& info) { return info.param.family + (info.param.lora ? "_lora" : "") + (info.param.flash ? "_flash" : ""); });
 
 }  // namespace
