@@ -634,6 +634,7 @@ torch::Tensor DecoderModel::attend_cached(int64_t layer, const torch::Tensor& q,
     if (const torch::Tensor o = fused::cached_attention(q, k_cache, v_cache, keys.counts, keys.cu_queries, keys.cu_keys, 1); o.defined())
       return o_proj(layer, o.reshape({B, -1}));
   const torch::Tensor& allowed = config_.attention_window(layer) > 0 ? keys.allowed_sliding : keys.allowed;
+  if (!allowed.defined()) throw Error(AREAL_CODE_INTERNAL, "decode attention: the flash kernel did not serve and the step has no key mask");
   // [B, kv, width, hd] views of the cache's first rows.
   const torch::Tensor k = k_cache.narrow(0, 0, B).narrow(1, 0, keys.width).transpose(1, 2);
   const torch::Tensor v = v_cache.narrow(0, 0, B).narrow(1, 0, keys.width).transpose(1, 2);
