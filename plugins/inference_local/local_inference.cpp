@@ -850,15 +850,20 @@ class LocalInference {
     const torch::Tensor t = upload(torch::tensor(temps, f64), raw.device()).unsqueeze(1);
     const torch::Tensor u = upload(torch::tensor(uniforms, f64), raw.device());
     const torch::Tensor is_greedy = upload(torch::tensor(greedy, f64), raw.device()).gt(0.5);
+    // Each pass over [n, vocab] float64 reads and writes megabytes a row:
+    // the division is left out when every temperature is 1 (x / 1 is x,
+    // bit for bit) and the argmax when no row is greedy.
+    const bool unit_temperatures = std::all_of(temps.begin(), temps.end(), [](double x) { return x == 1.0; });
+    const bool any_greedy = std::any_of(greedy.begin(), greedy.end(), [](double g) { return g > 0.5; });
     const torch::Tensor max = std::get<0>(rows.max(1, /*keepdim=*/true));
-    const torch::Tensor scaled = (rows - max) / t;  // <= 0, 0 at the mode
+    const torch::Tensor scaled = unit_temperatures ? rows - max : (rows - max) / t;  // <= 0, 0 at the mode
     const torch::Tensor cum = scaled.exp().cumsum(1);
     const torch::Tensor sum = cum.narrow(1, V - 1, 1);
     torch::Tensor tok = torch::searchsorted(cum, u.unsqueeze(1) * sum, /*out_int32=*/false, /*right=*/true).clamp_max(V - 1);
-    tok = torch::where(is_greedy.unsqueeze(1), rows.argmax(1, /*keepdim=*/true), tok);
+    if (any_greedy) tok = torch::where(is_greedy.unsqueeze(1), rows.argmax(1, /*keepdim=*/true), tok);
     // The log-prob under softmax(raw / T) (ABI convention), or raw (greedy, logprob_mode raw).
     const torch::Tensor lp_raw = rows.gather(1, tok), lp_scaled = scaled.gather(1, tok) - sum.log();
-    torch::Tensor lp = (raw_logprobs_ ? lp_raw : torch::where(is_greedy.unsqueeze(1), lp_raw, lp_scaled));
+    torch::Tensor lp = raw_logprobs_ ? lp_raw : (any_greedy ? torch::where(is_greedy.unsqueeze(1), lp_raw, lp_scaled) : lp_scaled);
     if (invariant_ && !raw_logprobs_)  // what the trainer recomputes, by the same function (greedy rows at temperature 1)
       lp = model_->sampled_logprobs(n == raw.size(0) ? logits : logits.index_select(0, device_rows), tok.squeeze(1), t.squeeze(1))
                .to(torch::kFloat64)
