@@ -560,6 +560,7 @@ class LocalInference {
           cu_keys.push_back(static_cast<int32_t>(order[i]->slot * cache_->capacity()));
           longest_new = std::max(longest_new, n);
         }
+        cu_keys.push_back(static_cast<int32_t>((max_batch_ + 1) * cache_->capacity()));  // B+1 offsets; with counts given, the last is never read
         auto up = [&](const std::vector<int32_t>& v) { return areal::torch_model::upload(torch::tensor(v, torch::kInt32), device_); };
         continuing.counts = up(counts), continuing.cu_queries = up(cu_queries), continuing.cu_keys = up(cu_keys);
       }

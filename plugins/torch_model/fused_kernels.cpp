@@ -40,10 +40,11 @@ namespace {
 
 // Runs `probe` once per (kernel, device, dtype) and remembers whether it
 // worked; the first refusal is printed once, with libtorch's reason.
-[[maybe_unused]] bool probed(const char* kernel, const torch::Device& device, torch::ScalarType dtype, const std::function<void()>& probe) {
+[[maybe_unused]] bool probed(const char* kernel, const torch::Device& device, torch::ScalarType dtype, const std::function<void()>& probe,
+                             int64_t head_dim = 0) {
   static std::mutex mu;
-  static std::map<std::tuple<const char*, int, int>, bool> known;  // kernel names are literals: no string built a call
-  const auto key = std::make_tuple(kernel, static_cast<int>(device.index()), static_cast<int>(dtype));
+  static std::map<std::tuple<const char*, int, int, int64_t>, bool> known;  // kernel names are literals: no string built a call
+  const auto key = std::make_tuple(kernel, static_cast<int>(device.index()), static_cast<int>(dtype), head_dim);
   std::lock_guard<std::mutex> lock(mu);
   if (auto it = known.find(key); it != known.end()) return it->second;
   bool ok = true;
@@ -82,6 +83,18 @@ torch::Tensor flash_over_cache(const torch::Tensor& q, const torch::Tensor& k_ca
 
 #endif
 
+// cached_attention's offsets as the flash kernel takes them: int32, counts
+// [B], cu_queries and cu_keys [B+1]. Flash refuses other shapes; checked here
+// too, so that CPU tests of the emulated kernel see what a GPU would refuse.
+// Shapes only: no device read.
+void check_cached_offsets(const torch::Tensor& counts, const torch::Tensor& cu_queries, const torch::Tensor& cu_keys) {
+  for (const torch::Tensor* t : {&counts, &cu_queries, &cu_keys})
+    if (t->scalar_type() != torch::kInt32 || t->dim() != 1) throw std::invalid_argument("cached_attention: counts and offsets must be int32 vectors");
+  if (cu_queries.size(0) != counts.size(0) + 1 || cu_keys.size(0) != counts.size(0) + 1)
+    throw std::invalid_argument("cached_attention: " + std::to_string(counts.size(0)) + " sequences need " + std::to_string(counts.size(0) + 1) +
+                                " query and key offsets, got " + std::to_string(cu_queries.size(0)) + " and " + std::to_string(cu_keys.size(0)));
+}
+
 // The test hook of cached_attention (fused_kernels.hpp), read at each call:
 // tests toggle it per process.
 bool emulating_cached_attention() {
@@ -93,6 +106,7 @@ bool emulating_cached_attention() {
 
 torch::Tensor cached_attention_reference(const torch::Tensor& q, const torch::Tensor& k_cache, const torch::Tensor& v_cache, const torch::Tensor& counts,
                                          const torch::Tensor& cu_queries, const torch::Tensor& cu_keys) {
+  check_cached_offsets(counts, cu_queries, cu_keys);
   const int64_t groups = q.size(1) / k_cache.size(2);
   const torch::Tensor k = k_cache.reshape({-1, k_cache.size(2), k_cache.size(3)}), v = v_cache.reshape({-1, v_cache.size(2), v_cache.size(3)});
   const torch::Tensor seen = counts.to(torch::kCPU, torch::kInt64), cu_q = cu_queries.to(torch::kCPU, torch::kInt64), cu_k = cu_keys.to(torch::kCPU, torch::kInt64);
@@ -149,32 +163,39 @@ bool cached_attention_applies(const torch::Device& device, torch::ScalarType dty
   if (emulating_cached_attention()) return true;
 #if AREAL_HAS_VARLEN_FLASH
   if (!device.is_cuda() || !half_precision(dtype) || head_dim % 8 != 0 || head_dim > 256) return false;
-  return probed("flash attention over cached keys", device, dtype, [&] {
-    // 4 query heads over 2 KV heads, a cache of 3 slots x 16 keys whose
-    // unread rows hold values that would change the results. A decode step
-    // (rows 0 and 1 seeing 5 and 16 keys), then chunks of 3 and 2 new tokens
-    // continuing slots 2 and 0 (7 and 16 keys). Against the explicit
-    // computation on the same rounded inputs.
-    const auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(device);
-    auto values = [&](std::vector<int64_t> shape, double step) {
-      int64_t n = 1;
-      for (const int64_t d : shape) n *= d;
-      return torch::arange(n, f32).mul(step).sin().view(shape).to(dtype);
-    };
-    const torch::Tensor k = values({3, 16, 2, 64}, 0.11), v = values({3, 16, 2, 64}, 0.23);
-    auto up = [&](const std::vector<int32_t>& x) { return torch::tensor(x, torch::kInt32).to(device); };
-    double worst = 0;
-    auto check = [&](const torch::Tensor& q, std::vector<int32_t> counts, std::vector<int32_t> cu_q, std::vector<int32_t> slots, int64_t longest) {
-      std::vector<int32_t> cu_k;
-      for (const int32_t slot : slots) cu_k.push_back(slot * 16);
-      const torch::Tensor got = flash_over_cache(q, k, v, up(counts), up(cu_q), up(cu_k), longest).to(torch::kFloat32);
-      const torch::Tensor want = cached_attention_reference(q, k, v, up(counts), up(cu_q), up(cu_k)).to(torch::kFloat32);
-      worst = std::max(worst, (got - want).abs().max().item<double>());
-    };
-    check(values({2, 4, 64}, 0.37), {5, 16}, {0, 1, 2}, {0, 1}, 1);
-    check(values({5, 4, 64}, 0.29), {7, 16}, {0, 3, 5}, {2, 0}, 3);
-    if (!(worst < 2e-2)) throw std::runtime_error("its results differ from the explicit computation by " + std::to_string(worst));
-  });
+  return probed(
+      "flash attention over cached keys", device, dtype,
+      [&] {
+        // 4 query heads over 2 KV heads of the model's head size, a cache of 3
+        // slots x 1,024 keys whose unread rows hold values that would change
+        // the results. Decode steps (rows 0 and 1 seeing 5 and 1,024 keys; row
+        // 0 alone seeing 700, where the kernel splits the keys between blocks),
+        // then chunks of 3 and 2 new tokens continuing slots 2 and 0 (7 and 300
+        // keys). Against the explicit computation on the same rounded inputs.
+        constexpr int32_t kCapacity = 1024;
+        const auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(device);
+        auto values = [&](std::vector<int64_t> shape, double step) {
+          int64_t n = 1;
+          for (const int64_t d : shape) n *= d;
+          return torch::arange(n, f32).mul(step).sin().view(shape).to(dtype);
+        };
+        const torch::Tensor k = values({3, kCapacity, 2, head_dim}, 0.11), v = values({3, kCapacity, 2, head_dim}, 0.23);
+        auto up = [&](const std::vector<int32_t>& x) { return torch::tensor(x, torch::kInt32).to(device); };
+        double worst = 0;
+        auto check = [&](const torch::Tensor& q, std::vector<int32_t> counts, std::vector<int32_t> cu_q, std::vector<int32_t> slots, int64_t longest) {
+          std::vector<int32_t> cu_k;
+          for (const int32_t slot : slots) cu_k.push_back(slot * kCapacity);
+          cu_k.push_back(3 * kCapacity);  // B+1 offsets; with counts given, the last is never read
+          const torch::Tensor got = flash_over_cache(q, k, v, up(counts), up(cu_q), up(cu_k), longest).to(torch::kFloat32);
+          const torch::Tensor want = cached_attention_reference(q, k, v, up(counts), up(cu_q), up(cu_k)).to(torch::kFloat32);
+          worst = std::max(worst, (got - want).abs().max().item<double>());
+        };
+        check(values({2, 4, head_dim}, 0.37), {5, kCapacity}, {0, 1, 2}, {0, 1}, 1);
+        check(values({1, 4, head_dim}, 0.31), {700}, {0, 1}, {0}, 1);
+        check(values({5, 4, head_dim}, 0.29), {7, 300}, {0, 3, 5}, {2, 0}, 3);
+        if (!(worst < 2e-2)) throw std::runtime_error("its results differ from the explicit computation by " + std::to_string(worst));
+      },
+      head_dim);
 #else
   (void)device, (void)dtype, (void)head_dim;
   return false;
@@ -187,6 +208,7 @@ torch::Tensor cached_attention(const torch::Tensor& q, const torch::Tensor& k_ca
 #if AREAL_HAS_VARLEN_FLASH
   if (!counts.defined() || !k_cache.is_contiguous() || !v_cache.is_contiguous() || !cached_attention_applies(q.device(), q.scalar_type(), q.size(-1)))
     return {};
+  check_cached_offsets(counts, cu_queries, cu_keys);
   return flash_over_cache(q, k_cache, v_cache, counts, cu_queries, cu_keys, longest_query);
 #else
   (void)q, (void)k_cache, (void)v_cache, (void)counts, (void)cu_queries, (void)cu_keys, (void)longest_query;

@@ -4,6 +4,7 @@
 // on a GPU.
 #include <cstdint>
 #include <vector>
+#include <stdexcept>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -36,6 +37,24 @@ TEST(FusedKernels, NoneAppliesOnCpuOrInFloat32) {
           .defined());
   EXPECT_FALSE(fused::float32_product(torch::ones({2, 8}, bf16), torch::ones({3, 8}, bf16)).defined());
   EXPECT_FALSE(fused::float32_matmul(torch::ones({2, 8}, bf16), torch::ones({8, 3}, bf16)).defined());
+}
+
+// cached_attention's written-out definition (the GPU probe's reference, and
+// the kernel CPU tests emulate): a query seeing one key gets that key's value,
+// of its KV head; a sequence reads its own slot; offsets of the wrong shape
+// are refused as the flash kernel refuses them.
+TEST(FusedKernels, CachedAttentionReferenceReadsEachSequencesSlot) {
+  const torch::Tensor k = torch::randn({3, 8, 2, 4}), v = torch::randn({3, 8, 2, 4});
+  const torch::Tensor q = torch::randn({2, 4, 4});  // two sequences of one query, 4 heads over 2 KV heads
+  auto i32 = [](std::vector<int32_t> x) { return torch::tensor(x, torch::kInt32); };
+  const torch::Tensor out = fused::cached_attention_reference(q, k, v, i32({1, 1}), i32({0, 1, 2}), i32({2 * 8, 0, 24}));
+  ASSERT_EQ(out.sizes(), (std::vector<int64_t>{2, 4, 4}));
+  for (int64_t h = 0; h < 4; ++h) {
+    EXPECT_TRUE(torch::allclose(out[0][h], v[2][0][h / 2])) << h;  // sequence 0 reads slot 2
+    EXPECT_TRUE(torch::allclose(out[1][h], v[0][0][h / 2])) << h;  // sequence 1 reads slot 0
+  }
+  EXPECT_THROW(fused::cached_attention_reference(q, k, v, i32({1, 1}), i32({0, 1, 2}), i32({16, 0})), std::invalid_argument);
+  EXPECT_THROW(fused::cached_attention_reference(q, k, v, torch::tensor({1, 1}), i32({0, 1, 2}), i32({16, 0, 24})), std::invalid_argument);
 }
 
 TEST(FusedKernels, UploadToTheCpuIsTheTensorItself) {
