@@ -549,9 +549,7 @@ class LocalInference {
       for (size_t i = 0; i < order.size(); ++i) slot_of.insert(slot_of.end(), static_cast<size_t>(starts[i + 1] - starts[i]), order[i]->slot);
       write_slots = areal::torch_model::upload(torch::tensor(slot_of, idx), device_);
       write_positions = areal::torch_model::upload(torch::tensor(pos, idx), device_);
-      bool any_flash = false;
-      for (int64_t l = 0; l < c.num_hidden_layers; ++l) any_flash = any_flash || model_->flash_cached(l);
-      if (order.size() > whole && any_flash) {
+      if (order.size() > whole && flash_layers().any) {
         std::vector<int32_t> counts, cu_queries = {0}, cu_keys;
         for (size_t i = whole; i < order.size(); ++i) {
           const int64_t n = starts[i + 1] - starts[i];
@@ -663,6 +661,20 @@ class LocalInference {
     return x2 + model_->mlp(l, model_->rms_norm(x2, model_->p("model.layers." + std::to_string(l) + ".post_attention_layernorm.weight")), moe);
   }
 
+  // Which layers attend over the cache with the flash kernel (the others
+  // under a mask): fixed for the engine's life, asked once, from a prefill
+  // or a decode step before any graph capture (the first ask probes the kernel).
+  struct FlashLayers {
+    bool any = false, masked = false;
+  };
+  const FlashLayers& flash_layers() {
+    if (!flash_layers_) {
+      flash_layers_.emplace();
+      for (int64_t l = 0; l < model_->config().num_hidden_layers; ++l) (model_->flash_cached(l) ? flash_layers_->any : flash_layers_->masked) = true;
+    }
+    return *flash_layers_;
+  }
+
   // Rounds a decode step's shape up to one of few sizes, so that a few
   // captured graphs serve every step: slot rows to 1, 2, 4, 8, 12, 16, 24,
   // 32, 48, ... (at most max_batch), and where some layer reads masked keys,
@@ -692,9 +704,7 @@ class LocalInference {
     if (invariant_) return decode_invariant(batch);
     int64_t rows = batch.back()->slot + 1, longest = 0;
     for (const Request* r : batch) longest = std::max(longest, r->length + 1);  // its cache and the new token
-    // Asked here, outside any capture: the first call probes the kernel.
-    bool any_flash = false, masks = false;
-    for (int64_t l = 0; l < model_->config().num_hidden_layers; ++l) (model_->flash_cached(l) ? any_flash : masks) = true;
+    const bool any_flash = flash_layers().any, masks = flash_layers().masked;
     int64_t keys = longest;
     if (graphs_on_) {
       rows = graph_rows(rows);
@@ -1107,6 +1117,7 @@ class LocalInference {
   std::unique_ptr<areal::structured_output::VocabularyTrie> trie_;
   std::vector<uint8_t> allowed_;  // scheduler thread's scratch mask
   std::unique_ptr<areal::local_inference::KvCache> cache_;  // scheduler thread only
+  std::optional<FlashLayers> flash_layers_;                   // scheduler thread only
   torch::Tensor decode_inputs_;  // [4, max_batch] int64 on the device: a decode step's static inputs
   areal::local_inference::CudaGraphCache graphs_;
   bool graphs_on_ = false;       // decode steps replay captured graphs (CUDA, cuda_graphs: true)
