@@ -11,7 +11,8 @@
 #   (c) training and generation tokens/s of areal and transformers (eager,
 #       and static cache + torch.compile for generation) on the same model
 #       and batches, side by side, the engine/trainer log-prob gap, and the
-#       bitwise mode's (batch_invariant) gap, which must be 0, and its cost;
+#       bitwise mode's (batch_invariant) gap, which must be 0, and its cost,
+#       and generation with `overlap: off` (what overlapped steps gain);
 #   (e) GRPO on the Qwen3-4B shape, only when PARTS names it (see below);
 #   (d) where areal's GPU time goes: Kineto traces of one training step and
 #       one generation run (first GEN_CONFIGS entry), kernels by kind and the
@@ -224,6 +225,12 @@ IFS=: read -r br bp bt <<< "${gen_configs[0]}"
 AREAL_BENCH_CONSISTENCY=1 AREAL_BENCH_ENGINE='{"device": "cuda", "dtype": "bfloat16", "batch_invariant": true}' AREAL_BENCH_TRAIN='{"gradient_checkpointing": true}' \
   run "$build/bin/areal_model_bench" "$models/qwen3-0.6b" 0 "$tb" "$ts" "$tsteps" "$br" "$bp" "$bt" > "$work/bench.areal.bitwise.json" 2> "$work/bench.areal.bitwise.log" ||
   { tail -5 "$work/bench.areal.bitwise.log"; check_failed "areal_model_bench, batch_invariant (log: $work/bench.areal.bitwise.log)"; echo '{}' > "$work/bench.areal.bitwise.json"; }
+# The first generation config with overlap off (each decode step read
+# before the next is queued): what overlapping the host's work with the
+# device's gains.
+AREAL_BENCH_ENGINE='{"device": "cuda", "dtype": "bfloat16", "overlap": "off"}' \
+  run "$build/bin/areal_model_bench" "$models/qwen3-0.6b" 0 "$tb" "$ts" 0 "$br" "$bp" "$bt" > "$work/bench.areal.serial.json" ||
+  { check_failed "areal_model_bench, overlap off"; echo '{}' > "$work/bench.areal.serial.json"; }
 # Training on an RL-like ragged batch (rows of ts/4 to ts tokens): areal packs
 # the rows, transformers pads them to the longest (with an attention mask);
 # tokens/s counts real tokens on both sides.
@@ -247,6 +254,7 @@ a = [json.load(open(f"{work}/bench.areal.{i}.json")) for i in range(n)]
 r = [json.load(open(f"{work}/bench.hf.{i}.json")) for i in range(n)]
 ck = json.load(open(f"{work}/bench.areal.ckpt.json"))
 bw = json.load(open(f"{work}/bench.areal.bitwise.json"))
+se = json.load(open(f"{work}/bench.areal.serial.json"))
 ra, rr = json.load(open(f"{work}/bench.areal.ragged.json")), json.load(open(f"{work}/bench.hf.ragged.json"))
 gib = lambda b: f"{b / 2**30:.2f} GiB" if b else "-"
 ratio = lambda x, y: f"{x / y:.2f}x" if x and y else "-"
@@ -285,6 +293,10 @@ for c, x, y in zip(configs, a, r):
     comp = y.get("gen_tokens_per_s_compiled")
     print(f"| {req} x {prompt} + {new} | {x['gen_tokens_per_s']:.0f} tok/s | {y.get('gen_tokens_per_s', 0):.0f} tok/s | "
           f"{comp or 0:.0f} tok/s | {ratio(x['gen_tokens_per_s'], comp)} | {gib(x.get('gen_peak_device_memory_bytes'))} | {x.get('gen_cuda_graphs')} |")
+print()
+print(f"Overlap ({configs[0]}): {a[0]['gen_tokens_per_s']:.0f} tok/s with a decode step in flight while the host reads the one before "
+      f"(`overlap: auto`, on: {a[0].get('gen_overlap')}; {a[0].get('gen_decode_steps', '-')} steps), {num(se.get('gen_tokens_per_s'), '.0f')} tok/s with "
+      f"each step read before the next is queued (`overlap: off`; {se.get('gen_decode_steps', '-')} steps): {ratio(a[0]['gen_tokens_per_s'], se.get('gen_tokens_per_s'))}.")
 fused = a[0].get("gen_fused_kernels") or {}
 print()
 print("libtorch's CUDA-only kernels the engine runs (the trainer shares all but the decode kernel): " + (", ".join(f"{k} {'yes' if v else 'NO'}" for k, v in fused.items()) or "not reported") + ".")

@@ -190,6 +190,7 @@ int main(int argc, char** argv) {
       const auto j = nlohmann::json::parse(info.text);
       out["gen_peak_device_memory_bytes"] = j.value("peak_device_memory_bytes", 0.0);
       out["gen_cuda_graphs"] = j.value("cuda_graphs", false);
+      out["gen_overlap"] = j.value("overlap", false);
       out["gen_fused_kernels"] = j.value("fused_kernels", nlohmann::json::object());
       out["gen_decode_steps"] = j.value("decode_steps", 0);
       if (const char* c = std::getenv("AREAL_BENCH_CONSISTENCY"); c && *c) {  // set and not empty (gpu_check passes "" for the other runs)

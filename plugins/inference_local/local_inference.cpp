@@ -12,6 +12,9 @@
 // draws for every request of a step at once on the device, one transfer of
 // [tokens, log-probs] to the host per step; rows with top-k/top-p, logit_bias,
 // penalties or structured output are sampled on the host from their row.
+// With overlap (on CUDA by default) a decode step stays in flight while the
+// host reads and delivers the one before; its input tokens come from that
+// step's draws on the device.
 // A prompt that begins as another's did (a GRPO group's samples, an
 // agent's next turn) takes the keys and values of that prefix from the slot
 // holding them (prefix_cache, slot_contents.hpp) and computes only the rest.
@@ -77,6 +80,10 @@ struct Request {
   int slot = -1;       // the request's row in the engine's KV cache, while it has one
   int64_t length = 0;  // tokens in the cache
   int32_t last = 0;                              // the token to feed next
+  // Launched decode steps with a row for it that the host has not read yet
+  // (overlap): while > 0 its next input token is on the device, and
+  // generated lags by this many tokens.
+  int in_flight = 0;
   int64_t generated = 0, limit = 0;
   areal::sampling::SplitMix64 rng{0};
   std::unique_ptr<areal::tokenizer::IncrementalDecoder> decoder;
@@ -99,7 +106,7 @@ struct Request {
   std::vector<uint16_t> routing;
   bool reshaped() const {
     return !logit_bias.empty() || sampling.frequency_penalty != 0 || sampling.presence_penalty != 0 || matcher.has_value() ||
-           generated < min_new;
+           generated + in_flight < min_new;
   }
 };
 
@@ -125,6 +132,7 @@ class LocalInference {
     "max_prefill_tokens": {"type": "integer", "default": 16384, "minimum": 1, "doc": "Prompt tokens prefilled together in one forward pass (newly admitted requests are packed up to this; a longer prompt goes alone)."},
     "prefix_cache": {"type": "boolean", "default": true, "doc": "A prompt that begins as an earlier one did (the n samples of a GRPO group, an agent's next turn resending the conversation) copies that prefix's keys and values from the cache slot holding them and computes only the rest; slots keep their rows after their request ends until another takes them (the cache then stays allocated while idle). Rows count only for the same adapter and weights; requests recording MoE routing compute their whole prompt. info() reports prompt_tokens, cached_tokens and hit_rate."},
     "logprob_mode": {"type": "string", "enum": ["sampling", "raw"], "default": "sampling", "doc": "sampling: log-probs of softmax(logits / temperature), the ABI's convention and what training recomputes. raw: temperature-1 log-probs, which break that convention; only for test servers that emulate vLLM's or SGLang's raw mode."},
+    "overlap": {"type": "string", "enum": ["auto", "on", "off"], "default": "auto", "doc": "Whether the host reads a decode step's tokens while the device computes the next step (one step in flight ahead), so the host's work per step (delivering tokens, stop checks, queuing the next step) hides behind the GPU's instead of leaving it idle. A request that ends on a stop token or string has then had one more row computed and dropped. Steps with a row sampled on the host (top-k/top-p, penalties, logit_bias, structured output), recording MoE routing, or in batch_invariant mode are read before the next is queued. auto: on with CUDA, off on CPU (where kernels run as they are called, so nothing overlaps). on: also on CPU (tests)."},
     "threads": {"type": "integer", "default": 0, "minimum": 0, "doc": "Torch intra-op threads; 0 keeps the default."},
     "batch_invariant": {"type": "boolean", "default": false, "doc": "Compute every token as if it were alone in its batch (fixed-shape chunks, attention in fixed key blocks): the recorded log-probs then equal, bit for bit, those the fsdp trainer recomputes with its own batch_invariant on the same weights (docs/gpu.md, \"Bitwise mode\"). Slower, and decode steps run without CUDA graphs; dense models with plain causal attention only. Log-probs of rows sampled on the host (top-k/top-p, penalties, logit_bias, structured output) are those of their reshaped distribution as always."},
     "adapters": {"type": "object", "default": {}, "doc": "LoRA adapters loaded at start, name -> PEFT adapter folder (adapter_config.json + adapter_model.safetensors), each at version 0. Requests choose one by name (the OpenAI 'model' field through the gateway); more can be loaded and replaced while serving (load_adapter)."}
@@ -167,7 +175,11 @@ class LocalInference {
     contents_ = std::make_unique<areal::local_inference::SlotContents>(max_batch_);
     min_new_tokens_ = c.value("min_new_tokens", int64_t{0});
     graphs_on_ = c.value("cuda_graphs", true) && device_.is_cuda() && !invariant_ && areal::local_inference::CudaGraphCache::available();
+    const std::string overlap = c.value("overlap", std::string("auto"));
+    if (overlap != "auto" && overlap != "on" && overlap != "off") throw sdk::invalid_argument("local: overlap must be auto, on or off");
+    overlap_ = !invariant_ && (overlap == "on" || (overlap == "auto" && device_.is_cuda()));
     decode_inputs_ = torch::zeros({4, max_batch_}, torch::TensorOptions().dtype(torch::kInt64).device(device_));
+    next_tokens_ = torch::zeros({max_batch_}, torch::TensorOptions().dtype(torch::kInt64).device(device_));
     raw_logprobs_ = c.value("logprob_mode", std::string("sampling")) == "raw";
     max_context_ = c.value("max_context", int64_t{0});
     if (max_context_ == 0) max_context_ = model_->config().max_position_embeddings;
@@ -341,7 +353,9 @@ class LocalInference {
         (fresh.config().hidden_size != model_->config().hidden_size || fresh.config().num_hidden_layers != model_->config().num_hidden_layers ||
          fresh.config().vocab_size != model_->config().vocab_size))
       throw sdk::invalid_argument("update_weights: the new weights are for a different architecture");
-    // Between two decode steps: the scheduler holds the lock while stepping.
+    // Between two decode steps: the scheduler holds the lock while stepping
+    // (and lets no step run on past it while someone waits).
+    const StepWaiter waiting(*this);
     std::lock_guard<std::mutex> step(step_mutex_);
     torch::NoGradGuard no_grad;
     for (const auto& [name, t] : fresh.named_parameters()) const_cast<torch::Tensor&>(model_->p(name)).copy_(t);
@@ -365,6 +379,7 @@ class LocalInference {
       copies.emplace_back(param, std::move(src));
     }
     // Between two decode steps, all at once.
+    const StepWaiter waiting(*this);
     std::lock_guard<std::mutex> step(step_mutex_);
     torch::NoGradGuard no_grad;
     for (auto& [dst, src] : copies) const_cast<torch::Tensor&>(dst).copy_(src);
@@ -393,6 +408,7 @@ class LocalInference {
                 {"dtype", areal::torch_model::dtype_name(dtype_)},
                 {"peak_device_memory_bytes", areal::torch_model::peak_memory_bytes(device_)},
                 {"cuda_graphs", graphs_on_},
+                {"overlap", overlap_},
                 // Which of libtorch's CUDA-only kernels this engine runs (torch_model/fused_kernels.hpp).
                 {"fused_kernels", json{{"varlen_flash_attention", areal::torch_model::fused::varlen_attention_applies(device_, dtype_, c.head_dim)},
                                        {"flash_decode_attention", !invariant_ && areal::torch_model::fused::cached_attention_applies(device_, dtype_, c.head_dim)},
@@ -690,18 +706,49 @@ class LocalInference {
     return std::min(k, max_context_);
   }
 
-  // One token for every request of the batch. The step runs over the cache's
-  // slot rows [0, rows) as they lie, one row per slot: a row without a
-  // request of this step (a free slot, or one prefilled this round) computes
-  // on a placeholder token, writes its key and value to the spare slot
-  // `max_batch`, and is dropped. So no step copies the cache, and the step's
-  // tensors have a shape fixed by (rows, keys) alone: on CUDA it replays a
-  // captured graph of that shape. Where every layer's attention reads each
-  // row's own key count (flash), keys is the cache's capacity: one graph a
-  // row count serves every length, and no step reads a key past its rows'.
-  void decode(std::vector<Request*> batch) {
-    std::sort(batch.begin(), batch.end(), [](const Request* a, const Request* b) { return a->slot < b->slot; });
-    if (invariant_) return decode_invariant(batch);
+  // Device-sampled rows of a step: [token, log-prob] each, on its way to the host.
+  struct DeviceDraws {
+    std::vector<int64_t> rows;           // which of the step's requests they are
+    areal::torch_model::HostCopy drawn;  // [rows, 2] float64
+  };
+
+  // A decode step queued on the device whose draws the host has not read.
+  struct LaunchedStep {
+    std::vector<Request*> reqs;
+    std::vector<std::shared_ptr<Request>> held;  // a request can end, and leave active_, while its row is in flight
+    std::vector<int64_t> versions;               // the policy version each row computes with
+    DeviceDraws draws;
+  };
+
+  // Queues one token for every request of the batch. The step runs over the
+  // cache's slot rows [0, rows) as they lie, one row per slot: a row without
+  // a request of this step (a free slot, or one prefilled this round)
+  // computes on a placeholder token, writes its key and value to the spare
+  // slot `max_batch`, and is dropped. So no step copies the cache, and the
+  // step's tensors have a shape fixed by (rows, keys) alone: on CUDA it
+  // replays a captured graph of that shape. Where every layer's attention
+  // reads each row's own key count (flash), keys is the cache's capacity:
+  // one graph a row count serves every length, and no step reads a key past
+  // its rows'. A row's input is its request's last token, or, while a step
+  // drawing that token is still in flight (overlap), the token that step
+  // leaves in next_tokens_ on the device. Rows sampled on the host are
+  // drawn and delivered before this returns; the device's draws when the
+  // step is completed.
+  LaunchedStep launch_decode(std::vector<std::shared_ptr<Request>> batch) {
+    std::sort(batch.begin(), batch.end(), [](const auto& a, const auto& b) { return a->slot < b->slot; });
+    LaunchedStep launched;
+    for (const auto& r : batch) launched.reqs.push_back(r.get());
+    const torch::Tensor hidden = invariant_ ? decode_invariant(launched.reqs) : decode(launched.reqs);
+    launched.versions = versions_of(launched.reqs);
+    launched.draws = draw(launched.reqs, hidden, launched.versions, overlap_);
+    for (Request* r : launched.reqs) ++r->in_flight;
+    launched.held = std::move(batch);
+    return launched;
+  }
+
+  // The forward pass of a decode step over `batch` (sorted by slot): the
+  // final norm's rows, one per request.
+  torch::Tensor decode(const std::vector<Request*>& batch) {
     int64_t rows = batch.back()->slot + 1, longest = 0;
     for (const Request* r : batch) longest = std::max(longest, r->length + 1);  // its cache and the new token
     const bool any_flash = flash_layers().any, masks = flash_layers().masked;
@@ -712,14 +759,14 @@ class LocalInference {
     }
     ensure_capacity(keys);
     if (!masks) keys = cache_->capacity();
-    // [4, rows] host inputs -> the static buffer: token, position, keys seen, slot written.
+    // [4, rows] host inputs -> the static buffer: token (-1: next_tokens_'s), position, keys seen, slot written.
     torch::Tensor host = torch::empty({4, rows}, torch::kInt64);
     auto in = host.accessor<int64_t, 2>();
     for (int64_t i = 0; i < rows; ++i) in[0][i] = 0, in[1][i] = 0, in[2][i] = 1, in[3][i] = max_batch_;
     std::vector<int64_t> slots;
     for (const Request* r : batch) {
       const int64_t i = r->slot;
-      in[0][i] = r->last, in[1][i] = r->length, in[2][i] = r->length + 1, in[3][i] = i;
+      in[0][i] = r->in_flight > 0 ? -1 : r->last, in[1][i] = r->length, in[2][i] = r->length + 1, in[3][i] = i;
       slots.push_back(i);
     }
     decode_inputs_.narrow(1, 0, rows).copy_(areal::torch_model::upload(host, decode_inputs_.device()));
@@ -749,14 +796,17 @@ class LocalInference {
     if (moe.record)
       for (Request* r : batch)
         if (r->record_routing) append_routing(*r, moe.chosen, r->slot, 1);
-    for (Request* r : batch) contents_->append(r->slot, r->last, r->adapter.get()), ++r->length;  // the fed token's row is written
-    const torch::Tensor h = hidden.index_select(0, areal::torch_model::upload(torch::tensor(slots, torch::kInt64), device_));
-    sample(batch, h);
+    // The fed token's row is written; one still on the device is recorded when its step is read (complete).
+    for (Request* r : batch) {
+      if (r->in_flight == 0) contents_->append(r->slot, r->last, r->adapter.get());
+      ++r->length;
+    }
+    return hidden.index_select(0, areal::torch_model::upload(torch::tensor(slots, torch::kInt64), device_));
   }
 
   // A decode step in batch_invariant mode: a row a request, its token at its
-  // position, through invariant_layers.
-  void decode_invariant(const std::vector<Request*>& batch) {
+  // position, through invariant_layers (never overlapped: every input token is on the host).
+  torch::Tensor decode_invariant(const std::vector<Request*>& batch) {
     std::vector<int64_t> ids, pos, starts = {0};
     int64_t longest = 0;
     for (const Request* r : batch) {
@@ -768,7 +818,34 @@ class LocalInference {
     const torch::Tensor x = invariant_layers(batch, ids, pos, starts);
     ++decode_steps_;
     for (Request* r : batch) contents_->append(r->slot, r->last, r->adapter.get()), ++r->length;
-    sample(batch, model_->rms_norm(x, model_->p("model.norm.weight")));
+    return model_->rms_norm(x, model_->p("model.norm.weight"));
+  }
+
+  // Reads a launched step's device draws (waiting for the device until that
+  // step, not any later one, is done) and delivers them. A row whose request
+  // ended meanwhile (it drew a stop token in the step before, or failed) ran
+  // ahead of the host and is dropped.
+  void complete(LaunchedStep& step) {
+    for (Request* r : step.reqs) --r->in_flight;
+    if (step.draws.rows.empty()) return;
+    const torch::Tensor& out = step.draws.drawn.get();
+    const double* o = out.data_ptr<double>();
+    for (size_t j = 0; j < step.draws.rows.size(); ++j) {
+      const size_t i = static_cast<size_t>(step.draws.rows[j]);
+      Request& r = *step.reqs[i];
+      if (r.finish != 0) continue;
+      deliver(r, static_cast<int32_t>(o[2 * j]), static_cast<float>(o[2 * j + 1]), step.versions[i]);
+      // A later step in flight fed this token to the row it wrote.
+      if (r.in_flight > 0 && r.finish == 0) contents_->append(r.slot, r.last, r.adapter.get());
+    }
+  }
+
+  // The policy version of each request's next token: its adapter's, or the base weights'.
+  std::vector<int64_t> versions_of(const std::vector<Request*>& reqs) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<int64_t> v;
+    for (const Request* r : reqs) v.push_back(r->adapter ? r->adapter->version : version_);
+    return v;
   }
 
   // The decode step over slot rows [0, rows), reading its inputs from
@@ -777,7 +854,9 @@ class LocalInference {
   // under a mask.
   torch::Tensor decode_rows(int64_t rows, int64_t keys, bool flash, bool masks, areal::torch_model::MoeRouting* moe = nullptr) {
     const auto& c = model_->config();
-    const torch::Tensor tokens = decode_inputs_[0].narrow(0, 0, rows), positions = decode_inputs_[1].narrow(0, 0, rows);
+    torch::Tensor tokens = decode_inputs_[0].narrow(0, 0, rows);
+    const torch::Tensor positions = decode_inputs_[1].narrow(0, 0, rows);
+    if (overlap_) tokens = torch::where(tokens.lt(0), next_tokens_.narrow(0, 0, rows), tokens);  // drawn by a step in flight
     const torch::Tensor key_counts = decode_inputs_[2].narrow(0, 0, rows), write_slots = decode_inputs_[3].narrow(0, 0, rows);
     // Computed once for every layer: the rotary table and which cached keys each row sees.
     const torch::Tensor rope = model_->rope_table(positions);
@@ -831,27 +910,33 @@ class LocalInference {
 
   // Samples one token for each request from its row of the head's log-probs
   // (from `hidden` [n, hidden], the final norm's rows; float64 from the
-  // float32 logits) and delivers it. The device rows
-  // draw exactly as areal::sampling does on the host (inverse CDF in id order
-  // over exp((raw - max) / T) with the request's own seeded uniform; greedy:
-  // the first maximum), all at once, with one copy of [token, log-prob] per
-  // row to the host.
-  void sample(const std::vector<Request*>& reqs, const torch::Tensor& hidden) {
+  // float32 logits). The device rows draw exactly as areal::sampling does on
+  // the host (inverse CDF in id order over exp((raw - max) / T) with the
+  // request's own seeded uniform; greedy: the first maximum), all at once,
+  // and their [token, log-prob] rows are queued for the host (one copy a
+  // step; read by complete, or by sample right away). Rows sampled on the
+  // host are drawn and delivered now. With `feed`, the device's draws also
+  // go to next_tokens_ at their slots, the inputs of a step queued before
+  // these are read.
+  DeviceDraws draw(const std::vector<Request*>& reqs, const torch::Tensor& hidden, const std::vector<int64_t>& versions, bool feed) {
     const torch::Tensor logits = model_->logits(hidden);
     const torch::Tensor raw = torch::log_softmax(logits.to(torch::kFloat64), -1);
-    std::vector<int64_t> on_device;
+    DeviceDraws d;
+    std::vector<int64_t>& on_device = d.rows;
     for (size_t i = 0; i < reqs.size(); ++i) {
       if (device_sampled(*reqs[i])) on_device.push_back(static_cast<int64_t>(i));
-      else emit(*reqs[i], raw[static_cast<int64_t>(i)].to(torch::kCPU));
+      else emit(*reqs[i], raw[static_cast<int64_t>(i)].to(torch::kCPU), versions[i]);
     }
-    if (on_device.empty()) return;
+    if (on_device.empty()) return d;
     const int64_t n = static_cast<int64_t>(on_device.size()), V = raw.size(1);
     std::vector<double> temps(static_cast<size_t>(n)), uniforms(static_cast<size_t>(n)), greedy(static_cast<size_t>(n));
+    std::vector<int64_t> slots(static_cast<size_t>(n));
     for (int64_t j = 0; j < n; ++j) {
       Request& r = *reqs[static_cast<size_t>(on_device[j])];
       greedy[j] = r.sampling.temperature <= 0 ? 1.0 : 0.0;
       temps[j] = greedy[j] ? 1.0 : r.sampling.temperature;
       uniforms[j] = greedy[j] ? 0.0 : r.rng.uniform();  // greedy draws no number, as on the host
+      slots[j] = r.slot;
     }
     const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
     // Uploaded without waiting: the host queues the sampling kernels behind the step's forward.
@@ -872,6 +957,7 @@ class LocalInference {
     const torch::Tensor sum = cum.narrow(1, V - 1, 1);
     torch::Tensor tok = torch::searchsorted(cum, u.unsqueeze(1) * sum, /*out_int32=*/false, /*right=*/true).clamp_max(V - 1);
     if (any_greedy) tok = torch::where(is_greedy.unsqueeze(1), rows.argmax(1, /*keepdim=*/true), tok);
+    if (feed) next_tokens_.index_put_({upload(torch::tensor(slots, torch::kInt64), raw.device())}, tok.squeeze(1));
     // The log-prob under softmax(raw / T) (ABI convention), or raw (greedy, logprob_mode raw).
     const torch::Tensor lp_raw = rows.gather(1, tok), lp_scaled = scaled.gather(1, tok) - sum.log();
     torch::Tensor lp = raw_logprobs_ ? lp_raw : (any_greedy ? torch::where(is_greedy.unsqueeze(1), lp_raw, lp_scaled) : lp_scaled);
@@ -879,16 +965,24 @@ class LocalInference {
       lp = model_->sampled_logprobs(n == raw.size(0) ? logits : logits.index_select(0, device_rows), tok.squeeze(1), t.squeeze(1))
                .to(torch::kFloat64)
                .unsqueeze(1);
-    const torch::Tensor out = torch::cat({tok.to(torch::kFloat64), lp}, 1).to(torch::kCPU);  // the step's one sync
-    const double* o = out.data_ptr<double>();
-    for (int64_t j = 0; j < n; ++j)
-      deliver(*reqs[static_cast<size_t>(on_device[j])], static_cast<int32_t>(o[2 * j]), static_cast<float>(o[2 * j + 1]));
+    d.drawn = areal::torch_model::HostCopy(torch::cat({tok.to(torch::kFloat64), lp}, 1));  // the step's one transfer
+    return d;
+  }
+
+  // Samples and delivers one token for each request now (prefill's first tokens).
+  void sample(const std::vector<Request*>& reqs, const torch::Tensor& hidden) {
+    LaunchedStep step;
+    step.reqs = reqs;
+    step.versions = versions_of(reqs);
+    step.draws = draw(reqs, hidden, step.versions, /*feed=*/false);
+    for (Request* r : reqs) ++r->in_flight;
+    complete(step);
   }
 
   // Samples the next token of `r` on the host from its raw log-prob row and
   // delivers it with its log-prob under the sampling distribution (the ABI's
   // convention): for requests whose distribution is reshaped or cut (top-k/top-p).
-  void emit(Request& r, const torch::Tensor& raw_row) {
+  void emit(Request& r, const torch::Tensor& raw_row, int64_t version) {
     const torch::Tensor row = r.reshaped() ? reshape(r, raw_row) : raw_row;
     if (!row.defined()) {
       r.finish = AREAL_FINISH_STOP;
@@ -911,20 +1005,14 @@ class LocalInference {
       tok = areal::sampling::sample(std::vector<double>(p, p + n), s.temperature, s.top_k, s.top_p, r.rng);
       lp_scaled = areal::sampling::sampling_logprob(p, n, s.temperature, tok);
     }
-    deliver(r, tok, static_cast<float>(raw_logprobs_ ? raw_row[tok].item<double>() : lp_scaled));
+    deliver(r, tok, static_cast<float>(raw_logprobs_ ? raw_row[tok].item<double>() : lp_scaled), version);
   }
 
   // Hands a sampled token and its log-prob to the request's sink and decides
   // whether the request ends (stop id, stop string, length).
-  void deliver(Request& r, int32_t tok, float lp) {
+  // `version`: the policy version the token was computed with (an adapter's tokens carry the adapter's).
+  void deliver(Request& r, int32_t tok, float lp, int64_t version) {
     const auto& s = r.sampling;
-    int64_t version;
-    if (r.adapter) {
-      version = r.adapter->version;  // an adapter's tokens carry the adapter's version
-    } else {
-      std::lock_guard<std::mutex> lock(mutex_);
-      version = version_;
-    }
     areal_gen_chunk chunk{AREAL_OFFSET_OF_END(areal_gen_chunk, count), &tok, &lp, &version, 1};
     ++r.generated;
     r.last = tok;
@@ -997,11 +1085,16 @@ class LocalInference {
     torch::NoGradGuard no_grad;
     while (true) {
       std::vector<std::shared_ptr<Request>> admitted;
+      bool paused;
       {
         std::unique_lock<std::mutex> lock(mutex_);
-        cv_.wait(lock, [&] { return stopping_ || (!paused_ && (!queue_.empty() || !active_.empty())); });
-        if (stopping_) return;
-        while (!queue_.empty() && active_.size() + admitted.size() < static_cast<size_t>(max_batch_)) {
+        // A step in flight is read even while paused (its tokens are computed); a weight update waiting for the step lock goes first.
+        cv_.wait(lock, [&] {
+          return stopping_ || (step_waiters_.load() == 0 && (pending_.has_value() || (!paused_ && (!queue_.empty() || !active_.empty()))));
+        });
+        if (stopping_) break;
+        paused = paused_;
+        while (!paused && !queue_.empty() && active_.size() + admitted.size() < static_cast<size_t>(max_batch_)) {
           admitted.push_back(queue_.front());
           queue_.pop_front();
         }
@@ -1012,7 +1105,7 @@ class LocalInference {
         for (auto& r : admitted) active_.push_back(r);
       }
       try {
-        step_once(admitted);
+        step_once(admitted, paused);
       } catch (const std::exception& e) {
         fail_active(e.what());  // those requests end in an error; the engine goes on
       } catch (...) {
@@ -1020,10 +1113,26 @@ class LocalInference {
       }
       finish_done();
     }
+    // Shutting down: a step still in flight is waited for, not delivered (its requests end aborted).
+    if (pending_) pending_->draws.drawn.get();
   }
 
-  // Prefill of the admitted requests, then one decode step of the others.
-  void step_once(const std::vector<std::shared_ptr<Request>>& admitted) {
+  // One round: prefill of the admitted requests, then one decode step of the
+  // others. With overlap, a decode step may be left in flight past the
+  // round (pending_): the next round queues the step after it first, then
+  // reads it, so the device computes while the host delivers. Admissions,
+  // a pause, and a weight update waiting for the step lock read it first.
+  void step_once(const std::vector<std::shared_ptr<Request>>& admitted, bool paused) {
+    const bool may_run_on = !paused && admitted.empty() && step_waiters_.load() == 0;
+    if (pending_) {
+      LaunchedStep in_flight = std::move(*pending_);
+      pending_.reset();
+      const auto next = decodable(admitted);
+      if (may_run_on && !next.empty() && may_overlap(next)) pending_ = launch_decode(next);
+      complete(in_flight);
+      if (pending_ || paused) return;
+    }
+    if (paused) return;
     // Prefill in packs of at most max_prefill_tokens prompt tokens (a longer prompt alone).
     std::vector<Request*> pack;
     int64_t pack_tokens = 0;
@@ -1039,18 +1148,40 @@ class LocalInference {
       pack_tokens += S;
     }
     if (!pack.empty()) prefill(pack);
-    // Requests admitted this round already produced their first token in prefill.
-    std::vector<Request*> step_batch;
-    for (auto& r : active_)
-      if (!r->aborted && r->finish == 0 && r->generated > 0 && std::find(admitted.begin(), admitted.end(), r) == admitted.end())
-        step_batch.push_back(r.get());
-    if (!step_batch.empty()) decode(step_batch);
+    const auto batch = decodable(admitted);
+    if (batch.empty()) return;
+    const bool overlap = may_run_on && may_overlap(batch);  // asked before the launch counts its rows as in flight
+    LaunchedStep launched = launch_decode(batch);
+    if (overlap) pending_ = std::move(launched);
+    else complete(launched);
+  }
+
+  // The active requests a decode step can take now: not ended, not aborted,
+  // past prefill (requests admitted this round got their first token
+  // there), and below their token limit counting tokens still in flight.
+  std::vector<std::shared_ptr<Request>> decodable(const std::vector<std::shared_ptr<Request>>& admitted) const {
+    std::vector<std::shared_ptr<Request>> out;
+    for (const auto& r : active_)
+      if (!r->aborted && r->finish == 0 && r->generated + r->in_flight > 0 && r->generated + r->in_flight < r->limit &&
+          std::find(admitted.begin(), admitted.end(), r) == admitted.end())
+        out.push_back(r);
+    return out;
+  }
+
+  // Whether a step of `batch` may stay in flight while the host reads the
+  // one before, and be read after the next is queued: only when every row
+  // is drawn on the device (a host-sampled row needs its step's logits on
+  // the host first) and nothing comes back to the host mid-step.
+  bool may_overlap(const std::vector<std::shared_ptr<Request>>& batch) const {
+    if (!overlap_) return false;
+    return std::all_of(batch.begin(), batch.end(), [&](const auto& r) { return device_sampled(*r) && !r->record_routing; });
   }
 
   // A step threw (out of device memory, a bug): every request in the step
   // ends with AREAL_FINISH_ERROR and the message, and the cache is dropped
   // (it may hold half-written rows). The process and later requests go on.
   void fail_active(const std::string& what) {
+    pending_.reset();  // its rows are of the requests failed here, or of ended ones
     sdk::log(AREAL_LOG_ERROR, "local", "a generation step failed: " + what + "; its " + std::to_string(active_.size()) + " request(s) end with an error");
     sdk::host().metric_add(sdk::str("areal_inference_step_errors_total"), 1.0);
     for (auto& r : active_)
@@ -1119,6 +1250,9 @@ class LocalInference {
   std::unique_ptr<areal::local_inference::KvCache> cache_;  // scheduler thread only
   std::optional<FlashLayers> flash_layers_;                   // scheduler thread only
   torch::Tensor decode_inputs_;  // [4, max_batch] int64 on the device: a decode step's static inputs
+  torch::Tensor next_tokens_;    // [max_batch] int64 on the device: by slot, the last tokens drawn there (overlap)
+  bool overlap_ = false;         // a decode step may stay in flight while the host reads the one before
+  std::optional<LaunchedStep> pending_;  // that step (scheduler thread only)
   areal::local_inference::CudaGraphCache graphs_;
   bool graphs_on_ = false;       // decode steps replay captured graphs (CUDA, cuda_graphs: true)
   std::atomic<int64_t> decode_steps_{0};  // read by info() on other threads
@@ -1138,6 +1272,25 @@ class LocalInference {
 
   std::mutex mutex_;       // queue, active set, ids, flags, version
   std::mutex step_mutex_;  // held while the model computes; weight updates wait for it
+  // Threads waiting for step_mutex_ (weight updates), counted from before
+  // they lock it until after they let it go. The scheduler then reads its
+  // step in flight before letting the lock go, and does not take it again
+  // until they are done: a mutex is not fair, and a scheduler that retakes
+  // it at once would hold an update back until generation ends.
+  std::atomic<int> step_waiters_{0};
+  struct StepWaiter {
+    LocalInference& engine;
+    explicit StepWaiter(LocalInference& e) : engine(e) { ++engine.step_waiters_; }
+    ~StepWaiter() {
+      {
+        std::lock_guard<std::mutex> lock(engine.mutex_);
+        --engine.step_waiters_;
+      }
+      engine.cv_.notify_all();
+    }
+    StepWaiter(const StepWaiter&) = delete;
+    StepWaiter& operator=(const StepWaiter&) = delete;
+  };
   std::condition_variable cv_;
   bool paused_ = false, stopping_ = false;
   std::deque<std::shared_ptr<Request>> queue_;

@@ -7,6 +7,8 @@
 #include "core/plugin_host/error.hpp"
 
 #ifdef AREAL_TORCH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #endif
 
@@ -23,6 +25,30 @@ bool built_with_cuda() {
 torch::Tensor upload(const torch::Tensor& host, const torch::Device& device) {
   if (!device.is_cuda() || !host.device().is_cpu()) return host.to(device);
   return host.pin_memory().to(device, /*non_blocking=*/true);  // the pinned block outlives the copy (the host allocator waits on it)
+}
+
+HostCopy::HostCopy(const torch::Tensor& t) {
+  if (!t.device().is_cuda()) {
+    host_ = t;  // computed already: CPU kernels run as they are called
+    return;
+  }
+#ifdef AREAL_TORCH_CUDA
+  host_ = torch::empty(t.sizes(), t.options().device(torch::kCPU).pinned_memory(true));
+  host_.copy_(t, /*non_blocking=*/true);
+  auto event = std::make_shared<at::cuda::CUDAEvent>();
+  event->record(at::cuda::getCurrentCUDAStream(t.device().index()));
+  done_ = std::move(event);
+#else
+  host_ = t.to(torch::kCPU);  // a CUDA tensor in a build without CUDA headers cannot occur; stay correct anyway
+#endif
+}
+
+const torch::Tensor& HostCopy::get() {
+#ifdef AREAL_TORCH_CUDA
+  if (done_) static_cast<at::cuda::CUDAEvent*>(done_.get())->synchronize();
+#endif
+  done_.reset();
+  return host_;
 }
 
 torch::Device parse_device(const std::string& text, const std::string& what) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include <torch/autograd.h>
@@ -25,6 +26,23 @@ std::string dtype_name(torch::Dtype d);          // "bfloat16", ...
 // waits for the stream to drain, a host sync that leaves the GPU idle while
 // the next kernels are queued; once a layer, that was a step's tail).
 torch::Tensor upload(const torch::Tensor& host, const torch::Device& device);
+
+// The other direction, in two halves: a device tensor's copy to the host is
+// queued now (on CUDA into pinned memory, with an event after it) and waited
+// for when the host reads it, so the host can queue more work first (the
+// local engine's next decode step) and then wait for this copy alone, not for
+// everything queued since. On CPU the tensor is simply kept.
+class HostCopy {
+ public:
+  HostCopy() = default;
+  explicit HostCopy(const torch::Tensor& t);
+  // The copy on the host (waits for the device to have written it).
+  const torch::Tensor& get();
+
+ private:
+  torch::Tensor host_;
+  std::shared_ptr<void> done_;  // a CUDA event recorded after the copy, until waited for
+};
 
 // Whether this build of the plugins was compiled against a libtorch with
 // CUDA (and so can read the CUDA allocator's statistics).

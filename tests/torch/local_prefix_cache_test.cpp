@@ -95,8 +95,8 @@ struct Served {
 
 // A group of 8 samples of one 40-token prompt, then the next turn of the
 // first sample's conversation: its prompt, its reply and 12 more tokens.
-Served serve(const std::string& family, bool cache, bool lora) {
-  nlohmann::json config = {{"model_path", model_dir(family)}, {"max_batch", 16}, {"prefix_cache", cache}};
+Served serve(const std::string& family, bool cache, bool lora, bool overlap) {
+  nlohmann::json config = {{"model_path", model_dir(family)}, {"max_batch", 16}, {"prefix_cache", cache}, {"overlap", overlap ? "on" : "off"}};
   if (lora) config["adapters"] = {{"a", adapter_dir(family)}};
   areal::testing::LocalEngine e(config);
   const std::string adapter = lora ? "a" : "";
@@ -116,7 +116,8 @@ Served serve(const std::string& family, bool cache, bool lora) {
 struct Case {
   std::string family;
   bool lora;
-  bool flash = false;  // emulate the flash kernel over the cache
+  bool flash = false;    // emulate the flash kernel over the cache
+  bool overlap = false;  // decode with a step in flight (the fed tokens are recorded when read)
 };
 
 class LocalPrefixCache : public ::testing::TestWithParam<Case> {};
@@ -125,7 +126,7 @@ TEST_P(LocalPrefixCache, GroupSamplesAndNextTurnsHitItAndSampleTheSame) {
   const Case& k = GetParam();
   std::optional<areal::testing::ScopedEnv> emulate;
   if (k.flash) emulate.emplace("AREAL_EMULATE_CACHED_ATTENTION", "1");
-  const Served on = serve(k.family, true, k.lora), off = serve(k.family, false, k.lora);
+  const Served on = serve(k.family, true, k.lora, k.overlap), off = serve(k.family, false, k.lora, false);
   // The group: the first sample (of each adapter) computes the prompt, the others copy its first 39 tokens.
   EXPECT_EQ(on.after_group["prompt_tokens"], 8 * 40);
   EXPECT_EQ(on.after_group["cached_tokens"], (k.lora ? 6 : 7) * 39);
@@ -148,7 +149,8 @@ TEST_P(LocalPrefixCache, GroupSamplesAndNextTurnsHitItAndSampleTheSame) {
               on.after_turn["hit_rate"].get<double>(), on.after_turn["cached_tokens"].dump().c_str(), on.after_turn["prompt_tokens"].dump().c_str(), worst);
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, LocalPrefixCache, ::testing::Values(Case{"qwen3", false}, Case{"gpt_oss", false}, Case{"qwen3", true}, Case{"qwen3", false, true}),
-                         [](const auto& info) { return info.param.family + (info.param.lora ? "_lora" : "") + (info.param.flash ? "_flash" : ""); });
+INSTANTIATE_TEST_SUITE_P(Cases, LocalPrefixCache, ::testing::Values(Case{"qwen3", false}, Case{"gpt_oss", false}, Case{"qwen3", true}, Case{"qwen3", false, true},
+                                                               Case{"qwen3", false, false, true}, Case{"qwen3", true, false, true}),
+                         [](const auto& info) { return info.param.family + (info.param.lora ? "_lora" : "") + (info.param.flash ? "_flash" : "") + (info.param.overlap ? "_overlap" : ""); });
 
 }  // namespace
