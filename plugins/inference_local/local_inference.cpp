@@ -353,10 +353,10 @@ class LocalInference {
         (fresh.config().hidden_size != model_->config().hidden_size || fresh.config().num_hidden_layers != model_->config().num_hidden_layers ||
          fresh.config().vocab_size != model_->config().vocab_size))
       throw sdk::invalid_argument("update_weights: the new weights are for a different architecture");
-    // Between two decode steps: the scheduler holds the lock while stepping
-    // (and lets no step run on past it while someone waits).
+    // Between two decode steps: the scheduler holds the lock while stepping.
     const StepWaiter waiting(*this);
     std::lock_guard<std::mutex> step(step_mutex_);
+    quiesce_device();
     torch::NoGradGuard no_grad;
     for (const auto& [name, t] : fresh.named_parameters()) const_cast<torch::Tensor&>(model_->p(name)).copy_(t);
     model_->keep_float32_head();
@@ -381,6 +381,7 @@ class LocalInference {
     // Between two decode steps, all at once.
     const StepWaiter waiting(*this);
     std::lock_guard<std::mutex> step(step_mutex_);
+    quiesce_device();
     torch::NoGradGuard no_grad;
     for (auto& [dst, src] : copies) const_cast<torch::Tensor&>(dst).copy_(src);
     model_->keep_float32_head();
@@ -429,6 +430,14 @@ class LocalInference {
   void unload_adapter(std::string_view name) { adapters_->unload(name); }
 
  private:
+  // Before weights are written in place: a decode step the scheduler left
+  // in flight (overlap; an update that arrived mid-round) has finished on
+  // the device, whichever stream the writer's copies go to. Its tokens
+  // carry the version it was queued with.
+  void quiesce_device() {
+    if (device_.is_cuda()) torch::cuda::synchronize();
+  }
+
   // Room for `tokens` keys in every slot; graphs that captured the old
   // cache's addresses are dropped when it grows.
   void ensure_capacity(int64_t tokens) {
@@ -734,13 +743,15 @@ class LocalInference {
   // leaves in next_tokens_ on the device. Rows sampled on the host are
   // drawn and delivered before this returns; the device's draws when the
   // step is completed.
-  LaunchedStep launch_decode(std::vector<std::shared_ptr<Request>> batch) {
+  // `keep`: the step will stay in flight while the host reads the one
+  // before (its draws then also feed the step after it).
+  LaunchedStep launch_decode(std::vector<std::shared_ptr<Request>> batch, bool keep) {
     std::sort(batch.begin(), batch.end(), [](const auto& a, const auto& b) { return a->slot < b->slot; });
     LaunchedStep launched;
     for (const auto& r : batch) launched.reqs.push_back(r.get());
     const torch::Tensor hidden = invariant_ ? decode_invariant(launched.reqs) : decode(launched.reqs);
     launched.versions = versions_of(launched.reqs);
-    launched.draws = draw(launched.reqs, hidden, launched.versions, overlap_);
+    launched.draws = draw(launched.reqs, hidden, launched.versions, keep);
     for (Request* r : launched.reqs) ++r->in_flight;
     launched.held = std::move(batch);
     return launched;
@@ -1127,8 +1138,10 @@ class LocalInference {
     if (pending_) {
       LaunchedStep in_flight = std::move(*pending_);
       pending_.reset();
-      const auto next = decodable(admitted);
-      if (may_run_on && !next.empty() && may_overlap(next)) pending_ = launch_decode(next);
+      if (may_run_on) {
+        const auto next = decodable(admitted);
+        if (!next.empty() && may_overlap(next)) pending_ = launch_decode(next, true);
+      }
       complete(in_flight);
       if (pending_ || paused) return;
     }
@@ -1151,7 +1164,7 @@ class LocalInference {
     const auto batch = decodable(admitted);
     if (batch.empty()) return;
     const bool overlap = may_run_on && may_overlap(batch);  // asked before the launch counts its rows as in flight
-    LaunchedStep launched = launch_decode(batch);
+    LaunchedStep launched = launch_decode(batch, overlap);
     if (overlap) pending_ = std::move(launched);
     else complete(launched);
   }
@@ -1273,10 +1286,10 @@ class LocalInference {
   std::mutex mutex_;       // queue, active set, ids, flags, version
   std::mutex step_mutex_;  // held while the model computes; weight updates wait for it
   // Threads waiting for step_mutex_ (weight updates), counted from before
-  // they lock it until after they let it go. The scheduler then reads its
-  // step in flight before letting the lock go, and does not take it again
-  // until they are done: a mutex is not fair, and a scheduler that retakes
-  // it at once would hold an update back until generation ends.
+  // they lock it until after they let it go. A round that starts while one
+  // waits leaves no step in flight, and the scheduler does not take the
+  // lock again until they are done: a mutex is not fair, and a scheduler
+  // that retakes it at once would hold an update back until generation ends.
   std::atomic<int> step_waiters_{0};
   struct StepWaiter {
     LocalInference& engine;
