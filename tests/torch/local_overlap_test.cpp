@@ -154,6 +154,7 @@ TEST(LocalOverlap, DrawsWhatStepByStepDecodingDraws) {
     if (a.finish_reason == AREAL_FINISH_STOP && a.output_ids.size() < static_cast<size_t>(specs[i].max_new)) ++stopped;
   }
   // Requests ending early are what overlap guesses wrong (their row in the step after is dropped).
+  RecordProperty("stopped_early", stopped);
   EXPECT_GE(stopped, 3) << "too few requests ended on a stop token or string to exercise the dropped rows";
   // Device-drawn rows against the trainer (the top-k row records its cut distribution, which no trainer computes).
   double worst = 0;
