@@ -8,10 +8,11 @@
 // cache (kv_cache.hpp), whose capacity grows with the longest request;
 // decode attention reads the slots in place (no gather, no copy of the cache
 // for grouped-query heads), on CUDA only each row's own keys.
-// Sampling runs where the model runs: temperature, greedy and whole-vocabulary
-// draws for every request of a step at once on the device, one transfer of
-// [tokens, log-probs] to the host per step; rows with top-k/top-p, logit_bias,
-// penalties or structured output are sampled on the host from their row.
+// Sampling runs where the model runs: greedy, temperature, top-k and top-p
+// draws for every request of a step at once on the device
+// (batched_sampler.hpp), one transfer of [tokens, log-probs] to the host per
+// step; rows with logit_bias, penalties or structured output are sampled on
+// the host from their row.
 // With overlap (on CUDA by default) a decode step stays in flight while the
 // host reads and delivers the one before; its input tokens come from that
 // step's draws on the device.
@@ -54,6 +55,7 @@
 #include "areal/sdk.hpp"
 #include "areal/sdk_json.hpp"
 #include "adapter_registry.hpp"
+#include "batched_sampler.hpp"
 #include "cuda_graph_cache.hpp"
 #include "float_tensor_view.hpp"
 #include "kv_cache.hpp"
@@ -132,9 +134,9 @@ class LocalInference {
     "max_prefill_tokens": {"type": "integer", "default": 16384, "minimum": 1, "doc": "Prompt tokens prefilled together in one forward pass (newly admitted requests are packed up to this; a longer prompt goes alone)."},
     "prefix_cache": {"type": "boolean", "default": true, "doc": "A prompt that begins as an earlier one did (the n samples of a GRPO group, an agent's next turn resending the conversation) copies that prefix's keys and values from the cache slot holding them and computes only the rest; slots keep their rows after their request ends until another takes them (the cache then stays allocated while idle). Rows count only for the same adapter and weights; requests recording MoE routing compute their whole prompt. info() reports prompt_tokens, cached_tokens and hit_rate."},
     "logprob_mode": {"type": "string", "enum": ["sampling", "raw"], "default": "sampling", "doc": "sampling: log-probs of softmax(logits / temperature), the ABI's convention and what training recomputes. raw: temperature-1 log-probs, which break that convention; only for test servers that emulate vLLM's or SGLang's raw mode."},
-    "overlap": {"type": "string", "enum": ["auto", "on", "off"], "default": "auto", "doc": "Whether the host reads a decode step's tokens while the device computes the next step (one step in flight ahead), so the host's work per step (delivering tokens, stop checks, queuing the next step) hides behind the GPU's instead of leaving it idle. A request that ends on a stop token or string has then had one more row computed and dropped. Steps with a row sampled on the host (top-k/top-p, penalties, logit_bias, structured output), recording MoE routing, or in batch_invariant mode are read before the next is queued. auto: on with CUDA, off on CPU (where kernels run as they are called, so nothing overlaps). on: also on CPU (tests)."},
+    "overlap": {"type": "string", "enum": ["auto", "on", "off"], "default": "auto", "doc": "Whether the host reads a decode step's tokens while the device computes the next step (one step in flight ahead), so the host's work per step (delivering tokens, stop checks, queuing the next step) hides behind the GPU's instead of leaving it idle. A request that ends on a stop token or string has then had one more row computed and dropped. Steps with a row sampled on the host (penalties, logit_bias, structured output), recording MoE routing, or in batch_invariant mode are read before the next is queued. auto: on with CUDA, off on CPU (where kernels run as they are called, so nothing overlaps). on: also on CPU (tests)."},
     "threads": {"type": "integer", "default": 0, "minimum": 0, "doc": "Torch intra-op threads; 0 keeps the default."},
-    "batch_invariant": {"type": "boolean", "default": false, "doc": "Compute every token as if it were alone in its batch (fixed-shape chunks, attention in fixed key blocks): the recorded log-probs then equal, bit for bit, those the fsdp trainer recomputes with its own batch_invariant on the same weights (docs/gpu.md, \"Bitwise mode\"). Slower, and decode steps run without CUDA graphs; dense models with plain causal attention only. Log-probs of rows sampled on the host (top-k/top-p, penalties, logit_bias, structured output) are those of their reshaped distribution as always."},
+    "batch_invariant": {"type": "boolean", "default": false, "doc": "Compute every token as if it were alone in its batch (fixed-shape chunks, attention in fixed key blocks): the recorded log-probs then equal, bit for bit, those the fsdp trainer recomputes with its own batch_invariant on the same weights (docs/gpu.md, \"Bitwise mode\"). Slower, and decode steps run without CUDA graphs; dense models with plain causal attention only. Log-probs of rows sampled on the host (penalties, logit_bias, structured output) are those of their reshaped distribution as always."},
     "adapters": {"type": "object", "default": {}, "doc": "LoRA adapters loaded at start, name -> PEFT adapter folder (adapter_config.json + adapter_model.safetensors), each at version 0. Requests choose one by name (the OpenAI 'model' field through the gateway); more can be loaded and replaced while serving (load_adapter)."}
   }})";
 
@@ -912,23 +914,20 @@ class LocalInference {
     for (int64_t i = 0; i < rows.numel(); ++i) r.routing.push_back(static_cast<uint16_t>(v[i]));
   }
 
-  // Whether a request's next token can be drawn by the batched device sampler:
-  // greedy, or temperature over the whole vocabulary, with nothing reshaping it.
-  bool device_sampled(const Request& r) const {
-    const auto& s = r.sampling;
-    return !r.reshaped() && (s.temperature <= 0 || areal::sampling::samples_whole_distribution(model_->config().vocab_size, s.temperature, s.top_k, s.top_p));
-  }
+  // Whether a request's next token is drawn by the batched device sampler
+  // (batched_sampler.hpp: greedy, temperature, top-k, top-p): anything whose
+  // distribution nothing reshapes.
+  bool device_sampled(const Request& r) const { return !r.reshaped(); }
 
   // Samples one token for each request from its row of the head's log-probs
   // (from `hidden` [n, hidden], the final norm's rows; float64 from the
-  // float32 logits). The device rows draw exactly as areal::sampling does on
-  // the host (inverse CDF in id order over exp((raw - max) / T) with the
-  // request's own seeded uniform; greedy: the first maximum), all at once,
-  // and their [token, log-prob] rows are queued for the host (one copy a
-  // step; read by complete, or by sample right away). Rows sampled on the
-  // host are drawn and delivered now. With `feed`, the device's draws also
-  // go to next_tokens_ at their slots, the inputs of a step queued before
-  // these are read.
+  // float32 logits). The device rows draw as areal::sampling does on the
+  // host, with each request's own seeded uniform, all at once
+  // (batched_sampler.hpp), and their [token, log-prob] rows are queued for
+  // the host (one copy a step; read by complete, or by sample right away).
+  // Rows sampled on the host (a reshaped distribution) are drawn and
+  // delivered now. With `feed`, the device's draws also go to next_tokens_
+  // at their slots, the inputs of a step queued before these are read.
   DeviceDraws draw(const std::vector<Request*>& reqs, const torch::Tensor& hidden, const std::vector<int64_t>& versions, bool feed) {
     const torch::Tensor logits = model_->logits(hidden);
     const torch::Tensor raw = torch::log_softmax(logits.to(torch::kFloat64), -1);
@@ -939,43 +938,30 @@ class LocalInference {
       else emit(*reqs[i], raw[static_cast<int64_t>(i)].to(torch::kCPU), versions[i]);
     }
     if (on_device.empty()) return d;
-    const int64_t n = static_cast<int64_t>(on_device.size()), V = raw.size(1);
-    std::vector<double> temps(static_cast<size_t>(n)), uniforms(static_cast<size_t>(n)), greedy(static_cast<size_t>(n));
+    const int64_t n = static_cast<int64_t>(on_device.size());
+    std::vector<areal::local_inference::RowSampling> params(static_cast<size_t>(n));
     std::vector<int64_t> slots(static_cast<size_t>(n));
     for (int64_t j = 0; j < n; ++j) {
       Request& r = *reqs[static_cast<size_t>(on_device[j])];
-      greedy[j] = r.sampling.temperature <= 0 ? 1.0 : 0.0;
-      temps[j] = greedy[j] ? 1.0 : r.sampling.temperature;
-      uniforms[j] = greedy[j] ? 0.0 : r.rng.uniform();  // greedy draws no number, as on the host
+      const auto& s = r.sampling;
+      // Greedy draws no number, as on the host.
+      params[j] = {s.temperature, s.temperature <= 0 ? 0.0 : r.rng.uniform(), s.top_k, s.top_p};
       slots[j] = r.slot;
     }
-    const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
-    // Uploaded without waiting: the host queues the sampling kernels behind the step's forward.
     using areal::torch_model::upload;
-    const torch::Tensor device_rows = upload(torch::tensor(on_device, torch::kInt64), raw.device());
-    const torch::Tensor rows = n == raw.size(0) ? raw : raw.index_select(0, device_rows);
-    const torch::Tensor t = upload(torch::tensor(temps, f64), raw.device()).unsqueeze(1);
-    const torch::Tensor u = upload(torch::tensor(uniforms, f64), raw.device());
-    const torch::Tensor is_greedy = upload(torch::tensor(greedy, f64), raw.device()).gt(0.5);
-    // Each pass over [n, vocab] float64 reads and writes megabytes a row:
-    // the division is left out when every temperature is 1 (x / 1 is x,
-    // bit for bit) and the argmax when no row is greedy.
-    const bool unit_temperatures = std::all_of(temps.begin(), temps.end(), [](double x) { return x == 1.0; });
-    const bool any_greedy = std::any_of(greedy.begin(), greedy.end(), [](double g) { return g > 0.5; });
-    const torch::Tensor max = std::get<0>(rows.max(1, /*keepdim=*/true));
-    const torch::Tensor scaled = unit_temperatures ? rows - max : (rows - max) / t;  // <= 0, 0 at the mode
-    const torch::Tensor cum = scaled.exp().cumsum(1);
-    const torch::Tensor sum = cum.narrow(1, V - 1, 1);
-    torch::Tensor tok = torch::searchsorted(cum, u.unsqueeze(1) * sum, /*out_int32=*/false, /*right=*/true).clamp_max(V - 1);
-    if (any_greedy) tok = torch::where(is_greedy.unsqueeze(1), rows.argmax(1, /*keepdim=*/true), tok);
+    const torch::Tensor device_rows = n == raw.size(0) ? torch::Tensor() : upload(torch::tensor(on_device, torch::kInt64), raw.device());
+    const auto drawn = areal::local_inference::draw_rows(n == raw.size(0) ? raw : raw.index_select(0, device_rows), params, raw_logprobs_);
+    const torch::Tensor tok = drawn.tokens;
     if (feed) next_tokens_.index_put_({upload(torch::tensor(slots, torch::kInt64), raw.device())}, tok.squeeze(1));
-    // The log-prob under softmax(raw / T) (ABI convention), or raw (greedy, logprob_mode raw).
-    const torch::Tensor lp_raw = rows.gather(1, tok), lp_scaled = scaled.gather(1, tok) - sum.log();
-    torch::Tensor lp = raw_logprobs_ ? lp_raw : (any_greedy ? torch::where(is_greedy.unsqueeze(1), lp_raw, lp_scaled) : lp_scaled);
-    if (invariant_ && !raw_logprobs_)  // what the trainer recomputes, by the same function (greedy rows at temperature 1)
-      lp = model_->sampled_logprobs(n == raw.size(0) ? logits : logits.index_select(0, device_rows), tok.squeeze(1), t.squeeze(1))
+    torch::Tensor lp = drawn.logprobs;
+    if (invariant_ && !raw_logprobs_) {  // what the trainer recomputes, by the same function (greedy rows at temperature 1)
+      std::vector<double> temps;
+      for (const auto& p : params) temps.push_back(p.temperature > 0 ? p.temperature : 1.0);
+      lp = model_->sampled_logprobs(n == raw.size(0) ? logits : logits.index_select(0, device_rows), tok.squeeze(1),
+                                    upload(torch::tensor(temps, torch::kFloat64), raw.device()))
                .to(torch::kFloat64)
                .unsqueeze(1);
+    }
     d.drawn = areal::torch_model::HostCopy(torch::cat({tok.to(torch::kFloat64), lp}, 1));  // the step's one transfer
     return d;
   }
@@ -992,7 +978,7 @@ class LocalInference {
 
   // Samples the next token of `r` on the host from its raw log-prob row and
   // delivers it with its log-prob under the sampling distribution (the ABI's
-  // convention): for requests whose distribution is reshaped or cut (top-k/top-p).
+  // convention): for requests whose distribution is reshaped (which may also be cut: top-k/top-p).
   void emit(Request& r, const torch::Tensor& raw_row, int64_t version) {
     const torch::Tensor row = r.reshaped() ? reshape(r, raw_row) : raw_row;
     if (!row.defined()) {

@@ -3,8 +3,8 @@
 // device takes from the step before. On CPU nothing overlaps in time, but
 // the bookkeeping is the same code as on CUDA (`overlap: on`), so these
 // tests check it where CI runs:
-// - the same requests (stop tokens, stop strings, greedy, temperatures, a
-//   host-sampled top-k row, more requests than slots) give the same tokens,
+// - the same requests (stop tokens, stop strings, greedy, temperatures,
+//   top-k, a host-sampled penalised row, more requests than slots) give the same tokens,
 //   log-probs, versions and finish reasons with and without overlap, and
 //   every device-drawn log-prob is what the trainer recomputes for the
 //   delivered sequence (a wrong token fed on the device would break it);
@@ -51,13 +51,14 @@ struct Spec {
   int32_t max_new;
   bool stop_ids;  // a tenth of the vocabulary stops it: it ends early, at a step nobody knows ahead
   std::string stop_string;
-  int32_t top_k;      // > 0: sampled on the host
-  size_t fail_after;  // the sink refuses tokens after this many chunks
+  int32_t top_k;
+  size_t fail_after;        // the sink refuses tokens after this many chunks
+  float presence_penalty;   // != 0: a reshaped distribution, sampled on the host
 };
 
 Spec spec(std::vector<int32_t> prompt, float temperature, int32_t max_new, bool stop_ids = false, std::string stop_string = "", int32_t top_k = 0,
-          size_t fail_after = SIZE_MAX) {
-  return Spec{std::move(prompt), temperature, max_new, stop_ids, std::move(stop_string), top_k, fail_after};
+          size_t fail_after = SIZE_MAX, float presence_penalty = 0.0f) {
+  return Spec{std::move(prompt), temperature, max_new, stop_ids, std::move(stop_string), top_k, fail_after, presence_penalty};
 }
 
 std::vector<int32_t> prompt_of(int n, int salt) {
@@ -81,6 +82,7 @@ Outcome generate(const std::string& overlap, const std::vector<Spec>& specs, int
     areal_sampling_params s{};
     s.struct_size = AREAL_OFFSET_OF_END(areal_sampling_params, json_schema);
     s.temperature = k.temperature, s.top_p = 1.0f, s.top_k = k.top_k, s.max_new_tokens = k.max_new;
+    s.presence_penalty = k.presence_penalty;
     s.has_seed = 1, s.seed = 40 + i;
     s.ignore_eos = 1;
     if (k.stop_ids) s.stop_token_ids = stops.data(), s.stop_token_ids_count = stops.size();
@@ -134,6 +136,7 @@ TEST(LocalOverlap, DrawsWhatStepByStepDecodingDraws) {
       spec(prompt_of(3, 3), 0.0f, 12),
       spec(prompt_of(20, 4), 1.0f, 30, true),
       spec(prompt_of(4, 5), 1.0f, 10, false, "", 50),
+      spec(prompt_of(5, 10), 0.9f, 14, false, "", 0, SIZE_MAX, 0.5f),
       spec(prompt_of(7, 6), 1.0f, 33, false, "e"),
       spec(prompt_of(2, 7), 1.3f, 18, true),
       spec(prompt_of(11, 8), 1.0f, 1),
@@ -156,11 +159,12 @@ TEST(LocalOverlap, DrawsWhatStepByStepDecodingDraws) {
   // Requests ending early are what overlap guesses wrong (their row in the step after is dropped).
   RecordProperty("stopped_early", stopped);
   EXPECT_GE(stopped, 3) << "too few requests ended on a stop token or string to exercise the dropped rows";
-  // Device-drawn rows against the trainer (the top-k row records its cut distribution, which no trainer computes).
+  // Device-drawn rows against the trainer (top-k too: its log-prob is the whole tempered distribution's;
+  // the penalised row records its reshaped distribution, which no trainer computes).
   double worst = 0;
   size_t checked = 0;
   for (size_t i = 0; i < specs.size(); ++i) {
-    if (specs[i].top_k > 0) continue;
+    if (specs[i].presence_penalty != 0) continue;
     const auto& r = on.results[i];
     const float t = specs[i].temperature > 0 ? specs[i].temperature : 1.0f;  // greedy rows record temperature-1 log-probs
     const auto want = recomputed(specs[i].prompt, r.output_ids, t, nlohmann::json{{"model_path", model()}});

@@ -280,8 +280,8 @@ TEST(LocalSampling, BadReshapingInputIsRefusedAtSubmit) {
   EXPECT_EQ(submit(s), AREAL_CODE_INVALID_ARGUMENT);
 }
 
-// The batched sampler (greedy and whole-vocabulary draws, all requests of a
-// step at once, where the model runs) draws exactly what the per-row host
+// The batched sampler (greedy, temperature, top-k and top-p draws, all
+// requests of a step at once, where the model runs) draws exactly what the per-row host
 // sampler draws from the same distribution and seed: a logit_bias of 0 routes
 // a request through the host path without changing its distribution, so both
 // paths must give the same tokens and log-probs. Several requests run
@@ -289,8 +289,15 @@ TEST(LocalSampling, BadReshapingInputIsRefusedAtSubmit) {
 TEST(LocalSampling, BatchedSamplerDrawsWhatTheHostSamplerDraws) {
   Engine e(tiny_qwen3());
   const std::vector<int32_t> prompt = {9707, 11, 1879, 0, 13, 1207};
-  for (const float t : {1.0f, 0.7f, 0.0f}) {
+  struct Cut {
+    float t;
+    int32_t top_k;
+    float top_p;
+  };
+  for (const Cut c : {Cut{1.0f, 0, 1.0f}, Cut{0.7f, 0, 1.0f}, Cut{0.0f, 0, 1.0f}, Cut{0.8f, 20, 1.0f}, Cut{1.0f, 0, 0.9f}, Cut{1.2f, 50, 0.7f}}) {
+    const float t = c.t;
     areal_sampling_params device = base_params(t, 24, 11);
+    device.top_k = c.top_k, device.top_p = c.top_p;
     device.ignore_eos = 1;
     areal_logit_bias zero{151000, 0.0f};
     areal_sampling_params host = device;
@@ -298,7 +305,7 @@ TEST(LocalSampling, BatchedSamplerDrawsWhatTheHostSamplerDraws) {
     host.logit_bias_count = 1;
     const auto a = e.run(prompt, device), b = e.run(prompt, host);
     ASSERT_EQ(a.output_ids.size(), 24u);
-    EXPECT_EQ(a.output_ids, b.output_ids) << "temperature " << t;
+    EXPECT_EQ(a.output_ids, b.output_ids) << "temperature " << t << ", top_k " << c.top_k << ", top_p " << c.top_p;
     for (size_t i = 0; i < a.logprobs.size() && i < b.logprobs.size(); ++i) EXPECT_NEAR(a.logprobs[i], b.logprobs[i], 1e-5) << i;
   }
   // Many at once, of different lengths and slots, with finished ones leaving
