@@ -12,7 +12,8 @@
 #       and static cache + torch.compile for generation) on the same model
 #       and batches, side by side, the engine/trainer log-prob gap, and the
 #       bitwise mode's (batch_invariant) gap, which must be 0, and its cost,
-#       and generation with `overlap: off` (what overlapped steps gain);
+#       and generation with `overlap: off` (what overlapped steps gain) and
+#       with top_p 0.95 (what a cut distribution costs);
 #   (e) GRPO on the Qwen3-4B shape, only when PARTS names it (see below);
 #   (d) where areal's GPU time goes: Kineto traces of one training step and
 #       one generation run (first GEN_CONFIGS entry), kernels by kind and the
@@ -231,6 +232,11 @@ AREAL_BENCH_CONSISTENCY=1 AREAL_BENCH_ENGINE='{"device": "cuda", "dtype": "bfloa
 AREAL_BENCH_ENGINE='{"device": "cuda", "dtype": "bfloat16", "overlap": "off"}' \
   run "$build/bin/areal_model_bench" "$models/qwen3-0.6b" 0 "$tb" "$ts" 0 "$br" "$bp" "$bt" > "$work/bench.areal.serial.json" ||
   { check_failed "areal_model_bench, overlap off"; echo '{}' > "$work/bench.areal.serial.json"; }
+# The first generation config with top_p 0.95 (a sort of every row a step,
+# on the device): what a cut distribution costs.
+AREAL_BENCH_TOP_P=0.95 AREAL_BENCH_ENGINE="$(cuda_engine bfloat16)" \
+  run "$build/bin/areal_model_bench" "$models/qwen3-0.6b" 0 "$tb" "$ts" 0 "$br" "$bp" "$bt" > "$work/bench.areal.top_p.json" ||
+  { check_failed "areal_model_bench, top_p 0.95"; echo '{}' > "$work/bench.areal.top_p.json"; }
 # Training on an RL-like ragged batch (rows of ts/4 to ts tokens): areal packs
 # the rows, transformers pads them to the longest (with an attention mask);
 # tokens/s counts real tokens on both sides.
@@ -255,6 +261,7 @@ r = [json.load(open(f"{work}/bench.hf.{i}.json")) for i in range(n)]
 ck = json.load(open(f"{work}/bench.areal.ckpt.json"))
 bw = json.load(open(f"{work}/bench.areal.bitwise.json"))
 se = json.load(open(f"{work}/bench.areal.serial.json"))
+tp = json.load(open(f"{work}/bench.areal.top_p.json"))
 ra, rr = json.load(open(f"{work}/bench.areal.ragged.json")), json.load(open(f"{work}/bench.hf.ragged.json"))
 gib = lambda b: f"{b / 2**30:.2f} GiB" if b else "-"
 ratio = lambda x, y: f"{x / y:.2f}x" if x and y else "-"
@@ -297,6 +304,9 @@ print()
 print(f"Overlap ({configs[0]}): {a[0]['gen_tokens_per_s']:.0f} tok/s with a decode step in flight while the host reads the one before "
       f"(`overlap: auto`, on: {a[0].get('gen_overlap')}; {a[0].get('gen_decode_steps', '-')} steps), {num(se.get('gen_tokens_per_s'), '.0f')} tok/s with "
       f"each step read before the next is queued (`overlap: off`; {se.get('gen_decode_steps', '-')} steps): {ratio(a[0]['gen_tokens_per_s'], se.get('gen_tokens_per_s'))}.")
+print()
+print(f"Top-p ({configs[0]}): {num(tp.get('gen_tokens_per_s'), '.0f')} tok/s sampling with top_p 0.95 (a stable sort of every row on the device), "
+      f"against {a[0]['gen_tokens_per_s']:.0f} tok/s over the whole vocabulary: {ratio(tp.get('gen_tokens_per_s'), a[0]['gen_tokens_per_s'])}.")
 fused = a[0].get("gen_fused_kernels") or {}
 print()
 print("libtorch's CUDA-only kernels the engine runs (the trainer shares all but the decode kernel): " + (", ".join(f"{k} {'yes' if v else 'NO'}" for k, v in fused.items()) or "not reported") + ".")

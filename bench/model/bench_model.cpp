@@ -14,6 +14,8 @@
 // one more generation run, each recorded by the Kineto profiler
 // (bench/gpu/profiler_hooks.cpp, a module built on CUDA builds) into
 // DIR/train_trace.json and DIR/generate_trace.json.
+// AREAL_BENCH_TOP_P=P: generation samples with top_p P (default 1: the whole
+// vocabulary at temperature 1).
 #include <dlfcn.h>
 #include <sys/resource.h>
 
@@ -154,13 +156,16 @@ int main(int argc, char** argv) {
       for (int r = 0; r < gen_requests; ++r)
         for (int t = 0; t < gen_prompt; ++t) prompts[r].push_back(token(r, t, vocab));
       std::vector<areal::GenerationResult> results;
+      const char* top_p_env = std::getenv("AREAL_BENCH_TOP_P");
+      const float top_p = top_p_env && *top_p_env ? std::stof(top_p_env) : 1.0f;
+      out["gen_top_p"] = top_p;
       auto run = [&](int tokens) {
         std::vector<std::unique_ptr<areal::CollectingSink>> sinks;
         for (int r = 0; r < gen_requests; ++r) {
           areal_sampling_params s{};
           s.struct_size = AREAL_OFFSET_OF_END(areal_sampling_params, stop_strings_count);
           s.temperature = 1.0f;
-          s.top_p = 1.0f;
+          s.top_p = top_p;
           s.max_new_tokens = tokens;
           s.seed = static_cast<uint64_t>(r);
           s.has_seed = 1;
