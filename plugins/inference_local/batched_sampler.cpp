@@ -14,7 +14,9 @@ namespace {
 
 // The cut rows' tokens: `raw` [m, V] of those rows, t [m, 1] their
 // temperatures, u [m] their uniforms, k [m, 1] how many ids each keeps
-// before top-p (V: all), p [m, 1] their top_p (>= 1: no cut).
+// before top-p (V: all), p [m, 1] their top_p (>= 1: no cut). Sums are the
+// last column of a cumulative sum, which a row computes alone, so a row's
+// draw does not depend on the rows beside it (batch_invariant).
 torch::Tensor cut_tokens(const torch::Tensor& raw, const torch::Tensor& t, const torch::Tensor& u, const torch::Tensor& k, const torch::Tensor& p) {
   const int64_t V = raw.size(1);
   // Descending and stable: equal log-probs keep id order, as the host's comparator has them.
@@ -24,21 +26,25 @@ torch::Tensor cut_tokens(const torch::Tensor& raw, const torch::Tensor& t, const
   const torch::Tensor in_top_k = position < k;
   // exp(raw / T - max / T) over the kept ids, normalised (the host's arithmetic, in its order).
   const torch::Tensor w = torch::where(in_top_k, (sorted / t - sorted.narrow(1, 0, 1) / t).exp(), torch::zeros_like(sorted));
-  torch::Tensor prob = w / w.sum(1, /*keepdim=*/true);
+  torch::Tensor prob = w / w.cumsum(1).narrow(1, V - 1, 1);
   // top-p: an id stays while the probability before it is below top_p (the
-  // smallest head reaching it), and the head is renormalised.
+  // smallest head reaching it; the first id always), and the head is renormalised.
   const torch::Tensor cum = prob.cumsum(1);
   const torch::Tensor before = torch::cat({torch::zeros_like(cum.narrow(1, 0, 1)), cum.narrow(1, 0, V - 1)}, 1);
-  const torch::Tensor kept = in_top_k & ((p >= 1.0) | (before < p));
+  const torch::Tensor kept = in_top_k & ((p >= 1.0) | (before < p) | (position == 0));
+  const torch::Tensor last = kept.sum(1, /*keepdim=*/true) - 1;
   prob = torch::where(kept, prob, torch::zeros_like(prob));
-  prob = torch::where(p >= 1.0, prob, prob / prob.sum(1, /*keepdim=*/true));
+  prob = torch::where(p >= 1.0, prob, prob / cum.gather(1, last));
   // Inverse CDF over the head: the first id whose cumulative probability
   // exceeds u; rounding that leaves u past the last: the last kept id.
-  const torch::Tensor head = prob.cumsum(1);
-  const torch::Tensor last = kept.sum(1, /*keepdim=*/true) - 1;
-  const torch::Tensor at = torch::minimum(torch::searchsorted(head, u.unsqueeze(1), /*out_int32=*/false, /*right=*/true), last);
+  const torch::Tensor at = torch::minimum(torch::searchsorted(prob.cumsum(1), u.unsqueeze(1), /*out_int32=*/false, /*right=*/true), last);
   return order.gather(1, at);
 }
+
+// Cut rows sorted together at most this many at a time: a sort and the
+// passes after it hold about ten [rows, vocabulary] temporaries (311 MB
+// each in float64 at 256 rows of Qwen3's vocabulary).
+constexpr int64_t kCutRowsAtOnce = 32;
 
 }  // namespace
 
@@ -79,7 +85,15 @@ Drawn draw_rows(const torch::Tensor& raw, const std::vector<RowSampling>& rows, 
     const torch::Tensor which = upload(torch::tensor(cut_rows, torch::kInt64), device);
     const auto column = [&](const std::vector<double>& v) { return upload(torch::tensor(v, f64), device).unsqueeze(1); };
     const torch::Tensor k = upload(torch::tensor(keep, torch::kInt64), device).unsqueeze(1);
-    tok = tok.index_put({which}, cut_tokens(raw.index_select(0, which), t.index_select(0, which), u.index_select(0, which), k, column(top_p)));
+    const torch::Tensor p = column(top_p);
+    std::vector<torch::Tensor> chosen;
+    for (int64_t from = 0; from < which.size(0); from += kCutRowsAtOnce) {
+      const int64_t m = std::min(kCutRowsAtOnce, which.size(0) - from);
+      const torch::Tensor rows_here = which.narrow(0, from, m);
+      chosen.push_back(cut_tokens(raw.index_select(0, rows_here), t.index_select(0, rows_here), u.index_select(0, rows_here), k.narrow(0, from, m),
+                                  p.narrow(0, from, m)));
+    }
+    tok = tok.index_put({which}, chosen.size() == 1 ? chosen[0] : torch::cat(chosen, 0));
   }
   torch::Tensor is_greedy;
   if (any_greedy) {

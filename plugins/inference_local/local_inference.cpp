@@ -226,8 +226,8 @@ class LocalInference {
     std::memcpy(&r->sampling, req.sampling, std::min<size_t>(req.sampling->struct_size, sizeof r->sampling));
     const auto& s = r->sampling;
     if (s.max_new_tokens <= 0) throw sdk::invalid_argument("max_new_tokens must be > 0");
-    if (s.temperature < 0) throw sdk::invalid_argument("temperature must be >= 0");
-    if (s.top_p <= 0 || s.top_p > 1) throw sdk::invalid_argument("top_p must be in (0, 1]");
+    if (!(s.temperature >= 0) || std::isinf(s.temperature)) throw sdk::invalid_argument("temperature must be a number >= 0");
+    if (!(s.top_p > 0 && s.top_p <= 1)) throw sdk::invalid_argument("top_p must be in (0, 1]");  // NaN too
     for (int32_t id : r->prompt)
       if (id < 0 || id >= model_->config().vocab_size) throw sdk::invalid_argument("input id " + std::to_string(id) + " is outside the vocabulary");
     if (static_cast<int64_t>(r->prompt.size()) >= max_context_)

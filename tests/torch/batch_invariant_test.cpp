@@ -60,12 +60,15 @@ struct Sampled {
   std::vector<int32_t> prompt, output;
   std::vector<float> logprobs;
   float temperature = 1.0f;
+  int32_t top_k = 0;
+  float top_p = 1.0f;
 };
 
 // Six requests through an engine of 3 slots: they are admitted as others
 // finish, so every decode step mixes requests at different lengths; one
 // prompt (300 tokens) crosses a key block and many query units; two begin
-// as earlier ones did (prefix-cache hits); two sample at temperature 0.7.
+// as earlier ones did (prefix-cache hits); two sample at temperature 0.7,
+// one of them cut (top-k 40, top-p 0.9: it records the trainer's log-prob too).
 std::vector<Sampled> roll_out(const nlohmann::json& engine_config, const std::string& adapter = "") {
   areal::testing::LocalEngine engine(engine_config);
   const std::vector<int32_t> long_prompt = token_run(3, 300);
@@ -74,14 +77,14 @@ std::vector<Sampled> roll_out(const nlohmann::json& engine_config, const std::st
   rows[1].prompt = token_run(40, 5);
   rows[2].prompt = std::vector<int32_t>(long_prompt.begin(), long_prompt.begin() + 200) + token_run(9, 7);
   rows[3].prompt = token_run(77, 40), rows[3].temperature = 0.7f;
-  rows[4].prompt = token_run(5, 17), rows[4].temperature = 0.7f;
+  rows[4].prompt = token_run(5, 17), rows[4].temperature = 0.7f, rows[4].top_k = 40, rows[4].top_p = 0.9f;
   rows[5].prompt = rows[1].prompt;
   const std::vector<int32_t> new_tokens = {12, 30, 8, 20, 25, 10};
   std::vector<std::unique_ptr<areal::CollectingSink>> sinks;
   for (size_t i = 0; i < rows.size(); ++i) {
     areal_sampling_params s{};
     s.struct_size = AREAL_OFFSET_OF_END(areal_sampling_params, json_schema);
-    s.temperature = rows[i].temperature, s.top_p = 1.0f, s.max_new_tokens = new_tokens[i], s.ignore_eos = 1;
+    s.temperature = rows[i].temperature, s.top_k = rows[i].top_k, s.top_p = rows[i].top_p, s.max_new_tokens = new_tokens[i], s.ignore_eos = 1;
     s.has_seed = 1, s.seed = 500 + i;
     areal_gen_request r{};
     r.struct_size = AREAL_OFFSET_OF_END(areal_gen_request, adapter);

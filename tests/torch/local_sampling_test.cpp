@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <limits>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -278,6 +279,21 @@ TEST(LocalSampling, BadReshapingInputIsRefusedAtSubmit) {
   s = base_params(1.0f, 4, 1);
   s.frequency_penalty = 3.0f;
   EXPECT_EQ(submit(s), AREAL_CODE_INVALID_ARGUMENT);
+  // Numbers the C ABI can carry and JSON cannot: refused, not sampled with.
+  for (const float bad : {std::nanf(""), 0.0f, 1.5f}) {
+    s = base_params(1.0f, 4, 1);
+    s.top_k = 20;
+    s.top_p = bad;
+    EXPECT_EQ(submit(s), AREAL_CODE_INVALID_ARGUMENT) << "top_p " << bad;
+  }
+  for (const float bad : {std::nanf(""), -1.0f, std::numeric_limits<float>::infinity()}) {
+    s = base_params(bad, 4, 1);
+    EXPECT_EQ(submit(s), AREAL_CODE_INVALID_ARGUMENT) << "temperature " << bad;
+  }
+  // And a valid cut one is served.
+  s = base_params(0.9f, 4, 1);
+  s.top_k = 20, s.top_p = 0.5f;
+  EXPECT_EQ(submit(s), AREAL_CODE_OK);
 }
 
 // The batched sampler (greedy, temperature, top-k and top-p draws, all
