@@ -24,13 +24,20 @@ py=$src/.venv-vllm/bin/python
 ref=$src/tests/parity/reference_logprobs_transformers.py
 [ -x "$py" ] || { echo "FAIL: $py is missing: run scripts/setup.sh with AREAL_TEST_PYTHON=1 (scripts/test.sh does)"; exit 1; }
 rm -rf "$work" && mkdir -p "$work"
-bound=1e-5 failed=0 compared=0 seed=0 cases=0
-for row in "qwen3 tiny" "qwen3 tiny-hd32" "qwen2 tiny" "qwen2 tiny-hd32" "llama3 tiny" "llama3 tiny-hd32" "qwen3_moe tiny" "qwen3_moe tiny-hd32" \
-           "gpt_oss tiny" "gpt_oss tiny-hd32" "gpt_oss tiny-hd32 mxfp4" \
-           "qwen3 tiny-hd32 yarn" "qwen3 tiny tree" "qwen3_moe tiny tree" "gpt_oss tiny tree"; do
+bound=1e-5 failed=0 compared=0 seed=0 cases=()
+rows=("qwen3 tiny" "qwen3 tiny-hd32" "qwen2 tiny" "qwen2 tiny-hd32" "llama3 tiny" "llama3 tiny-hd32" "qwen3_moe tiny" "qwen3_moe tiny-hd32"
+      "gpt_oss tiny" "gpt_oss tiny-hd32" "gpt_oss tiny-hd32 mxfp4"
+      "qwen3 tiny-hd32 yarn" "qwen3 tiny tree" "qwen3_moe tiny tree" "gpt_oss tiny tree")
+# The reference's work runs in one Python process per phase (each start
+# imports torch and transformers, about 10 s on CI's machines): the models
+# and their sequences first, then transformers' scores.
+prepare=$work/prepare.txt scoring=$work/score.txt
+: > "$prepare"; : > "$scoring"
+for row in "${rows[@]}"; do
     read -r family preset variant <<<"$row"
-    seed=$((seed + 1)) cases=$((cases + 1))
+    seed=$((seed + 1))
     dir=$work/$family-$preset${variant:+-$variant}
+    cases+=("$dir $family $preset ${variant:--}")
     "$host" init-model --family "$family" --preset "$preset" --tokenizer bytes --out "$dir" --seed "$seed" 2>/dev/null
     if [ "$variant" = yarn ]; then
       /usr/bin/python3 - "$dir/config.json" <<'PY'
@@ -40,17 +47,17 @@ c["rope_scaling"] = {"rope_type": "yarn", "factor": 4.0, "original_max_position_
 json.dump(c, open(sys.argv[1], "w"), indent=2)
 PY
     fi
-    "$py" "$ref" perturb "$dir" "$seed"
-    ours=$dir
-    if [ "$variant" = mxfp4 ]; then  # areal reads the MXFP4 folder, transformers its own dequantization of it
-      ours=$dir-quantized
-      "$py" "$ref" mxfp4 "$dir" "$ours"
-    fi
-    "$py" "$ref" sequences "$dir" "$dir/in.json" "$seed"
-    tree=()
-    if [ "$variant" = tree ]; then  # rows sharing prefixes, cut from the random sequences
-      tree=(--tree)
-      /usr/bin/python3 - "$dir/in.json" <<'PY'
+    echo "perturb '$dir' $seed" >> "$prepare"
+    # areal reads the MXFP4 folder, transformers its own dequantization of it
+    if [ "$variant" = mxfp4 ]; then echo "mxfp4 '$dir' '$dir-quantized'" >> "$prepare"; fi
+    echo "sequences '$dir' '$dir/in.json' $seed" >> "$prepare"
+    echo "score '$dir' '$dir/in.json' '$dir/hf.json'" >> "$scoring"
+done
+"$py" "$ref" batch < "$prepare"
+for c in "${cases[@]}"; do
+  read -r dir family preset variant <<<"$c"
+  if [ "$variant" = tree ]; then  # rows sharing prefixes, cut from the random sequences
+    /usr/bin/python3 - "$dir/in.json" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))["sequences"]
 long, mid = s[4], s[3]  # 130 and 64 random tokens
@@ -64,8 +71,15 @@ rows.append(session + turns[0] + mid[20:31] + mid[40:60])  # and the session goi
 rows.append(s[2])  # unrelated
 json.dump({"sequences": rows}, open(sys.argv[1], "w"))
 PY
-    fi
-    HF_HUB_OFFLINE=1 "$py" "$ref" score "$dir" "$dir/in.json" "$dir/hf.json"
+  fi
+done
+HF_HUB_OFFLINE=1 "$py" "$ref" batch < "$scoring"
+for c in "${cases[@]}"; do
+    read -r dir family preset variant <<<"$c"
+    [ "$variant" = - ] && variant=
+    ours=$dir tree=()
+    [ "$variant" = mxfp4 ] && ours=$dir-quantized
+    [ "$variant" = tree ] && tree=(--tree)
     "$score" "${tree[@]}" "$ours" "$dir/in.json" "$dir/areal.json"
     read -r n worst < <(/usr/bin/python3 - "$dir/hf.json" "$dir/areal.json" <<'PY'
 import json, sys
@@ -95,5 +109,5 @@ PY
     [ "$ok" = 1 ] || failed=$((failed + 1))
 done
 echo "versions: $("$py" -c 'import transformers, torch; print("transformers", transformers.__version__, "torch", torch.__version__)')"
-echo "logprobs vs transformers: $compared log-probs, $((cases - failed)) passed, $failed failed (bound $bound)"
+echo "logprobs vs transformers: $compared log-probs, $((${#cases[@]} - failed)) passed, $failed failed (bound $bound)"
 [ "$failed" = 0 ]

@@ -34,41 +34,60 @@ PY
   echo "$([ "$ok" = 1 ] && echo ok || echo FAIL) $3: $n log-probs, max difference $worst"
   [ "$ok" = 1 ] || failed=$((failed + 1))
 }
+# The reference's work runs in two Python processes (each start imports
+# torch, transformers and PEFT, about 10 s on CI's machines): the models,
+# sequences, PEFT's adapters and their scores first; after areal's turn,
+# PEFT reading what areal wrote and the trained adapter's references.
+before=$work/before.txt after=$work/after.txt cases=()
+: > "$before"; : > "$after"
 for family in qwen3 qwen2 llama3; do
   for shape in "4 8 all-linear 0" "8 16 q_proj,v_proj,down_proj 1"; do
     read -r rank alpha targets rslora <<< "$shape"
     seed=$((seed + 1))
     dir=$work/$family-$seed
+    cases+=("$dir $family $rank $targets $rslora")
     "$host" init-model --family "$family" --preset tiny --tokenizer bytes --out "$dir/model" --seed "$seed" 2>/dev/null
-    "$py" "$ref" perturb "$dir/model" "$seed"
-    "$py" "$ref" sequences "$dir/model" "$dir/in.json" "$seed"
-    "$py" "$peft" make "$dir/model" "$dir/peft-adapter" "$seed" "$rank" "$alpha" "$targets" "$rslora"
-    "$py" "$peft" score "$dir/model" "$dir/peft-adapter" "$dir/in.json" "$dir/peft.json"
-    "$score" --lora "$dir/peft-adapter" --save-lora "$dir/areal-adapter" "$dir/model" "$dir/in.json" "$dir/areal.json"
-    compare "$dir/peft.json" "$dir/areal.json" "$family r=$rank $targets rslora=$rslora: PEFT's adapter, PEFT vs areal"
-    "$py" "$peft" score "$dir/model" "$dir/areal-adapter" "$dir/in.json" "$dir/peft-reads-areal.json"
-    compare "$dir/peft.json" "$dir/peft-reads-areal.json" "$family r=$rank $targets rslora=$rslora: the adapter areal wrote, read by PEFT"
+    cat >> "$before" <<EOF
+ref perturb '$dir/model' $seed
+ref sequences '$dir/model' '$dir/in.json' $seed
+make '$dir/model' '$dir/peft-adapter' $seed $rank $alpha $targets $rslora
+score '$dir/model' '$dir/peft-adapter' '$dir/in.json' '$dir/peft.json'
+EOF
+    echo "score '$dir/model' '$dir/areal-adapter' '$dir/in.json' '$dir/peft-reads-areal.json'" >> "$after"
   done
 done
 # 3. Training: `areal-host sft` with train.lora trains only the adapter; its
 #    final/ holds the merged model and final/adapter the adapter. PEFT's
 #    adapter on the untouched base, transformers on the merged folder and
 #    areal on either agree.
-dir=$work/trained
-"$host" init-model --family qwen3 --preset tiny --tokenizer bytes --out "$dir/model" --seed 21 2>/dev/null
-"$py" "$ref" sequences "$dir/model" "$dir/in.json" 21
-"$host" sft --config "$src/configs/quickstart_format.yaml" "train.model_path=$dir/model" "experiment.output_dir=$dir/runs" \
+trained=$work/trained
+final=$trained/runs/quickstart_format/trial0/final
+"$host" init-model --family qwen3 --preset tiny --tokenizer bytes --out "$trained/model" --seed 21 2>/dev/null
+echo "ref sequences '$trained/model' '$trained/in.json' 21" >> "$before"
+cat >> "$after" <<EOF
+score '$trained/model' '$final/adapter' '$trained/in.json' '$trained/peft.json'
+ref score '$final' '$trained/in.json' '$trained/merged-transformers.json'
+EOF
+"$py" "$peft" batch < "$before"
+for c in "${cases[@]}"; do
+  read -r dir family rank targets rslora <<< "$c"
+  "$score" --lora "$dir/peft-adapter" --save-lora "$dir/areal-adapter" "$dir/model" "$dir/in.json" "$dir/areal.json"
+  compare "$dir/peft.json" "$dir/areal.json" "$family r=$rank $targets rslora=$rslora: PEFT's adapter, PEFT vs areal"
+done
+"$host" sft --config "$src/configs/quickstart_format.yaml" "train.model_path=$trained/model" "experiment.output_dir=$trained/runs" \
   "sft.dataset=$src/configs/data/quickstart_format.jsonl" trainer.total_steps=8 train.lr=0.01 \
-  'train.lora={"rank": 4, "alpha": 8, "target_modules": ["q_proj", "o_proj", "up_proj"]}' 2> "$dir/sft.log" || { tail -20 "$dir/sft.log"; exit 1; }
-final=$dir/runs/quickstart_format/trial0/final
+  'train.lora={"rank": 4, "alpha": 8, "target_modules": ["q_proj", "o_proj", "up_proj"]}' 2> "$trained/sft.log" || { tail -20 "$trained/sft.log"; exit 1; }
 [ -f "$final/adapter/adapter_config.json" ] || { echo "FAIL: $final/adapter has no adapter_config.json"; exit 1; }
-cmp -s "$dir/model/model.safetensors" "$final/model.safetensors" && { echo "FAIL: final/ is the untouched base"; exit 1; }
-"$py" "$peft" score "$dir/model" "$final/adapter" "$dir/in.json" "$dir/peft.json"
-"$py" "$ref" score "$final" "$dir/in.json" "$dir/merged-transformers.json"
-"$score" "$final" "$dir/in.json" "$dir/merged-areal.json"
-"$score" --lora "$final/adapter" "$dir/model" "$dir/in.json" "$dir/adapter-areal.json"
-compare "$dir/peft.json" "$dir/merged-transformers.json" "trained: PEFT (base + adapter/) vs transformers (merged final/)"
-compare "$dir/peft.json" "$dir/merged-areal.json" "trained: PEFT vs areal on the merged final/"
-compare "$dir/peft.json" "$dir/adapter-areal.json" "trained: PEFT vs areal on base + adapter/"
+cmp -s "$trained/model/model.safetensors" "$final/model.safetensors" && { echo "FAIL: final/ is the untouched base"; exit 1; }
+"$py" "$peft" batch < "$after"
+for c in "${cases[@]}"; do
+  read -r dir family rank targets rslora <<< "$c"
+  compare "$dir/peft.json" "$dir/peft-reads-areal.json" "$family r=$rank $targets rslora=$rslora: the adapter areal wrote, read by PEFT"
+done
+"$score" "$final" "$trained/in.json" "$trained/merged-areal.json"
+"$score" --lora "$final/adapter" "$trained/model" "$trained/in.json" "$trained/adapter-areal.json"
+compare "$trained/peft.json" "$trained/merged-transformers.json" "trained: PEFT (base + adapter/) vs transformers (merged final/)"
+compare "$trained/peft.json" "$trained/merged-areal.json" "trained: PEFT vs areal on the merged final/"
+compare "$trained/peft.json" "$trained/adapter-areal.json" "trained: PEFT vs areal on base + adapter/"
 echo "versions: $("$py" -c 'import peft, transformers, torch; print("peft", peft.__version__, "transformers", transformers.__version__, "torch", torch.__version__)')"
 echo "lora vs peft: $compared log-probs, $((runs - failed)) passed, $failed failed (bound $bound)"

@@ -18,8 +18,12 @@ tests/python/vllm/requirements.lock).
       a mixture-of-experts model adds "experts" (each token's top-k experts per
       MoE layer, sorted) and "aux_loss" (transformers' load_balancing_loss_func
       of each sequence, as Qwen3MoeForCausalLM and GptOssForCausalLM compute it)
+  reference_logprobs_transformers.py batch < COMMANDS
+      each line of standard input one of the commands above (without the
+      script's name, shell-quoted), run in order in one process
 """
 import json
+import shlex
 import sys
 
 import torch
@@ -129,15 +133,32 @@ def sequence_logprobs(model, path_in):
     return out
 
 
-if __name__ == "__main__":
-    cmd = sys.argv[1]
+def run(argv):
+    """One command line of this script (its arguments after the script's name)."""
+    cmd = argv[0]
     if cmd == "perturb":
-        perturb(sys.argv[2], int(sys.argv[3]))
+        perturb(argv[1], int(argv[2]))
     elif cmd == "mxfp4":
-        mxfp4(sys.argv[2], sys.argv[3])
+        mxfp4(argv[1], argv[2])
     elif cmd == "sequences":
-        sequences(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+        sequences(argv[1], argv[2], int(argv[3]))
     elif cmd == "score":
-        score(sys.argv[2], sys.argv[3], sys.argv[4])
+        score(argv[1], argv[2], argv[3])
     else:
         sys.exit(f"unknown command {cmd}")
+
+
+def batch(lines, run_line=run):
+    """Each non-empty line, a shell-quoted command line, run in this process
+    in order: one interpreter start (importing torch and transformers takes
+    seconds) for a whole test's reference work."""
+    for line in lines:
+        if line.strip():
+            run_line(shlex.split(line))
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "batch":
+        batch(sys.stdin)
+    else:
+        run(sys.argv[1:])

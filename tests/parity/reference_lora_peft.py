@@ -10,11 +10,18 @@ tests/python/vllm/requirements.lock).
       RSLORA: 0 or 1
   reference_lora_peft.py score MODEL_DIR ADAPTER_DIR IN.json OUT.json
       IN: {"sequences": [[ids]]} -> OUT: {"logprobs": [[log p(ids[t] | ids[<t]), t >= 1]]}
+  reference_lora_peft.py ref COMMAND ...
+      one of reference_logprobs_transformers.py's commands
+  reference_lora_peft.py batch < COMMANDS
+      each line of standard input one of the commands above (without the
+      script's name, shell-quoted), run in order in one process
 """
 import json
 import sys
 
 import torch
+
+import reference_logprobs_transformers as reference  # beside this file
 
 
 def base(model_dir):
@@ -37,17 +44,26 @@ def make(model_dir, out, seed, rank, alpha, targets, rslora):
 def score(model_dir, adapter_dir, path_in, path_out):
     from peft import PeftModel
 
-    from reference_logprobs_transformers import sequence_logprobs  # beside this file
-
-    out = sequence_logprobs(PeftModel.from_pretrained(base(model_dir), adapter_dir), path_in)
+    out = reference.sequence_logprobs(PeftModel.from_pretrained(base(model_dir), adapter_dir), path_in)
     json.dump({"logprobs": out, "peft": __import__("peft").__version__}, open(path_out, "w"))
 
 
-if __name__ == "__main__":
-    cmd = sys.argv[1]
+def run(argv):
+    """One command line of this script; `ref ...` is one of
+    reference_logprobs_transformers.py's, run here."""
+    cmd = argv[0]
     if cmd == "make":
-        make(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6]), sys.argv[7], sys.argv[8] == "1")
+        make(argv[1], argv[2], int(argv[3]), int(argv[4]), float(argv[5]), argv[6], argv[7] == "1")
     elif cmd == "score":
-        score(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5])
+        score(argv[1], argv[2], argv[3], argv[4])
+    elif cmd == "ref":
+        reference.run(argv[1:])
     else:
         sys.exit(f"unknown command {cmd}")
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "batch":
+        reference.batch(sys.stdin, run)
+    else:
+        run(sys.argv[1:])
