@@ -10,8 +10,10 @@ set -euo pipefail
 /usr/bin/python3 -c "import torch" 2>/dev/null || { echo "python3-torch is missing: apt-get install python3-torch"; exit 1; }
 source "$(dirname "$0")/bench_env.sh" "$@"
 #            preset batch seqlen steps gen_requests gen_prompt gen_tokens
+# The third row: one request, as a single agent on a CPU serves.
 for row in "tiny   4     128    5     8            32         32" \
-           "small  4     128    3     8            32         32"; do
+           "small  4     128    3     8            32         32" \
+           "tiny   4     128    5     1            32         128"; do
   set -- $row
   preset=$1; shift
   "$build/bin/areal-host" init-model --family qwen3 --preset "$preset" --tokenizer "$tok" --out "$work/$preset" --seed 1 > /dev/null
