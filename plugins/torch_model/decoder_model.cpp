@@ -803,7 +803,9 @@ namespace {
 // the model's own bf16/fp16 operands where the CUDA product applies, else
 // from operands cast to the compute dtype (TF32 tensor cores for a bf16
 // model on CUDA). The engine's logits() and the trainer's log-probs
-// (TokenLogprob, InvariantTokenLogprob) compute the same product.
+// (TokenLogprob, InvariantTokenLogprob) compute the same product; on CPU a
+// step of one or two rows takes it row by row (below), so outside the
+// batch-invariant mode (32-row chunks) its rounding can differ in the last bit.
 bool fused_head_product(const torch::Tensor& rows, const torch::Tensor& w, torch::ScalarType compute) {
   return compute == torch::kFloat32 && rows.scalar_type() == w.scalar_type() && fused::float32_product_applies(rows.device(), w.scalar_type());
 }

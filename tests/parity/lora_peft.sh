@@ -13,7 +13,6 @@
 set -euo pipefail
 host=$1 score=$2 src=$(cd "$3" && pwd) work=$4
 py=$src/.venv-vllm/bin/python
-ref=$src/tests/parity/reference_logprobs_transformers.py
 peft=$src/tests/parity/reference_lora_peft.py
 [ -x "$py" ] || { echo "FAIL: $py is missing: run scripts/setup.sh with AREAL_TEST_PYTHON=1 (scripts/test.sh does)"; exit 1; }
 rm -rf "$work" && mkdir -p "$work"
@@ -91,3 +90,4 @@ compare "$trained/peft.json" "$trained/merged-areal.json" "trained: PEFT vs area
 compare "$trained/peft.json" "$trained/adapter-areal.json" "trained: PEFT vs areal on base + adapter/"
 echo "versions: $("$py" -c 'import peft, transformers, torch; print("peft", peft.__version__, "transformers", transformers.__version__, "torch", torch.__version__)')"
 echo "lora vs peft: $compared log-probs, $((runs - failed)) passed, $failed failed (bound $bound)"
+[ "$failed" = 0 ]

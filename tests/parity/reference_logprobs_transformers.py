@@ -82,14 +82,16 @@ def mxfp4(model_dir, quantized_dir):
     config = json.load(open(f"{quantized_dir}/config.json"))
     config["quantization_config"] = {"quant_method": "mxfp4", "modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router",
                                                                                          "model.embed_tokens", "lm_head"]}
-    json.dump(config, open(f"{quantized_dir}/config.json", "w"), indent=2)
+    with open(f"{quantized_dir}/config.json", "w") as f:  # closed before a later command reads it
+        json.dump(config, f, indent=2)
 
 
 def sequences(model_dir, out, seed):
     vocab = json.load(open(f"{model_dir}/config.json"))["vocab_size"]
     g = torch.Generator().manual_seed(seed)
     seqs = [torch.randint(vocab, (n,), generator=g).tolist() for n in (2, 9, 23, 64, 130)]
-    json.dump({"sequences": seqs}, open(out, "w"))
+    with open(out, "w") as f:  # closed before a later command reads it
+        json.dump({"sequences": seqs}, f)
 
 
 def score(model_dir, path_in, path_out):
@@ -103,7 +105,8 @@ def score(model_dir, path_in, path_out):
     out = {"logprobs": sequence_logprobs(model, path_in), "transformers": __import__("transformers").__version__, "torch": torch.__version__}
     if getattr(model.config, "num_experts", 0):
         out.update(moe_routing(model, path_in))
-    json.dump(out, open(path_out, "w"))
+    with open(path_out, "w") as f:
+        json.dump(out, f)
 
 
 def moe_routing(model, path_in):
@@ -154,7 +157,11 @@ def batch(lines, run_line=run):
     seconds) for a whole test's reference work."""
     for line in lines:
         if line.strip():
-            run_line(shlex.split(line))
+            try:
+                run_line(shlex.split(line))
+            except BaseException:
+                print(f"batch: failed at: {line.strip()}", file=sys.stderr)
+                raise
 
 
 if __name__ == "__main__":

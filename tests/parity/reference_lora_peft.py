@@ -45,7 +45,8 @@ def score(model_dir, adapter_dir, path_in, path_out):
     from peft import PeftModel
 
     out = reference.sequence_logprobs(PeftModel.from_pretrained(base(model_dir), adapter_dir), path_in)
-    json.dump({"logprobs": out, "peft": __import__("peft").__version__}, open(path_out, "w"))
+    with open(path_out, "w") as f:
+        json.dump({"logprobs": out, "peft": __import__("peft").__version__}, f)
 
 
 def run(argv):
