@@ -4,11 +4,16 @@
 #include <tuple>
 #include <vector>
 
+#include "core/sampling/sampling.hpp"
 #include "device.hpp"
 
 namespace areal::local_inference {
 
-bool cuts(const RowSampling& s, int64_t vocab) { return s.temperature > 0 && ((s.top_k > 0 && s.top_k < vocab) || s.top_p < 1.0); }
+bool cuts(const RowSampling& s, int64_t vocab) {
+  // The host sampler's test, so both paths agree on which rows are cut.
+  return s.temperature > 0 && !areal::sampling::samples_whole_distribution(static_cast<int32_t>(vocab), static_cast<float>(s.temperature),
+                                                                          static_cast<int32_t>(s.top_k), static_cast<float>(s.top_p));
+}
 
 namespace {
 
@@ -103,7 +108,7 @@ Drawn draw_rows(const torch::Tensor& raw, const std::vector<RowSampling>& rows, 
   // The log-prob under softmax(raw / T) (ABI convention), or raw (greedy, logprob_mode raw).
   const torch::Tensor lp_raw = raw.gather(1, tok), lp_scaled = scaled.gather(1, tok) - sum.log();
   torch::Tensor lp = raw_logprobs ? lp_raw : (any_greedy ? torch::where(is_greedy, lp_raw, lp_scaled) : lp_scaled);
-  return Drawn{tok, lp};
+  return Drawn{tok, lp, t};
 }
 
 }  // namespace areal::local_inference

@@ -24,6 +24,7 @@ struct RowSampling {
 struct Drawn {
   torch::Tensor tokens;    // [rows, 1] int64
   torch::Tensor logprobs;  // [rows, 1] float64
+  torch::Tensor temperatures;  // [rows, 1] float64 on the rows' device, greedy rows 1 (the temperature of their log-prob)
 };
 
 // Draws a token for each row of `raw` ([rows, vocab] float64 log-probs of

@@ -954,14 +954,10 @@ class LocalInference {
     const torch::Tensor tok = drawn.tokens;
     if (feed) next_tokens_.index_put_({upload(torch::tensor(slots, torch::kInt64), raw.device())}, tok.squeeze(1));
     torch::Tensor lp = drawn.logprobs;
-    if (invariant_ && !raw_logprobs_) {  // what the trainer recomputes, by the same function (greedy rows at temperature 1)
-      std::vector<double> temps;
-      for (const auto& p : params) temps.push_back(p.temperature > 0 ? p.temperature : 1.0);
-      lp = model_->sampled_logprobs(n == raw.size(0) ? logits : logits.index_select(0, device_rows), tok.squeeze(1),
-                                    upload(torch::tensor(temps, torch::kFloat64), raw.device()))
+    if (invariant_ && !raw_logprobs_)  // what the trainer recomputes, by the same function (greedy rows at temperature 1)
+      lp = model_->sampled_logprobs(n == raw.size(0) ? logits : logits.index_select(0, device_rows), tok.squeeze(1), drawn.temperatures.squeeze(1))
                .to(torch::kFloat64)
                .unsqueeze(1);
-    }
     d.drawn = areal::torch_model::HostCopy(torch::cat({tok.to(torch::kFloat64), lp}, 1));  // the step's one transfer
     return d;
   }
