@@ -965,11 +965,14 @@ void DecoderModel::set_batch_invariant(bool on) {
 
 namespace {
 
-// log p(target | h) = (h W^T / temperature)[target] - logsumexp(h W^T / temperature),
-// fused so the [T, vocab] logits are the only vocabulary-sized tensor: the
-// backward turns them into dlogits in place instead of allocating the
-// log_softmax output, the gather's dense gradient and log_softmax's gradient
-// (each as large as the logits, which dominate a small model's step).
+// log p(target | h) = log_softmax(h W^T / temperature)[target], fused so one
+// [T, vocab] tensor is all that stays for backward: the log-probabilities,
+// which the backward turns into dlogits in place (exp gives the softmax)
+// instead of allocating the gather's dense gradient and log_softmax's
+// gradient (each as large as the logits, which dominate a small model's
+// step). log_softmax is one kernel where logsumexp took four (max,
+// subtract, exp, sum) and a temporary as large, and the backward's softmax
+// is then one exp in place where it took a subtract and an exp.
 struct TokenLogprob : torch::autograd::Function<TokenLogprob> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor h, torch::Tensor w, torch::Tensor targets,
                                double temperature, int64_t compute) {
@@ -977,25 +980,24 @@ struct TokenLogprob : torch::autograd::Function<TokenLogprob> {
     Tf32Head tf32(h, w.scalar_type());
     torch::Tensor logits = head_logits(h, w, c);
     if (temperature != 1.0) logits.div_(temperature);
-    const torch::Tensor lse = logits.logsumexp(-1);
-    const torch::Tensor lp = logits.gather(1, targets.unsqueeze(1)).squeeze(1) - lse;
-    ctx->save_for_backward({h, w, targets, logits, lse});
+    const torch::Tensor all = torch::log_softmax(logits, -1);
+    logits = torch::Tensor();  // freed before anything else is allocated
+    ctx->save_for_backward({h, w, targets, all});
     ctx->saved_data["temperature"] = temperature;
-    return lp;
+    return all.gather(1, targets.unsqueeze(1)).squeeze(1);
   }
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx, torch::autograd::tensor_list grads) {
     auto saved = ctx->get_saved_variables();
-    const torch::Tensor &h = saved[0], &w = saved[1], &targets = saved[2], &lse = saved[4];
-    torch::Tensor d = saved[3];  // the logits, consumed: d = g * (onehot - softmax) / temperature
+    const torch::Tensor &h = saved[0], &w = saved[1], &targets = saved[2];
+    torch::Tensor d = saved[3].exp_();  // the log-probs, consumed: softmax, then d = g * (onehot - softmax) / temperature
     const torch::Tensor g = grads[0].to(d.scalar_type());
+    const double temperature = ctx->saved_data["temperature"].toDouble();
     if (half_precision_head(h, w, d.scalar_type())) {
-      const double temperature = ctx->saved_data["temperature"].toDouble();
-      const auto hw = half_precision_head_backward(d.sub_(lse.unsqueeze(1)).exp_(), targets, g.unsqueeze(1) / temperature, h, w, ctx->needs_input_grad(1));
+      const auto hw = half_precision_head_backward(d, targets, g.unsqueeze(1) / temperature, h, w, ctx->needs_input_grad(1));
       return {hw[0], hw[1], torch::Tensor(), torch::Tensor(), torch::Tensor()};
     }
-    d.sub_(lse.unsqueeze(1)).exp_().mul_(-g.unsqueeze(1));
+    d.mul_(-g.unsqueeze(1));
     d.scatter_add_(1, targets.unsqueeze(1), g.unsqueeze(1));
-    const double temperature = ctx->saved_data["temperature"].toDouble();
     if (temperature != 1.0) d.div_(temperature);
     const auto c = d.scalar_type();
     Tf32Head tf32(d, w.scalar_type());

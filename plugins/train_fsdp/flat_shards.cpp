@@ -50,12 +50,20 @@ void FlatShards::release() {
 }
 
 void FlatShards::accumulate_gradients() {
-  if (!grad_sum_.defined()) grad_sum_ = torch::zeros({padded_}, shard_.options());
   torch::NoGradGuard no_grad;
+  // The first micro-batch's gradients are copied in rather than added to
+  // zeros: one pass over the buffer fewer (a step of one micro-batch, the
+  // common case on a GPU, writes it once).
+  const bool first = !grad_sum_.defined();
+  if (first) grad_sum_ = torch::empty({padded_}, shard_.options());
   for (size_t i = 0; i < params_.size(); ++i) {
-    if (params_[i].grad().defined()) grad_sum_.narrow(0, offsets_[i], numels_[i]).add_(params_[i].grad().reshape(-1));
+    torch::Tensor slice = grad_sum_.narrow(0, offsets_[i], numels_[i]);
+    const torch::Tensor& g = params_[i].grad();
+    if (g.defined()) first ? slice.copy_(g.reshape(-1)) : slice.add_(g.reshape(-1));
+    else if (first) slice.zero_();  // no gradient (frozen, unused): a zero contribution
     params_[i].mutable_grad() = torch::Tensor();
   }
+  if (first && padded_ > total_) grad_sum_.narrow(0, total_, padded_ - total_).zero_();
 }
 
 torch::Tensor FlatShards::reduce_gradients() {
