@@ -616,7 +616,7 @@ class LocalInference {
         }
       }
       // One projection over every row: per-row adapter groups index the pass's rows.
-      x = after_attention(l, x, model_->o_proj(l, attended.size() == 1 ? attended[0] : torch::cat(attended, 0)), &moe);
+      x = after_attention(l, x, attended.size() == 1 ? attended[0] : torch::cat(attended, 0), &moe);
     }
     if (moe.record)  // requests recording routing compute their whole prompt
       for (size_t i = 0; i < order.size(); ++i)
@@ -667,7 +667,7 @@ class LocalInference {
         const torch::Tensor slot = paths.unsqueeze(1);
         return std::make_pair(kc.index({slot, at}), vc.index({slot, at}));  // [units, block, kv, hd]
       });
-      x = after_attention(l, x, model_->o_proj(l, heads));
+      x = after_attention(l, x, heads);
     }
     return x;
   }
@@ -682,10 +682,11 @@ class LocalInference {
     return q;
   }
 
-  // The rest of layer l: the residual of its attention output, then its MLP block.
-  torch::Tensor after_attention(int64_t l, const torch::Tensor& x, const torch::Tensor& attended, areal::torch_model::MoeRouting* moe = nullptr) {
-    const torch::Tensor x2 = x + attended;
-    return x2 + model_->mlp(l, model_->rms_norm(x2, model_->p("model.layers." + std::to_string(l) + ".post_attention_layernorm.weight")), moe);
+  // The rest of layer l from its attention heads ([rows, H*hd], before
+  // o_proj): the residual of its output, then its MLP block. x, the layer's
+  // input, is consumed (the residual adds may update it in place).
+  torch::Tensor after_attention(int64_t l, torch::Tensor x, const torch::Tensor& heads, areal::torch_model::MoeRouting* moe = nullptr) {
+    return model_->add_mlp_output(l, model_->add_attention_output(l, std::move(x), heads), moe);
   }
 
   // Which layers attend over the cache with the flash kernel (the others
@@ -899,7 +900,7 @@ class LocalInference {
     torch::Tensor x = torch::embedding(model_->p("model.embed_tokens.weight"), tokens);
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
       const torch::Tensor q = queries_caching_keys(l, x, rope, write_slots, positions);
-      x = after_attention(l, x, model_->attend_cached(l, q, cache_->keys(l), cache_->values(l), seen), moe);
+      x = after_attention(l, x, model_->attend_cached_heads(l, q, cache_->keys(l), cache_->values(l), seen), moe);
     }
     return model_->rms_norm(x, model_->p("model.norm.weight"));
   }

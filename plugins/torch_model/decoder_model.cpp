@@ -273,6 +273,11 @@ torch::Tensor DecoderModel::with_lora(int64_t layer, LoraModule m, const torch::
 
 torch::Tensor DecoderModel::mlp(int64_t layer, const torch::Tensor& x, MoeRouting* routing) const {
   if (moe_index_[static_cast<size_t>(layer)] >= 0) return moe(layer, x, routing);
+  const torch::Tensor act = gated(layer, x);
+  return with_lora(layer, LoraModule::kDown, act, project(act, p("model.layers." + std::to_string(layer) + ".mlp.down_proj.weight")));
+}
+
+torch::Tensor DecoderModel::gated(int64_t layer, const torch::Tensor& x) const {
   const std::string pre = "model.layers." + std::to_string(layer) + ".mlp.";
   torch::Tensor gate_base, up_base;
   if (!invariant_ && static_cast<size_t>(layer) < joined_gate_up_.size()) {  // join_projections: one product
@@ -287,8 +292,7 @@ torch::Tensor DecoderModel::mlp(int64_t layer, const torch::Tensor& x, MoeRoutin
   // silu's exp differs between libtorch's CPU vector code and its scalar
   // tails, which fall where a tensor's size puts them: fixed chunks in the
   // invariant mode (the product with up is one exact operation).
-  const torch::Tensor act = (invariant_ ? invariant::by_rows(gate, [](const torch::Tensor& g) { return torch::silu(g); }) : torch::silu(gate)) * up;
-  return with_lora(layer, LoraModule::kDown, act, project(act, p(pre + "down_proj.weight")));
+  return (invariant_ ? invariant::by_rows(gate, [](const torch::Tensor& g) { return torch::silu(g); }) : torch::silu(gate)) * up;
 }
 
 torch::Tensor DecoderModel::moe(int64_t layer, const torch::Tensor& x, MoeRouting* routing) const {
@@ -487,6 +491,25 @@ torch::Tensor DecoderModel::o_proj(int64_t layer, const torch::Tensor& heads) co
   return with_lora(layer, LoraModule::kO, heads, project(heads, p(pre + "weight"), config_.o_bias ? p(pre + "bias") : torch::Tensor()));
 }
 
+bool DecoderModel::adds_into_products(const torch::Tensor& x) const { return !invariant_ && !torch::GradMode::is_enabled() && x.dim() == 2; }
+
+torch::Tensor DecoderModel::add_attention_output(int64_t layer, torch::Tensor x, const torch::Tensor& heads) const {
+  if (!adds_into_products(x)) return x + o_proj(layer, heads);
+  const std::string pre = "model.layers." + std::to_string(layer) + ".self_attn.o_proj.";
+  x.addmm_(heads, p(pre + "weight").t());
+  if (config_.o_bias) x.add_(p(pre + "bias"));
+  return with_lora(layer, LoraModule::kO, heads, x);  // the adapter's term depends on the heads alone
+}
+
+torch::Tensor DecoderModel::add_mlp_output(int64_t layer, torch::Tensor x, MoeRouting* routing) const {
+  const std::string pre = "model.layers." + std::to_string(layer) + ".";
+  const torch::Tensor h = rms_norm(x, p(pre + "post_attention_layernorm.weight"));
+  if (!adds_into_products(x) || moe_index_[static_cast<size_t>(layer)] >= 0) return x + mlp(layer, h, routing);
+  const torch::Tensor act = gated(layer, h);
+  x.addmm_(act, p(pre + "mlp.down_proj.weight").t());
+  return with_lora(layer, LoraModule::kDown, act, x);
+}
+
 torch::Tensor DecoderModel::attend(int64_t layer, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t q_offset) const {
   return o_proj(layer, attend_heads(layer, q, k, v, q_offset));
 }
@@ -627,12 +650,12 @@ torch::Tensor DecoderModel::attend_cached_chunks(int64_t layer, const torch::Ten
   return o.defined() ? o.reshape({q.size(0), -1}) : o;
 }
 
-torch::Tensor DecoderModel::attend_cached(int64_t layer, const torch::Tensor& q, const torch::Tensor& k_cache, const torch::Tensor& v_cache,
-                                         const CachedKeys& keys) const {
+torch::Tensor DecoderModel::attend_cached_heads(int64_t layer, const torch::Tensor& q, const torch::Tensor& k_cache, const torch::Tensor& v_cache,
+                                               const CachedKeys& keys) const {
   const int64_t B = q.size(0), kv = k_cache.size(2), hd = config_.head_dim;
   if (flash_cached(layer))
     if (const torch::Tensor o = fused::cached_attention(q, k_cache, v_cache, keys.counts, keys.cu_queries, keys.cu_keys, 1); o.defined())
-      return o_proj(layer, o.reshape({B, -1}));
+      return o.reshape({B, -1});
   const torch::Tensor& allowed = config_.attention_window(layer) > 0 ? keys.allowed_sliding : keys.allowed;
   if (!allowed.defined()) throw Error(AREAL_CODE_INTERNAL, "decode attention: the flash kernel did not serve and the step has no key mask");
   // [B, kv, width, hd] views of the cache's first rows.
@@ -653,7 +676,7 @@ torch::Tensor DecoderModel::attend_cached(int64_t layer, const torch::Tensor& q,
     else scores = scores + allowed.to(scores.scalar_type());
     o = torch::matmul(attention_probs(layer, scores, {1, kv, groups, 1}, q.scalar_type()), v);
   }
-  return o_proj(layer, o.reshape({B, -1}));
+  return o.reshape({B, -1});
 }
 
 torch::Tensor DecoderModel::layer_forward(int64_t layer, const torch::Tensor& x, const torch::Tensor& rope, const AttentionLayout& layout,

@@ -183,7 +183,17 @@ class DecoderModel {
   // attend without o_proj: [S, H*hd].
   torch::Tensor attend_heads(int64_t layer, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t q_offset) const;
   torch::Tensor o_proj(int64_t layer, const torch::Tensor& heads) const;  // [S, H*hd] -> [S, hidden]
-  // Which keys each row of a decode step sees (attend_cached), or each
+  // Serving's residual adds, the rest of a layer after attention: x +
+  // o_proj(heads), then x + mlp(post-attention norm of x). Without autograd
+  // and outside batch-invariant mode the dense products add into x
+  // themselves (addmm with beta 1; x [S, hidden] is consumed, updated in
+  // place): two kernels a layer fewer, which a small decode step's time
+  // follows, and in bf16 each sum rounded once instead of twice. Elsewhere (the
+  // trainer, whose no-grad recompute must equal its training forward; the
+  // invariant mode; MoE layers) the sums are separate additions.
+  torch::Tensor add_attention_output(int64_t layer, torch::Tensor x, const torch::Tensor& heads) const;
+  torch::Tensor add_mlp_output(int64_t layer, torch::Tensor x, MoeRouting* routing = nullptr) const;
+  // Which keys each row of a decode step sees (attend_cached_heads), or each
   // sequence of a prefill continuing its slot (attend_cached_chunks): row
   // or sequence b's keys are rows [0, counts[b]) of its cache slot.
   struct CachedKeys {
@@ -204,8 +214,8 @@ class DecoderModel {
   // One new token per row over that row's cached keys, all rows at once
   // (batched decoding): q [B, H, hd], k_cache/v_cache the layer's cache,
   // token-major [slots >= B, capacity, kv_heads, hd] (slot i is row i's), read
-  // in place: no gather, no copy for grouped-query heads. [B, H*hd] after o_proj.
-  torch::Tensor attend_cached(int64_t layer, const torch::Tensor& q, const torch::Tensor& k_cache, const torch::Tensor& v_cache,
+  // in place: no gather, no copy for grouped-query heads. [B, H*hd] before o_proj.
+  torch::Tensor attend_cached_heads(int64_t layer, const torch::Tensor& q, const torch::Tensor& k_cache, const torch::Tensor& v_cache,
                               const CachedKeys& keys) const;
   // New tokens of several sequences, each continuing its cache slot (its
   // keys and values already written), in one flash call where
@@ -233,6 +243,10 @@ class DecoderModel {
   // x W^T (+ b): one matmul, or fixed-size row chunks in batch-invariant mode.
   torch::Tensor project(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b = {}) const;
   torch::Tensor norm_rows(const torch::Tensor& x, const torch::Tensor& w) const;  // rms_norm's math
+  // A dense MLP's input to its down projection: silu(gate) * up, [S, I].
+  torch::Tensor gated(int64_t layer, const torch::Tensor& x) const;
+  // Whether add_attention_output / add_mlp_output add inside the product.
+  bool adds_into_products(const torch::Tensor& x) const;
   // y (x's projection through the base weight) plus the adapter's term, if any.
   torch::Tensor with_lora(int64_t layer, LoraModule m, const torch::Tensor& x, torch::Tensor y) const;
   // Causal attention of G padded query blocks over G key blocks: q [G, Lq,

@@ -26,6 +26,7 @@
 #include "core/plugin_host/plugin_instance.hpp"
 #include "core/plugin_host/string_writer.hpp"
 #include "decoder_model.hpp"
+#include "lora_adapter.hpp"
 #include "mean_nll_loss.hpp"
 #include "model_dir_once.hpp"
 #include "scoped_env.hpp"
@@ -191,6 +192,55 @@ TEST_P(PerFamily, SavingALoadedModelWritesByteIdenticalFiles) {
   const std::string out = areal::testing::test_temp_dir("torch-" + GetParam() + "-resaved");
   m.save(out, "float32");
   EXPECT_EQ(slurp(out + "/model.safetensors"), slurp(src + "/model.safetensors"));
+}
+
+// Serving adds each layer's attention output and MLP output to the residual
+// inside the products (addmm into x, which they consume): the sums are
+// x + o_proj(heads) and x + mlp(norm(x)), with an o_proj bias and with a
+// LoRA adapter on o_proj and down_proj too. Under autograd (the trainer,
+// whose no-grad recompute must equal its training forward) they are the
+// separate sums, bit for bit, and x is left alone.
+TEST_P(PerFamily, ServingResidualAddsEqualTheSeparateSums) {
+  const DecoderModel loaded = DecoderModel::load(tiny_model(GetParam()), torch::kFloat64);
+  auto biased_config = loaded.config();
+  biased_config.o_bias = true;
+  DecoderModel biased(biased_config, torch::kFloat64, 3);
+  torch::manual_seed(5);
+  {
+    torch::NoGradGuard no_grad;
+    for (int64_t l = 0; l < biased_config.num_hidden_layers; ++l)
+      const_cast<torch::Tensor&>(biased.p("model.layers." + std::to_string(l) + ".self_attn.o_proj.bias")).normal_(0.0, 0.5);
+  }
+  auto adapter = std::make_shared<areal::torch_model::LoraAdapter>(areal::torch_model::LoraAdapter::init(
+      areal::torch_model::LoraConfig::from_json(nlohmann::json{{"rank", 4}, {"target_modules", {"o_proj", "down_proj"}}}, "lora"), loaded.config(), 7,
+      torch::kCPU, torch::kFloat64));
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& t : adapter->parameters()) t.add_(torch::randn_like(t) * 0.2);  // B != 0: the adapter's terms count
+  }
+  DecoderModel with_adapter = DecoderModel::load(tiny_model(GetParam()), torch::kFloat64);
+  with_adapter.set_lora(adapter);
+  for (const DecoderModel* m : std::vector<const DecoderModel*>{&loaded, &biased, &with_adapter}) {
+    const auto& c = m->config();
+    const int64_t rows = 5, heads_width = c.num_attention_heads * c.head_dim;
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+      const std::string post_norm = "model.layers." + std::to_string(l) + ".post_attention_layernorm.weight";
+      const torch::Tensor x = torch::randn({rows, c.hidden_size}, torch::kFloat64), heads = torch::randn({rows, heads_width}, torch::kFloat64);
+      {
+        torch::NoGradGuard no_grad;
+        const torch::Tensor want = x + m->o_proj(l, heads);
+        torch::Tensor consumed = x.clone();
+        const torch::Tensor got = m->add_attention_output(l, consumed, heads);
+        EXPECT_TRUE(torch::allclose(got, want, 1e-12, 1e-12)) << "layer " << l << ": attention residual";
+        EXPECT_FALSE(torch::equal(consumed, x)) << "layer " << l << ": the product did not add into x";
+        const torch::Tensor want2 = got + m->mlp(l, m->rms_norm(got, m->p(post_norm)));
+        EXPECT_TRUE(torch::allclose(m->add_mlp_output(l, got.clone()), want2, 1e-12, 1e-12)) << "layer " << l << ": MLP residual";
+      }
+      const torch::Tensor kept = x.clone();
+      EXPECT_TRUE(torch::equal(m->add_attention_output(l, kept, heads), x + m->o_proj(l, heads))) << "under autograd: the separate sum";
+      EXPECT_TRUE(torch::equal(kept, x)) << "under autograd x is not consumed";
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, PerFamily, ::testing::Values("qwen3", "qwen2", "llama3"));
