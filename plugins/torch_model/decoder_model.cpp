@@ -204,14 +204,15 @@ torch::Tensor DecoderModel::norm_rows(const torch::Tensor& x, const torch::Tenso
   // On CUDA one kernel instead of eight (Qwen3 has four norms a layer, which
   // dominated the kernel count of a decode step): it reduces in float32 too,
   // and rounds the weighted result once where HF rounds before the weight.
-  if (x.is_cuda() && x.scalar_type() != torch::kFloat64 && w.scalar_type() == x.scalar_type())
-    return std::get<0>(at::_fused_rms_norm(x, {w.size(0)}, w, config_.rms_norm_eps));
+  if (x.is_cuda() && x.scalar_type() != torch::kFloat64 && (!w.defined() || w.scalar_type() == x.scalar_type()))
+    return std::get<0>(at::_fused_rms_norm(x, {x.size(-1)}, w.defined() ? std::optional<at::Tensor>(w) : std::nullopt, config_.rms_norm_eps));
 #endif
   // In float32 at least, as HF's RMSNorm does, then back to the input dtype.
   const auto compute = x.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
   const torch::Tensor xf = x.to(compute);
   const torch::Tensor var = xf.pow(2).mean(-1, /*keepdim=*/true);
-  return w * (xf * torch::rsqrt(var + config_.rms_norm_eps)).to(x.scalar_type());
+  const torch::Tensor normalized = (xf * torch::rsqrt(var + config_.rms_norm_eps)).to(x.scalar_type());
+  return w.defined() ? w * normalized : normalized;
 }
 
 torch::Tensor DecoderModel::rope_table(const torch::Tensor& positions) const {
@@ -390,9 +391,26 @@ void DecoderModel::qkv(int64_t layer, const torch::Tensor& x, const torch::Tenso
   q = proj(LoraModule::kQ, 0, H);
   k = proj(LoraModule::kK, H, kv);
   v = proj(LoraModule::kV, H + kv, kv);
-  if (config_.qk_norm) {  // Qwen3: RMSNorm over each head before RoPE
+  // q's and k's heads side by side in the joined product (serving, no
+  // adapter on q or k): RoPE, and Qwen3's norms, can run on them in place.
+  const bool in_place = joined.defined() && q.data_ptr() == joined.data_ptr() &&
+                        k.data_ptr() == static_cast<const char*>(joined.data_ptr()) + H * hd * joined.element_size();
+  torch::Tensor qk_heads;  // [S, H + kv, hd] when in place
+  if (config_.qk_norm && in_place) {
+    // Qwen3 serving: every head of the product normalized by one call (v's
+    // too, unused), then q's and k's scaled by their weights in place (HF's
+    // order: rounded before the weight), where each norm first copied its
+    // strided heads and a copy joined them after: three kernels a layer
+    // where five ran, which a small decode step's time follows.
+    const torch::Tensor normalized = rms_norm(joined.view({S, -1, hd}), torch::Tensor());
+    normalized.narrow(1, 0, H).mul_(p(pre + "q_norm.weight"));
+    normalized.narrow(1, H, kv).mul_(p(pre + "k_norm.weight"));
+    qk_heads = normalized.narrow(1, 0, H + kv);
+  } else if (config_.qk_norm) {  // Qwen3: RMSNorm over each head before RoPE
     q = rms_norm(q, p(pre + "q_norm.weight"));
     k = rms_norm(k, p(pre + "k_norm.weight"));
+  } else if (in_place) {
+    qk_heads = joined.narrow(1, 0, (H + kv) * hd).view({S, H + kv, hd});
   }
   if (invariant_) {  // the bitwise mode keeps its own kernel shapes
     q = apply_rope(q, rope);
@@ -401,11 +419,9 @@ void DecoderModel::qkv(int64_t layer, const torch::Tensor& x, const torch::Tenso
   }
   // RoPE once over q and k side by side: a small decode step is bound by its
   // kernel count, and this takes three kernels a layer away (two where the
-  // heads are joined by a copy: Qwen3's norms, an adapter's q or k). The
-  // joined product already holds them side by side otherwise.
-  const bool in_place = joined.defined() && q.data_ptr() == joined.data_ptr() &&
-                        k.data_ptr() == static_cast<const char*>(joined.data_ptr()) + H * hd * joined.element_size();
-  const torch::Tensor qk = apply_rope(in_place ? joined.narrow(1, 0, (H + kv) * hd).view({S, H + kv, hd}) : torch::cat({q, k}, 1), rope);
+  // heads are joined by a copy: the trainer's separate products, an
+  // adapter's q or k).
+  const torch::Tensor qk = apply_rope(qk_heads.defined() ? qk_heads : torch::cat({q, k}, 1), rope);
   q = qk.narrow(1, 0, H);
   k = qk.narrow(1, H, kv);
 }

@@ -152,6 +152,7 @@ class DecoderModel {
   torch::Device device() const { return device_; }
 
   // Layer math, public for the KV-cache decoder of the inference plugin.
+  // RMSNorm over x's last dimension, scaled by w (undefined: not scaled).
   torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& w) const;
   // cos and sin of the rotary angles at `positions` ([S] int64), computed
   // once per forward for every layer: [2, S, 1, hd] in the model's dtype,

@@ -243,6 +243,37 @@ TEST_P(PerFamily, ServingResidualAddsEqualTheSeparateSums) {
   }
 }
 
+// Serving joins each layer's q, k and v projections into one product
+// (join_projections) and then works on q's and k's heads in place: RoPE
+// and Qwen3's per-head norms (one call over every head, then each scaled by
+// its weight). Queries, keys and values are the separate products' ones.
+TEST_P(PerFamily, JoinedProjectionsGiveTheSameQueriesKeysAndValues) {
+  const DecoderModel separate = DecoderModel::load(tiny_model(GetParam()), torch::kFloat64);
+  DecoderModel joined = DecoderModel::load(tiny_model(GetParam()), torch::kFloat64);
+  joined.join_projections();
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(11);
+  const auto& c = separate.config();
+  // Norm weights other than init-model's ones, the same in both, so a weight applied to the wrong heads shows.
+  for (int64_t l = 0; l < c.num_hidden_layers && c.qk_norm; ++l)
+    for (const char* norm : {"q_norm", "k_norm"}) {
+      const std::string name = "model.layers." + std::to_string(l) + ".self_attn." + norm + ".weight";
+      const torch::Tensor w = torch::rand({c.head_dim}, torch::kFloat64) + 0.5;
+      const_cast<torch::Tensor&>(separate.p(name)).copy_(w);
+      const_cast<torch::Tensor&>(joined.p(name)).copy_(w);
+    }
+  const torch::Tensor x = torch::randn({6, c.hidden_size}, torch::kFloat64);
+  const torch::Tensor rope = separate.rope_table(torch::tensor({0, 1, 2, 40, 41, 300}, torch::kInt64));
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    torch::Tensor q0, k0, v0, q1, k1, v1;
+    separate.qkv(l, x, rope, q0, k0, v0);
+    joined.qkv(l, x, rope, q1, k1, v1);
+    EXPECT_TRUE(torch::allclose(q1, q0, 1e-12, 1e-12)) << "layer " << l << ": queries";
+    EXPECT_TRUE(torch::allclose(k1, k0, 1e-12, 1e-12)) << "layer " << l << ": keys";
+    EXPECT_TRUE(torch::allclose(v1, v0, 1e-12, 1e-12)) << "layer " << l << ": values";
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, PerFamily, ::testing::Values("qwen3", "qwen2", "llama3"));
 
 TEST(DecoderModel, BadInputsAreClearErrors) {
