@@ -6,7 +6,7 @@
 // the whole cache viewed as [slots * capacity, kv_heads, head_dim] is a
 // packed batch whose sequence i starts at row i * capacity: a decode step
 // attends over each row's first keys in one varlen call, reading no key past
-// them (DecoderModel::attend_cached). Scheduler thread only.
+// them (DecoderModel::attend_cached_heads). Scheduler thread only.
 #pragma once
 
 #include <cstdint>

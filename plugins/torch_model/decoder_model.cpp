@@ -402,7 +402,7 @@ void DecoderModel::qkv(int64_t layer, const torch::Tensor& x, const torch::Tenso
     // order: rounded before the weight), where each norm first copied its
     // strided heads and a copy joined them after: three kernels a layer
     // where five ran, which a small decode step's time follows.
-    const torch::Tensor normalized = rms_norm(joined.view({S, -1, hd}), torch::Tensor());
+    const torch::Tensor normalized = rms_norm(joined.view({S, H + 2 * kv, hd}), torch::Tensor());
     normalized.narrow(1, 0, H).mul_(p(pre + "q_norm.weight"));
     normalized.narrow(1, H, kv).mul_(p(pre + "k_norm.weight"));
     qk_heads = normalized.narrow(1, 0, H + kv);

@@ -188,10 +188,12 @@ class DecoderModel {
   // o_proj(heads), then x + mlp(post-attention norm of x). Without autograd
   // and outside batch-invariant mode the dense products add into x
   // themselves (addmm with beta 1; x [S, hidden] is consumed, updated in
-  // place): two kernels a layer fewer, which a small decode step's time
-  // follows, and in bf16 each sum rounded once instead of twice. Elsewhere (the
-  // trainer, whose no-grad recompute must equal its training forward; the
-  // invariant mode; MoE layers) the sums are separate additions.
+  // place): a kernel a sum fewer (two a dense layer without an o_proj
+  // bias; a bias or an adapter term is then added after), which a small
+  // decode step's time follows, and in bf16 the product and residual
+  // rounded once. Elsewhere (the trainer, whose no-grad recompute must equal
+  // its training forward; the invariant mode; an MoE layer's MLP) the sums
+  // are separate additions.
   torch::Tensor add_attention_output(int64_t layer, torch::Tensor x, const torch::Tensor& heads) const;
   torch::Tensor add_mlp_output(int64_t layer, torch::Tensor x, MoeRouting* routing = nullptr) const;
   // Which keys each row of a decode step sees (attend_cached_heads), or each
