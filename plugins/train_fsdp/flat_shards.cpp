@@ -73,6 +73,11 @@ torch::Tensor FlatShards::reduce_gradients() {
   return group_.reduce_scatter_sum(flat);
 }
 
+void FlatShards::discard_gradients() {
+  grad_sum_ = torch::Tensor();
+  for (auto& p : params_) p.mutable_grad() = torch::Tensor();
+}
+
 void FlatShards::master_updated() {
   if (group_.world_size() == 1 && mixed_) {
     torch::NoGradGuard no_grad;

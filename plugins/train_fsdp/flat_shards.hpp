@@ -41,6 +41,9 @@ class FlatShards {
   // Sums every rank's accumulated gradients and returns this rank's slice of
   // the sum, in the master dtype; clears the accumulator and the parameters' gradients.
   torch::Tensor reduce_gradients();
+  // Drops every gradient held: the accumulator's sums and the parameters'
+  // own. A step whose micro-batch threw part-way leaves both behind.
+  void discard_gradients();
   // After the optimizer changed the master slice: the compute copy follows
   // (one rank; with more, the next gather() casts).
   void master_updated();

@@ -348,6 +348,9 @@ class FsdpTrain {
     }
     areal::torch_model::reset_peak_memory(device_);
     Gathered full(*shards_);
+    // A step starts from no gradients: one that threw part-way (a loss that
+    // failed on its second micro-batch) must not leak its sums into this one.
+    shards_->discard_gradients();
     torch::Tensor replay = replay_source(batch, T);
     if (routing_replay_ == "recompute") {
       // The first pass's experts when compute_logprobs saw this very batch; else a no-grad pass now.
