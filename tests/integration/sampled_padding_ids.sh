@@ -49,8 +49,8 @@ sampled = []  # completion tokens of each call, to find in the export
 # 8,000 tokens about one run in ten).
 no_end = {"151645": -100, "151643": -100}
 r = post("/v1/chat/completions", chat(temperature=1.0, max_tokens=30000, logit_bias=no_end), key)
-sampled.append(r["usage"]["completion_tokens"])
 u = r["usage"]
+sampled.append(u["completion_tokens"])
 print(f"T=1, max_tokens 30000: 200, {u['completion_tokens']} tokens after {u['prompt_tokens']} prompt tokens, finish {r['choices'][0]['finish_reason']}")
 assert r["choices"][0]["finish_reason"] == "length", r["choices"][0]["finish_reason"]
 assert u["prompt_tokens"] + u["completion_tokens"] == 8192, u
