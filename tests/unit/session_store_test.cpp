@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 #include <chrono>
+#include <memory>
+#include <set>
 
 #include "core/plugin_host/error.hpp"
 #include "tests/support/error_code.hpp"
@@ -121,6 +123,35 @@ TEST(SessionStore, TakeFinishedWaitsForAnEndedSessionAndRemovesIt) {
   // Taken means gone: neither a second take nor an export finds it.
   EXPECT_FALSE(store.take_finished(std::chrono::milliseconds(5), 1.0, ExportStyle::kIndividual).has_value());
   EXPECT_THROW(store.export_session(s->id, 1.0, ExportStyle::kIndividual), areal::Error);
+}
+
+TEST(SessionStore, EveryWaitingTakerGetsOneOfTheSessionsEndedOneByOne) {
+  // The trainer waits with one taker per rollout slot; an end wakes one of
+  // them (notify_one). A wake-up lost on the way leaves a taker asleep until
+  // its timeout (then it finds the session): each must be woken long before.
+  SessionStore store({"admin-secret", -1, 3600});
+  constexpr int kTakers = 8;
+  std::vector<std::shared_ptr<areal::proxy::Session>> sessions;
+  for (int i = 0; i < kTakers; ++i) sessions.push_back(store.start("task", "", "").session);
+  std::vector<std::string> taken(kTakers);
+  std::vector<std::thread> takers;
+  for (int i = 0; i < kTakers; ++i)
+    takers.emplace_back([&, i] {
+      auto t = store.take_finished(std::chrono::seconds(20), 1.0, ExportStyle::kIndividual);
+      if (t) taken[i] = t->session_id;
+    });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let them wait
+  const auto first_end = std::chrono::steady_clock::now();
+  for (auto& s : sessions) {
+    store.end(s);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  for (auto& t : takers) t.join();
+  // Far from the 20 s timeout, however slow the machine: woken, not timed out.
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - first_end).count(), 10.0);
+  std::set<std::string> distinct(taken.begin(), taken.end());
+  EXPECT_EQ(distinct.size(), static_cast<size_t>(kTakers));
+  EXPECT_EQ(distinct.count(""), 0u) << "a taker returned without a session";
 }
 
 TEST(SessionStore, ABadDiscountLosesNoSession) {

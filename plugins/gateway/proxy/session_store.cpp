@@ -140,7 +140,7 @@ StartedSession SessionStore::start(const std::string& task_id, const std::string
       } else {
         if (refreshed) {  // memory only: ended now, handed out now
           finished_order_.push_back(refreshed->id);
-          finished_cv_.notify_all();
+          finished_cv_.notify_one();
         }
         throw Error(AREAL_CODE_RESOURCE_EXHAUSTED, "No available capacity to start a new session");
       }
@@ -185,7 +185,7 @@ StartedSession SessionStore::start(const std::string& task_id, const std::string
   if (refreshed) {  // handed out only once its end is committed
     std::lock_guard<std::mutex> lock(mutex_);
     finished_order_.push_back(refreshed->id);
-    finished_cv_.notify_all();
+    finished_cv_.notify_one();
   }
   if (!out.session) throw Error(AREAL_CODE_RESOURCE_EXHAUSTED, "No available capacity to start a new session");
   return out;
@@ -242,7 +242,7 @@ size_t SessionStore::end(const std::shared_ptr<Session>& s, const std::string& r
   // The store lock after the session's (never both in the other order than start() takes them).
   std::lock_guard<std::mutex> lock(mutex_);
   finished_order_.push_back(s->id);
-  finished_cv_.notify_all();
+  finished_cv_.notify_one();
   return n;
 }
 
@@ -312,7 +312,7 @@ void SessionStore::reattach(const std::shared_ptr<Session>& s) {
   std::lock_guard<std::mutex> lock(mutex_);
   sessions_[s->id] = s;
   finished_order_.push_front(s->id);  // first in line again
-  finished_cv_.notify_all();
+  finished_cv_.notify_one();
 }
 
 recorder::SessionTrajectory SessionStore::export_session(const std::string& session_id, double discount, recorder::ExportStyle style) {
