@@ -85,12 +85,10 @@ fi
 #   .venv-vllm   real vLLM on CPU and AReaL's own code: torch 2.x, 188
 #                packages, about 3 GB, so by uv (pinned), which fetches in
 #                parallel where pip takes minutes
-# Both are byte-compiled at install (pip does by default; uv only when asked):
-# where PYTHONDONTWRITEBYTECODE is set (these machines) nothing else writes .pyc
-# files, and then every vLLM start compiles torch, transformers and vLLM from
-# source in each of its three processes (25 s instead of 12 s an import on 2
-# cores; a test's server up in 95 s instead of 51). The stamp names the recipe
-# as well as the lock, so a venv made by an older recipe is made again.
+# Both are byte-compiled at install: uv does not by default, and with
+# PYTHONDONTWRITEBYTECODE set nothing else would (docs/backends.md, "Real vLLM
+# on CPU", has what that costs). The stamp names the recipe as well as the
+# lock, so a venv made by an older recipe is made again.
 install_locked_venv() {  # install_locked_venv VENV LOCK pip|uv
   local venv=$1 lock=$2
   local stamp
