@@ -48,6 +48,25 @@ if(C10_CUDA_LIBRARY)
     target_include_directories(areal_torch SYSTEM INTERFACE ${AREAL_NCCL_INCLUDE_DIR})
   endif()
 endif()
+# areal's own CUDA kernels (plugins/torch_model/cuda_kernels) need nvcc too:
+# AUTO builds them when a CUDA libtorch and nvcc are found (CUDACXX or
+# CMAKE_CUDA_COMPILER name one off PATH), ON requires them, OFF leaves them
+# out (the engine then runs libtorch's kernels only). Real architectures
+# 8.0 (A100) and 9.0 (H100/H200), and 9.0's PTX for newer cards to compile.
+set(AREAL_CUDA_KERNELS AUTO CACHE STRING "areal's own CUDA kernels: AUTO, ON or OFF")
+set(AREAL_CUDA_ARCHITECTURES "80-real;90" CACHE STRING "CUDA architectures of areal's own kernels")
+set(AREAL_HAS_CUDA_KERNELS OFF)
+if(AREAL_TORCH_HAS_CUDA AND NOT AREAL_CUDA_KERNELS STREQUAL "OFF")
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    enable_language(CUDA)
+    set(AREAL_HAS_CUDA_KERNELS ON)
+  endif()
+endif()
+if(AREAL_CUDA_KERNELS STREQUAL "ON" AND NOT AREAL_HAS_CUDA_KERNELS)
+  message(FATAL_ERROR "AREAL_CUDA_KERNELS=ON needs a CUDA libtorch and nvcc (set CUDACXX to nvcc's path)")
+endif()
 set(_areal_nccl "none")
 set(_areal_gloo "none")
 if(AREAL_NCCL_INCLUDE_DIR)
@@ -56,4 +75,5 @@ endif()
 if(AREAL_GLOO_INCLUDE_DIR)
   set(_areal_gloo "${AREAL_GLOO_INCLUDE_DIR}")
 endif()
-message(STATUS "libtorch ${Torch_VERSION} at ${Torch_DIR}: CUDA ${AREAL_TORCH_HAS_CUDA}, NCCL headers ${_areal_nccl}, Gloo headers ${_areal_gloo}")
+message(STATUS "libtorch ${Torch_VERSION} at ${Torch_DIR}: CUDA ${AREAL_TORCH_HAS_CUDA}, NCCL headers ${_areal_nccl}, Gloo headers ${_areal_gloo}, "
+               "areal's CUDA kernels ${AREAL_HAS_CUDA_KERNELS}")

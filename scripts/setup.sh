@@ -85,6 +85,8 @@ fi
 #   .venv-vllm   real vLLM on CPU and AReaL's own code: torch 2.x, 188
 #                packages, about 3 GB, so by uv (pinned), which fetches in
 #                parallel where pip takes minutes
+#   .venv-nvcc   nvcc and CUDA's headers (NVIDIA's wheels, about 270 MB), to
+#                compile areal's own CUDA kernels where there is no GPU
 # Both are byte-compiled at install: uv does not by default, and with
 # PYTHONDONTWRITEBYTECODE set nothing else would (docs/backends.md, "Real vLLM
 # on CPU", has what that costs). The stamp names the recipe as well as the
@@ -109,6 +111,7 @@ install_locked_venv() {  # install_locked_venv VENV LOCK pip|uv
 if [ "${AREAL_TEST_PYTHON:-0}" = 1 ]; then
   install_locked_venv .venv-tests tests/python/requirements.lock pip
   install_locked_venv .venv-vllm tests/python/vllm/requirements.lock uv
+  install_locked_venv .venv-nvcc tests/python/nvcc/requirements.lock pip
 fi
 
 # libtorch: the one inside an installed PyTorch with CUDA when there is one

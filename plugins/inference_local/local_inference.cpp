@@ -135,6 +135,7 @@ class LocalInference {
     "prefix_cache": {"type": "boolean", "default": true, "doc": "A prompt that begins as an earlier one did (the n samples of a GRPO group, an agent's next turn resending the conversation) copies that prefix's keys and values from the cache slot holding them and computes only the rest; slots keep their rows after their request ends until another takes them (the cache then stays allocated while idle). Rows count only for the same adapter and weights; requests recording MoE routing compute their whole prompt. info() reports prompt_tokens, cached_tokens and hit_rate."},
     "logprob_mode": {"type": "string", "enum": ["sampling", "raw"], "default": "sampling", "doc": "sampling: log-probs of softmax(logits / temperature), the ABI's convention and what training recomputes. raw: temperature-1 log-probs, which break that convention; only for test servers that emulate vLLM's or SGLang's raw mode."},
     "overlap": {"type": "string", "enum": ["auto", "on", "off"], "default": "auto", "doc": "Whether the host reads a decode step's tokens while the device computes the next step (one step in flight ahead), so the host's work per step (delivering tokens, stop checks, queuing the next step) hides behind the GPU's instead of leaving it idle. A request that ends on a stop token or string has then had one more row computed and dropped. Steps with a row sampled on the host (penalties, logit_bias, structured output), recording MoE routing, or in batch_invariant mode are read before the next is queued. auto: on with CUDA, off on CPU (where kernels run as they are called, so nothing overlaps). on: also on CPU (tests)."},
+    "decode_kernels": {"type": "boolean", "default": true, "doc": "On CUDA in bfloat16/float16, each decode layer's per-head norms, RoPE and KV-cache writes run as one of areal's own kernels, and silu(gate) * up as another, where libtorch takes about ten (a small model's decode step is bound by its kernel count). Each is checked against its libtorch computation on the device at start and left out, with a line on stderr, if it differs; they round as libtorch does, up to the order of float32 sums. Needs a build with nvcc (docs/gpu.md); ignored on CPU and in batch_invariant mode. false: libtorch's kernels only (to measure what they gain)."},
     "threads": {"type": "integer", "default": 0, "minimum": 0, "doc": "Torch intra-op threads; 0 keeps the default."},
     "batch_invariant": {"type": "boolean", "default": false, "doc": "Compute every token as if it were alone in its batch (fixed-shape chunks, attention in fixed key blocks): the recorded log-probs then equal, bit for bit, those the fsdp trainer recomputes with its own batch_invariant on the same weights (docs/gpu.md, \"Bitwise mode\"). Slower, and decode steps run without CUDA graphs; dense models with plain causal attention only. Log-probs of rows sampled on the host (penalties, logit_bias, structured output) are those of their reshaped distribution as always."},
     "adapters": {"type": "object", "default": {}, "doc": "LoRA adapters loaded at start, name -> PEFT adapter folder (adapter_config.json + adapter_model.safetensors), each at version 0. Requests choose one by name (the OpenAI 'model' field through the gateway); more can be loaded and replaced while serving (load_adapter)."}
@@ -169,6 +170,7 @@ class LocalInference {
     // kept (batch-invariant mode computes what the trainer does: separate products).
     if (!invariant_) model_->join_projections();
     model_->keep_float32_head();
+    model_->use_decode_kernels(!invariant_ && c.value("decode_kernels", true));
     name_ = c.value("model", std::string());
     if (name_.empty()) name_ = fs::path(path_).filename().string();
     max_batch_ = c.value("max_batch", 8);
@@ -416,6 +418,8 @@ class LocalInference {
                 {"fused_kernels", json{{"varlen_flash_attention", areal::torch_model::fused::varlen_attention_applies(device_, dtype_, c.head_dim)},
                                        {"flash_decode_attention", !invariant_ && areal::torch_model::fused::cached_attention_applies(device_, dtype_, c.head_dim)},
                                        {"bf16_float32_head_product", areal::torch_model::fused::float32_product_applies(device_, dtype_)}}},
+                // areal's own (torch_model/decode_kernels.hpp): whether this engine's decode step runs them.
+                {"decode_kernels", model_->decode_kernels()},
                 {"batch_invariant", invariant_},
                 {"decode_steps", decode_steps_.load()},
                 {"prefix_cache", json{{"enabled", prefix_cache_}, {"prompt_tokens", prompt_tokens_.load()}, {"cached_tokens", cached_tokens_.load()},
@@ -675,11 +679,7 @@ class LocalInference {
   // Layer l's queries for rows x (input norm, projections, RoPE); the rows'
   // keys and values go into the cache at (slots, positions).
   torch::Tensor queries_caching_keys(int64_t l, const torch::Tensor& x, const torch::Tensor& rope, const torch::Tensor& slots, const torch::Tensor& positions) {
-    torch::Tensor q, k, v;
-    model_->qkv(l, model_->rms_norm(x, model_->p("model.layers." + std::to_string(l) + ".input_layernorm.weight")), rope, q, k, v);
-    cache_->keys(l).index_put_({slots, positions}, k);
-    cache_->values(l).index_put_({slots, positions}, v);
-    return q;
+    return model_->queries_caching_keys(l, x, rope, cache_->keys(l), cache_->values(l), slots, positions);
   }
 
   // The rest of layer l from its attention heads ([rows, H*hd], before

@@ -15,6 +15,7 @@
 
 #include "attention_layout.hpp"
 #include "device.hpp"
+#include "decode_kernels.hpp"
 #include "fused_kernels.hpp"
 #include "core/plugin_host/error.hpp"
 
@@ -182,6 +183,10 @@ void DecoderModel::keep_float32_head() {
   else head32_ = head_weight().to(torch::kFloat32);
 }
 
+void DecoderModel::use_decode_kernels(bool on) {
+  decode_kernels_ = on && !invariant_ && fused::decode_kernels_apply(device_, dtype_, config_.head_dim);
+}
+
 const torch::Tensor& DecoderModel::p(const std::string& name) const {
   auto it = params_.find(name);
   if (it == params_.end()) throw Error(AREAL_CODE_INTERNAL, "no parameter " + name);
@@ -290,6 +295,8 @@ torch::Tensor DecoderModel::gated(int64_t layer, const torch::Tensor& x) const {
   }
   const torch::Tensor gate = with_lora(layer, LoraModule::kGate, x, gate_base);
   const torch::Tensor up = with_lora(layer, LoraModule::kUp, x, up_base);
+  if (decode_kernels_ && !torch::GradMode::is_enabled())  // serving: one kernel where libtorch's take two
+    if (torch::Tensor act = fused::silu_times_up(gate, up); act.defined()) return act;
   // silu's exp differs between libtorch's CPU vector code and its scalar
   // tails, which fall where a tensor's size puts them: fixed chunks in the
   // invariant mode (the product with up is one exact operation).
@@ -372,31 +379,46 @@ torch::Tensor load_balancing_loss(const std::vector<torch::Tensor>& router_logit
   return (fraction * mean_prob).sum() * static_cast<double>(num_experts);
 }
 
-void DecoderModel::qkv(int64_t layer, const torch::Tensor& x, const torch::Tensor& rope, torch::Tensor& q, torch::Tensor& k,
-                       torch::Tensor& v) const {
+DecoderModel::QkvProjection DecoderModel::project_qkv(int64_t layer, const torch::Tensor& x) const {
   const std::string pre = "model.layers." + std::to_string(layer) + ".self_attn.";
   const int64_t S = x.size(0), hd = config_.head_dim;
   const int64_t H = config_.num_attention_heads, kv = config_.num_key_value_heads;
-  torch::Tensor joined;  // join_projections: q, k and v from one product, as column ranges of it
+  QkvProjection r;  // join_projections: q, k and v from one product, as column ranges of it
   if (!invariant_ && static_cast<size_t>(layer) < joined_qkv_.size()) {
     const auto l = static_cast<size_t>(layer);
-    joined = joined_qkv_bias_[l].defined() ? torch::linear(x, joined_qkv_[l], joined_qkv_bias_[l]) : torch::linear(x, joined_qkv_[l]);
+    r.joined = joined_qkv_bias_[l].defined() ? torch::linear(x, joined_qkv_[l], joined_qkv_bias_[l]) : torch::linear(x, joined_qkv_[l]);
   }
   auto proj = [&](LoraModule m, int64_t first_head, int64_t heads) {
     const std::string base = pre + lora_module_name(m);
-    torch::Tensor y = joined.defined() ? joined.narrow(1, first_head * hd, heads * hd)
-                                       : project(x, p(base + ".weight"), config_.qkv_bias ? p(base + ".bias") : torch::Tensor());
+    torch::Tensor y = r.joined.defined() ? r.joined.narrow(1, first_head * hd, heads * hd)
+                                         : project(x, p(base + ".weight"), config_.qkv_bias ? p(base + ".bias") : torch::Tensor());
     return with_lora(layer, m, x, y).view({S, heads, hd});
   };
-  q = proj(LoraModule::kQ, 0, H);
-  k = proj(LoraModule::kK, H, kv);
-  v = proj(LoraModule::kV, H + kv, kv);
+  r.q = proj(LoraModule::kQ, 0, H);
+  r.k = proj(LoraModule::kK, H, kv);
+  r.v = proj(LoraModule::kV, H + kv, kv);
+  r.qk_in_place = r.joined.defined() && r.q.data_ptr() == r.joined.data_ptr() &&
+                  r.k.data_ptr() == static_cast<const char*>(r.joined.data_ptr()) + H * hd * r.joined.element_size();
+  return r;
+}
+
+void DecoderModel::qkv(int64_t layer, const torch::Tensor& x, const torch::Tensor& rope, torch::Tensor& q, torch::Tensor& k,
+                       torch::Tensor& v) const {
+  const QkvProjection projected = project_qkv(layer, x);
+  finish_qkv(layer, projected, rope, q, k);
+  v = projected.v;
+}
+
+void DecoderModel::finish_qkv(int64_t layer, const QkvProjection& projected, const torch::Tensor& rope, torch::Tensor& q, torch::Tensor& k) const {
+  const std::string pre = "model.layers." + std::to_string(layer) + ".self_attn.";
+  const int64_t S = projected.q.size(0), hd = config_.head_dim;
+  const int64_t H = config_.num_attention_heads, kv = config_.num_key_value_heads;
+  const torch::Tensor& joined = projected.joined;
+  q = projected.q, k = projected.k;
   // q's and k's heads side by side in the joined product (serving, no
   // adapter on q or k): RoPE, and Qwen3's norms, can run on them in place.
-  const bool in_place = joined.defined() && q.data_ptr() == joined.data_ptr() &&
-                        k.data_ptr() == static_cast<const char*>(joined.data_ptr()) + H * hd * joined.element_size();
   torch::Tensor qk_heads;  // [S, H + kv, hd] when in place
-  if (config_.qk_norm && in_place) {
+  if (config_.qk_norm && projected.qk_in_place) {
     // Qwen3 serving: every head of the product normalized by one call (v's
     // too, unused), then q's and k's scaled by their weights in place (HF's
     // order: rounded before the weight), where each norm first copied its
@@ -409,7 +431,7 @@ void DecoderModel::qkv(int64_t layer, const torch::Tensor& x, const torch::Tenso
   } else if (config_.qk_norm) {  // Qwen3: RMSNorm over each head before RoPE
     q = rms_norm(q, p(pre + "q_norm.weight"));
     k = rms_norm(k, p(pre + "k_norm.weight"));
-  } else if (in_place) {
+  } else if (projected.qk_in_place) {
     qk_heads = joined.narrow(1, 0, (H + kv) * hd).view({S, H + kv, hd});
   }
   if (invariant_) {  // the bitwise mode keeps its own kernel shapes
@@ -424,6 +446,27 @@ void DecoderModel::qkv(int64_t layer, const torch::Tensor& x, const torch::Tenso
   const torch::Tensor qk = apply_rope(qk_heads.defined() ? qk_heads : torch::cat({q, k}, 1), rope);
   q = qk.narrow(1, 0, H);
   k = qk.narrow(1, H, kv);
+}
+
+torch::Tensor DecoderModel::queries_caching_keys(int64_t layer, const torch::Tensor& x, const torch::Tensor& rope, const torch::Tensor& k_cache,
+                                                 const torch::Tensor& v_cache, const torch::Tensor& slots, const torch::Tensor& positions) const {
+  const std::string pre = "model.layers." + std::to_string(layer) + ".";
+  const QkvProjection projected = project_qkv(layer, rms_norm(x, p(pre + "input_layernorm.weight")));
+  if (decode_kernels_ && projected.qk_in_place) {
+    // Norms, RoPE and both cache writes in one kernel (Qwen3: eight fewer a layer).
+    const int64_t S = x.size(0), H = config_.num_attention_heads, kv = config_.num_key_value_heads, hd = config_.head_dim;
+    const torch::Tensor qk = projected.joined.narrow(1, 0, (H + kv) * hd).view({S, H + kv, hd});
+    const bool norm = config_.qk_norm;
+    const torch::Tensor q = fused::heads_into_cache(qk, projected.v, norm ? p(pre + "self_attn.q_norm.weight") : torch::Tensor(),
+                                                    norm ? p(pre + "self_attn.k_norm.weight") : torch::Tensor(), config_.rms_norm_eps, rope, k_cache,
+                                                    v_cache, slots, positions);
+    if (q.defined()) return q;
+  }
+  torch::Tensor q, k;
+  finish_qkv(layer, projected, rope, q, k);
+  k_cache.index_put_({slots, positions}, k);
+  v_cache.index_put_({slots, positions}, projected.v);
+  return q;
 }
 
 bool DecoderModel::plain_attention(int64_t layer) const { return !config_.attention_sinks && config_.attention_window(layer) == 0; }
@@ -1000,6 +1043,7 @@ void DecoderModel::set_batch_invariant(bool on) {
   }
   if (!on) invariant_rope_ = torch::Tensor();
   invariant_ = on;
+  if (on) decode_kernels_ = false;  // the bitwise mode keeps its own kernel shapes
 }
 
 namespace {

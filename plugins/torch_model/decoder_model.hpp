@@ -144,6 +144,13 @@ class DecoderModel {
   // where the head multiplies the bf16 weight itself into float32 logits
   // (CUDA, fused::float32_product).
   void keep_float32_head();
+  // For serving (after join_projections): with `on`, the decode step's
+  // per-head norms, RoPE and cache writes run as one of areal's own CUDA
+  // kernels, and silu(gate) * up as another, where they apply
+  // (decode_kernels.hpp; probed here, before any graph capture). Off by
+  // default and in batch-invariant mode: the trainer keeps libtorch's kernels.
+  void use_decode_kernels(bool on);
+  bool decode_kernels() const { return decode_kernels_; }
 
   std::vector<torch::Tensor> parameters() const;  // in config.weights() order
   const std::map<std::string, torch::Tensor>& named_parameters() const { return params_; }
@@ -163,6 +170,13 @@ class DecoderModel {
   torch::Tensor mlp(int64_t layer, const torch::Tensor& x, MoeRouting* routing = nullptr) const;
   // q, k, v projections (+ bias, q/k norm, RoPE from rope_table); [S, heads, hd].
   void qkv(int64_t layer, const torch::Tensor& x, const torch::Tensor& rope, torch::Tensor& q, torch::Tensor& k, torch::Tensor& v) const;
+  // Serving's layer up to attention over a KV cache: the input norm of x,
+  // then qkv; the rows' keys and values written into the layer's caches
+  // [slots, capacity, kv, hd] at (slots, positions) ([S] int64 on the
+  // device); the queries [S, H, hd] returned. One kernel from the
+  // projection on with use_decode_kernels.
+  torch::Tensor queries_caching_keys(int64_t layer, const torch::Tensor& x, const torch::Tensor& rope, const torch::Tensor& k_cache,
+                                     const torch::Tensor& v_cache, const torch::Tensor& slots, const torch::Tensor& positions) const;
   // Causal attention of q over k/v (k/v may include a cached prefix): [S, H*hd] after o_proj.
   torch::Tensor attend(int64_t layer, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t q_offset) const;
   // Causal attention within each sequence of a packed batch (bounds: B+1
@@ -246,6 +260,15 @@ class DecoderModel {
   // x W^T (+ b): one matmul, or fixed-size row chunks in batch-invariant mode.
   torch::Tensor project(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b = {}) const;
   torch::Tensor norm_rows(const torch::Tensor& x, const torch::Tensor& w) const;  // rms_norm's math
+  // qkv's two halves: the projections (q, k, v [S, heads, hd]; `joined`
+  // the one product they are column ranges of, when joined), then the
+  // norms and RoPE.
+  struct QkvProjection {
+    torch::Tensor joined, q, k, v;
+    bool qk_in_place = false;  // q's and k's heads side by side in `joined` (no adapter on q or k)
+  };
+  QkvProjection project_qkv(int64_t layer, const torch::Tensor& x) const;
+  void finish_qkv(int64_t layer, const QkvProjection& projected, const torch::Tensor& rope, torch::Tensor& q, torch::Tensor& k) const;
   // A dense MLP's input to its down projection: silu(gate) * up, [S, I].
   torch::Tensor gated(int64_t layer, const torch::Tensor& x) const;
   // Whether add_attention_output / add_mlp_output add inside the product.
@@ -284,6 +307,7 @@ class DecoderModel {
   torch::Tensor invariant_rope_;  // batch-invariant mode: cos and sin of every position, [2, positions, 1, hd], made on the host
   std::vector<torch::Tensor> joined_qkv_, joined_qkv_bias_, joined_gate_up_;  // join_projections, by layer (undefined: not joined)
   torch::Tensor head32_;  // keep_float32_head
+  bool decode_kernels_ = false;  // use_decode_kernels
 };
 
 }  // namespace areal::torch_model

@@ -1,20 +1,16 @@
 #include "fused_kernels.hpp"
 
+#include "kernel_probe.hpp"
+
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
-#include <functional>
-#include <map>
-#include <mutex>
 #include <string>
-#include <tuple>
-#include <utility>
-#include <exception>
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
 #include <optional>
+#include <tuple>
 
 #include <ATen/ATen.h>
 #include <torch/version.h>
@@ -37,28 +33,6 @@ namespace areal::torch_model::fused {
 namespace {
 
 [[maybe_unused]] bool half_precision(torch::ScalarType t) { return t == torch::kBFloat16 || t == torch::kHalf; }
-
-// Runs `probe` once per (kernel, device, dtype) and remembers whether it
-// worked; the first refusal is printed once, with libtorch's reason.
-[[maybe_unused]] bool probed(const char* kernel, const torch::Device& device, torch::ScalarType dtype, const std::function<void()>& probe,
-                             int64_t head_dim = 0) {
-  static std::mutex mu;
-  static std::map<std::tuple<const char*, int, int, int64_t>, bool> known;  // kernel names are literals: no string built a call
-  const auto key = std::make_tuple(kernel, static_cast<int>(device.index()), static_cast<int>(dtype), head_dim);
-  std::lock_guard<std::mutex> lock(mu);
-  if (auto it = known.find(key); it != known.end()) return it->second;
-  bool ok = true;
-  try {
-    probe();
-  } catch (const std::exception& e) {
-    ok = false;
-    const std::string why = e.what();
-    std::fprintf(stderr, "areal torch_model: %s is not available on %s (%s); using the portable path\n", kernel, device.str().c_str(),
-                 why.substr(0, why.find('\n')).c_str());
-  }
-  known[key] = ok;
-  return ok;
-}
 
 // The flash kernels read rows and heads by stride, but load 16-byte vectors:
 // each head's values contiguous, rows and heads at multiples of 8 elements,
