@@ -82,7 +82,26 @@ else
   args+=(-DCMAKE_PREFIX_PATH="$torch_prefix")
 fi
 t0=$(date +%s)
-cmake -S "$src" -B "$build" "${args[@]}" > "$work/configure.log" 2>&1 || { tail -40 "$work/configure.log" || true; fail "cmake configure (log: $work/configure.log)"; }
+# nvcc off PATH where the toolkit usually is: areal's own CUDA kernels need it.
+command -v nvcc >/dev/null || [ -n "${CUDACXX:-}" ] || { [ -x /usr/local/cuda/bin/nvcc ] && export CUDACXX=/usr/local/cuda/bin/nvcc; } || true
+# With areal's own CUDA kernels where nvcc is found (AREAL_CUDA_KERNELS=AUTO);
+# if that configure or build fails, the failure is reported and the build
+# made again without them, so the other parts still measure.
+configure_and_build() {
+  cmake -S "$src" -B "$build" "${args[@]}" "$@" > "$work/configure.log" 2>&1 || return 1
+  cmake --build "$build" -j "$(nproc)" -- -k 0 > "$work/build.log" 2>&1 || return 2
+}
+built=0
+if configure_and_build; then
+  built=1
+else
+  grep -B2 -A12 "error" "$work/build.log" 2>/dev/null | head -40 || tail -40 "$work/configure.log" || true
+  cp "$work/configure.log" "$work/configure.kernels.log"; cp "$work/build.log" "$work/build.kernels.log" 2>/dev/null || true
+  check_failed "the build with areal's own CUDA kernels (logs: $work/configure.kernels.log, $work/build.kernels.log); building without them"
+  rm -rf "$build"
+  configure_and_build -DAREAL_CUDA_KERNELS=OFF && built=1
+fi
+grep -q "libtorch" "$work/configure.log" || { tail -40 "$work/configure.log" || true; fail "cmake configure (log: $work/configure.log)"; }
 grep -q "libtorch .*CUDA ON" "$work/configure.log" || { grep -i "libtorch\|torch" "$work/configure.log" | tail; fail "the build did not find a CUDA libtorch"; }
 if [ -n "$bundle" ]; then  # every package from the bundle, none from the system
   for key in nlohmann_json_DIR yaml-cpp_DIR spdlog_DIR fmt_DIR Poco_DIR Boost_DIR SQLite3_INCLUDE_DIR ICU_INCLUDE_DIR PCRE_INCLUDE_DIR ZLIB_INCLUDE_DIR AREAL_DLPACK_INCLUDE_DIR; do
@@ -90,8 +109,9 @@ if [ -n "$bundle" ]; then  # every package from the bundle, none from the system
     case "$v" in "$bundle"/*) ;; *) fail "$key is '$v', not from the bundle" ;; esac
   done
 fi
-cmake --build "$build" -j "$(nproc)" -- -k 0 > "$work/build.log" 2>&1 || { grep -B2 -A12 "error" "$work/build.log" | head -80 || true; fail "build (log: $work/build.log)"; }
+[ $built = 1 ] || { grep -B2 -A12 "error" "$work/build.log" | head -80 || true; fail "build (log: $work/build.log)"; }
 say "- build: $(grep -o "libtorch [0-9].*" "$work/configure.log" | head -1); $(( $(date +%s) - t0 )) s on $(nproc) cores"
+kernels_built=0; grep -q "areal's CUDA kernels ON" "$work/configure.log" && kernels_built=1
 say ""
 run() { LD_LIBRARY_PATH="$lib_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
 host="$build/bin/areal-host"
@@ -104,7 +124,25 @@ for m in qwen3:small qwen2:small llama3:small qwen3:0.6b; do
   fam=${m%%:*} preset=${m#*:}
   [ -f "$models/$fam-$preset/config.json" ] || run "$host" init-model --family "$fam" --preset "$preset" --tokenizer "$tok" --out "$models/$fam-$preset" --seed 1 > /dev/null
 done
-cuda_engine() { echo "{\"device\": \"cuda\", \"dtype\": \"$1\"}"; }
+# The local engine's config on the GPU in dtype $1, more "key": value pairs after.
+engine_extra=""
+cuda_engine() { local dt=$1; shift; local more=""; for kv in "$@" $engine_extra; do more+=", $kv"; done; echo "{\"device\": \"cuda\", \"dtype\": \"$dt\"$more}"; }
+# areal's own decode kernels, where built, first in a small generation of
+# their own process: a kernel that faults would leave the CUDA context
+# unusable for whatever ran after it. If it fails, every later engine runs
+# with libtorch's kernels only and the check is reported failed.
+if [ "$kernels_built" = 1 ]; then
+  if run "$build/bin/areal_model_bench" "$models/qwen3-small" 0 1 16 0 4 24 8 > "$work/kernels_smoke.json" 2> "$work/kernels_smoke.log" &&
+     grep -q '"gen_decode_kernels": *true' "$work/kernels_smoke.json"; then
+    say "- areal's own decode kernels: built, and their probe passed (a small generation ran them)"
+  else
+    tail -5 "$work/kernels_smoke.log"
+    check_failed "areal's own decode kernels: the small generation failed or did not run them (log: $work/kernels_smoke.log); the rest runs with decode_kernels false"
+    engine_extra='"decode_kernels":false'
+  fi
+else
+  say "- areal's own decode kernels: not built (no nvcc found; the engine runs libtorch's kernels only)"
+fi
 # The training batch (rows x tokens, timed steps) and generation runs of parts c and d.
 read -r tb ts tsteps <<< "${TRAIN_ARGS:-8 1024 5}"
 gen_configs=(${GEN_CONFIGS:-32:128:128 128:128:128})
@@ -223,15 +261,20 @@ fi
 # a block's keys and scores for backward, so it trains with activation
 # checkpointing, and is compared with the default mode's checkpointed run.
 IFS=: read -r br bp bt <<< "${gen_configs[0]}"
-AREAL_BENCH_CONSISTENCY=1 AREAL_BENCH_ENGINE='{"device": "cuda", "dtype": "bfloat16", "batch_invariant": true}' AREAL_BENCH_TRAIN='{"gradient_checkpointing": true}' \
+AREAL_BENCH_CONSISTENCY=1 AREAL_BENCH_ENGINE="$(cuda_engine bfloat16 '"batch_invariant": true')" AREAL_BENCH_TRAIN='{"gradient_checkpointing": true}' \
   run "$build/bin/areal_model_bench" "$models/qwen3-0.6b" 0 "$tb" "$ts" "$tsteps" "$br" "$bp" "$bt" > "$work/bench.areal.bitwise.json" 2> "$work/bench.areal.bitwise.log" ||
   { tail -5 "$work/bench.areal.bitwise.log"; check_failed "areal_model_bench, batch_invariant (log: $work/bench.areal.bitwise.log)"; echo '{}' > "$work/bench.areal.bitwise.json"; }
 # The first generation config with overlap off (each decode step read
 # before the next is queued): what overlapping the host's work with the
 # device's gains.
-AREAL_BENCH_ENGINE='{"device": "cuda", "dtype": "bfloat16", "overlap": "off"}' \
+AREAL_BENCH_ENGINE="$(cuda_engine bfloat16 '"overlap": "off"')" \
   run "$build/bin/areal_model_bench" "$models/qwen3-0.6b" 0 "$tb" "$ts" 0 "$br" "$bp" "$bt" > "$work/bench.areal.serial.json" ||
   { check_failed "areal_model_bench, overlap off"; echo '{}' > "$work/bench.areal.serial.json"; }
+# The first generation config with areal's own decode kernels off
+# (libtorch's kernels only): what they gain.
+AREAL_BENCH_ENGINE="$(cuda_engine bfloat16 '"decode_kernels": false')" \
+  run "$build/bin/areal_model_bench" "$models/qwen3-0.6b" 0 "$tb" "$ts" 0 "$br" "$bp" "$bt" > "$work/bench.areal.libtorch_only.json" ||
+  { check_failed "areal_model_bench, decode_kernels false"; echo '{}' > "$work/bench.areal.libtorch_only.json"; }
 # The first generation config with top_p 0.95 (a sort of every row a step,
 # on the device): what a cut distribution costs.
 AREAL_BENCH_TOP_P=0.95 AREAL_BENCH_ENGINE="$(cuda_engine bfloat16)" \
@@ -250,18 +293,19 @@ else
   echo '{}' > "$work/bench.hf.ragged.json"
 fi
 # The same training with activation checkpointing (generation left minimal).
-AREAL_BENCH_ENGINE='{"device": "cuda", "dtype": "bfloat16", "gradient_checkpointing": true}' \
+AREAL_BENCH_ENGINE="$(cuda_engine bfloat16 '"gradient_checkpointing": true')" \
   run "$build/bin/areal_model_bench" "$models/qwen3-0.6b" 0 "$tb" "$ts" "$tsteps" 1 8 2 > "$work/bench.areal.ckpt.json" ||
   { check_failed "areal_model_bench, gradient_checkpointing"; echo '{}' > "$work/bench.areal.ckpt.json"; }
-"$PYTHON" - "$work" "$i" "$tb $ts $tsteps" "${gen_configs[*]}" <<'PY' | tee -a "$report" || check_failed "throughput checks (above)"
+"$PYTHON" - "$work" "$i" "$tb $ts $tsteps" "${gen_configs[*]}" "$kernels_built" <<'PY' | tee -a "$report" || check_failed "throughput checks (above)"
 import json, os, sys
-work, n, (tb, ts, tsteps), configs = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), sys.argv[4].split()
+work, n, (tb, ts, tsteps), configs, kernels_built = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), sys.argv[4].split(), sys.argv[5] == "1"
 a = [json.load(open(f"{work}/bench.areal.{i}.json")) for i in range(n)]
 r = [json.load(open(f"{work}/bench.hf.{i}.json")) for i in range(n)]
 ck = json.load(open(f"{work}/bench.areal.ckpt.json"))
 bw = json.load(open(f"{work}/bench.areal.bitwise.json"))
 se = json.load(open(f"{work}/bench.areal.serial.json"))
 tp = json.load(open(f"{work}/bench.areal.top_p.json"))
+lo = json.load(open(f"{work}/bench.areal.libtorch_only.json"))
 ra, rr = json.load(open(f"{work}/bench.areal.ragged.json")), json.load(open(f"{work}/bench.hf.ragged.json"))
 gib = lambda b: f"{b / 2**30:.2f} GiB" if b else "-"
 ratio = lambda x, y: f"{x / y:.2f}x" if x and y else "-"
@@ -307,6 +351,11 @@ print(f"Overlap ({configs[0]}): {a[0]['gen_tokens_per_s']:.0f} tok/s with a deco
 print()
 print(f"Top-p ({configs[0]}): {num(tp.get('gen_tokens_per_s'), '.0f')} tok/s sampling with top_p 0.95 (a stable sort of every row on the device), "
       f"against {a[0]['gen_tokens_per_s']:.0f} tok/s over the whole vocabulary: {ratio(tp.get('gen_tokens_per_s'), a[0]['gen_tokens_per_s'])}.")
+print()
+print(f"areal's own decode kernels ({configs[0]}; built: {'yes' if kernels_built else 'NO'}, run: {'yes' if a[0].get('gen_decode_kernels') else 'NO'}): "
+      f"{a[0]['gen_tokens_per_s']:.0f} tok/s with them, {num(lo.get('gen_tokens_per_s'), '.0f')} tok/s with libtorch's kernels only "
+      f"(`decode_kernels: false`): {ratio(a[0]['gen_tokens_per_s'], lo.get('gen_tokens_per_s'))}.")
+check(not kernels_built or a[0].get("gen_decode_kernels"), "areal's decode kernels were built but the engine does not run them (their probe's reason is on stderr above)")
 fused = a[0].get("gen_fused_kernels") or {}
 print()
 print("libtorch's CUDA-only kernels the engine runs (the trainer shares all but the decode kernel): " + (", ".join(f"{k} {'yes' if v else 'NO'}" for k, v in fused.items()) or "not reported") + ".")

@@ -198,6 +198,7 @@ int main(int argc, char** argv) {
       out["gen_overlap"] = j.value("overlap", false);
       out["gen_fused_kernels"] = j.value("fused_kernels", nlohmann::json::object());
       out["gen_decode_steps"] = j.value("decode_steps", 0);
+      out["gen_decode_kernels"] = j.value("decode_kernels", false);
       if (const char* c = std::getenv("AREAL_BENCH_CONSISTENCY"); c && *c) {  // set and not empty (gpu_check passes "" for the other runs)
         // The same tokens scored by the trainer (fsdp, same dtype and device):
         // how far its recompute is from what the engine recorded.
