@@ -8,11 +8,7 @@
 // Llama 3, and a LoRA adapter on half the batch (its q and k are no longer
 // joined: the engine falls back to libtorch's kernels for the step). The
 // CUDA source itself is compiled by unit.cuda_kernels_compile.
-#include <algorithm>
-#include <chrono>
-#include <cmath>
 #include <cstdint>
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -26,10 +22,9 @@
 #include "decode_kernels.hpp"
 #include "decoder_model.hpp"
 #include "local_engine.hpp"
-#include "lora_adapter.hpp"
 #include "model_dir_once.hpp"
+#include "perturbed_adapter.hpp"
 #include "scoped_env.hpp"
-#include "test_temp_dir.hpp"
 
 namespace {
 
@@ -140,38 +135,7 @@ std::vector<areal::GenerationResult> generate(areal::testing::LocalEngine& e, co
     for (int i = 0; i < 9 + 5 * r; ++i) p.push_back((13 + 29 * i + 7 * r) % 250);
     prompts.push_back(p);
   }
-  std::vector<std::unique_ptr<areal::CollectingSink>> sinks;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    areal_sampling_params s{};
-    s.struct_size = AREAL_OFFSET_OF_END(areal_sampling_params, json_schema);
-    s.temperature = 1.0f, s.top_p = 1.0f, s.max_new_tokens = 12, s.ignore_eos = 1;
-    s.has_seed = 1, s.seed = 40 + i;
-    areal_gen_request r{};
-    r.struct_size = AREAL_OFFSET_OF_END(areal_gen_request, adapter);
-    if (!adapter.empty() && i % 2 == 0) r.adapter = areal_str{adapter.data(), adapter.size()};
-    r.request_id = areal::next_request_id();
-    r.input_ids = prompts[i].data(), r.input_ids_count = prompts[i].size(), r.sampling = &s;
-    sinks.push_back(std::make_unique<areal::CollectingSink>());
-    areal::throw_if_status(e.vt().submit(e.instance.self(), &r, sinks.back()->sink()), "submit");
-  }
-  std::vector<areal::GenerationResult> out;
-  for (auto& s : sinks) {
-    EXPECT_TRUE(s->wait(std::chrono::seconds(60)));
-    out.push_back(s->result());
-  }
-  return out;
-}
-
-std::string adapter_dir(const std::string& family) {
-  const std::string dir = areal::testing::test_temp_dir("decode-kernels-adapter-" + family);
-  const auto m = areal::torch_model::DecoderModel::load(model_dir(family), torch::kFloat32);
-  auto a = areal::torch_model::LoraAdapter::init(
-      areal::torch_model::LoraConfig::from_json(nlohmann::json{{"rank", 4}, {"alpha", 8}, {"target_modules", "all-linear"}}, "lora"), m.config(), 5);
-  torch::NoGradGuard no_grad;
-  torch::manual_seed(8);
-  for (auto& t : a.parameters()) t.add_(torch::randn_like(t) * 0.3);
-  a.save(dir, model_dir(family));
-  return dir;
+  return e.generate_seeded(prompts, 12, adapter, 40);
 }
 
 struct EngineCase {
@@ -185,7 +149,7 @@ TEST_P(LocalDecodeKernels, SampleExactlyWhatLibtorchsKernelsSample) {
   const areal::testing::ScopedEnv emulate("AREAL_EMULATE_DECODE_KERNELS", "1");
   auto serve = [&](bool kernels) {
     nlohmann::json config = {{"model_path", model_dir(k.family)}, {"max_batch", 8}, {"decode_kernels", kernels}, {"overlap", "on"}};
-    if (k.lora) config["adapters"] = {{"a", adapter_dir(k.family)}};
+    if (k.lora) config["adapters"] = {{"a", areal::testing::perturbed_adapter_dir(model_dir(k.family), "decode-kernels-adapter-" + k.family)}};
     areal::testing::LocalEngine e(config);
     areal::StringCollector info;
     areal::throw_if_status(e.vt().info(e.instance.self(), info.writer()), "info");

@@ -10,11 +10,9 @@
 // (AREAL_EMULATE_CACHED_ATTENTION): the samples continuing a cached prefix
 // attend in one call, with per-sequence counts and slot offsets.
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,14 +21,12 @@
 #include <nlohmann/json.hpp>
 
 #include "core/hf/model_files/init_model.hpp"
-#include "decoder_model.hpp"
-#include "lora_adapter.hpp"
-#include "test_temp_dir.hpp"
 #include "core/plugin_host/error.hpp"
 #include "core/plugin_host/generation.hpp"
 #include "core/plugin_host/string_writer.hpp"
 #include "local_engine.hpp"
 #include "model_dir_once.hpp"
+#include "perturbed_adapter.hpp"
 #include "scoped_env.hpp"
 
 namespace {
@@ -44,42 +40,12 @@ std::string model_dir(const std::string& family) {
   return areal::testing::model_dir_once("prefix-cache-" + family, o);
 }
 
-// A trained-looking adapter (B not zero) on the family's model, as a PEFT folder.
 std::string adapter_dir(const std::string& family) {
-  const std::string dir = areal::testing::test_temp_dir("prefix-cache-adapter-" + family);
-  const auto m = areal::torch_model::DecoderModel::load(model_dir(family), torch::kFloat32);
-  auto a = areal::torch_model::LoraAdapter::init(
-      areal::torch_model::LoraConfig::from_json(nlohmann::json{{"rank", 4}, {"alpha", 8}, {"target_modules", "all-linear"}}, "lora"), m.config(), 5);
-  torch::NoGradGuard no_grad;
-  torch::manual_seed(8);
-  for (auto& t : a.parameters()) t.add_(torch::randn_like(t) * 0.3);
-  a.save(dir, model_dir(family));
-  return dir;
+  return areal::testing::perturbed_adapter_dir(model_dir(family), "prefix-cache-adapter-" + family);
 }
 
-// Submits every prompt at once, seeded sampling at temperature 1, and waits;
-// with `adapter`, the even-numbered requests name it.
 Results generate(areal::testing::LocalEngine& e, const std::vector<std::vector<int32_t>>& prompts, int32_t max_new, const std::string& adapter = "") {
-  std::vector<std::unique_ptr<areal::CollectingSink>> sinks;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    areal_sampling_params s{};
-    s.struct_size = AREAL_OFFSET_OF_END(areal_sampling_params, json_schema);
-    s.temperature = 1.0f, s.top_p = 1.0f, s.max_new_tokens = max_new, s.ignore_eos = 1;
-    s.has_seed = 1, s.seed = 100 + i;
-    areal_gen_request r{};
-    r.struct_size = AREAL_OFFSET_OF_END(areal_gen_request, adapter);
-    if (!adapter.empty() && i % 2 == 0) r.adapter = areal_str{adapter.data(), adapter.size()};
-    r.request_id = areal::next_request_id();
-    r.input_ids = prompts[i].data(), r.input_ids_count = prompts[i].size(), r.sampling = &s;
-    sinks.push_back(std::make_unique<areal::CollectingSink>());
-    areal::throw_if_status(e.vt().submit(e.instance.self(), &r, sinks.back()->sink()), "submit");
-  }
-  Results out;
-  for (auto& s : sinks) {
-    EXPECT_TRUE(s->wait(std::chrono::seconds(60)));
-    out.push_back(s->result());
-  }
-  return out;
+  return e.generate_seeded(prompts, max_new, adapter, 100);
 }
 
 nlohmann::json cache_info(areal::testing::LocalEngine& e) {
