@@ -132,7 +132,7 @@ cuda_engine() { local dt=$1; shift; local more=""; for kv in "$@" $engine_extra;
 # unusable for whatever ran after it. If it fails, every later engine runs
 # with libtorch's kernels only and the check is reported failed.
 if [ "$kernels_built" = 1 ]; then
-  if run "$build/bin/areal_model_bench" "$models/qwen3-small" 0 1 16 0 4 24 8 > "$work/kernels_smoke.json" 2> "$work/kernels_smoke.log" &&
+  if AREAL_BENCH_ENGINE="$(cuda_engine bfloat16)" run "$build/bin/areal_model_bench" "$models/qwen3-0.6b" 0 1 16 0 4 24 8 > "$work/kernels_smoke.json" 2> "$work/kernels_smoke.log" &&
      grep -q '"gen_decode_kernels": *true' "$work/kernels_smoke.json"; then
     say "- areal's own decode kernels: built, and their probe passed (a small generation ran them)"
   else
