@@ -3,12 +3,16 @@
 // compares each kernel with its reference, so a kernel that passes it
 // computes the model's numbers), and with the references standing in for
 // the kernels (AREAL_EMULATE_DECODE_KERNELS) the local engine's decode path
-// through them samples exactly what it samples without them: the same
-// tokens and log-probs, for Qwen3 (per-head norms), Qwen2 (q/k/v biases),
-// Llama 3, and a LoRA adapter on half the batch (its q and k are no longer
+// through them samples what it samples without them: the same tokens, and
+// log-probs equal up to float32 rounding (which requests share a step
+// follows timing), for Qwen3 (per-head norms), Qwen2 (q/k/v biases), Llama
+// 3, and a LoRA adapter on half the batch (its q and k are no longer
 // joined: the engine falls back to libtorch's kernels for the step). The
 // CUDA source itself is compiled by unit.cuda_kernels_compile.
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -62,6 +66,7 @@ struct LayerCase {
   std::string family;
   torch::Dtype dtype;
 };
+void PrintTo(const LayerCase& c, std::ostream* os) { *os << c.family << (c.dtype == torch::kFloat32 ? " float32" : " bfloat16"); }
 class DecodeKernelReference : public ::testing::TestWithParam<LayerCase> {};
 
 TEST_P(DecodeKernelReference, IsTheModelsOwnPathBitForBit) {
@@ -142,9 +147,10 @@ struct EngineCase {
   std::string family;
   bool lora;
 };
+void PrintTo(const EngineCase& c, std::ostream* os) { *os << c.family << (c.lora ? " with an adapter" : ""); }
 class LocalDecodeKernels : public ::testing::TestWithParam<EngineCase> {};
 
-TEST_P(LocalDecodeKernels, SampleExactlyWhatLibtorchsKernelsSample) {
+TEST_P(LocalDecodeKernels, SampleWhatLibtorchsKernelsSample) {
   const EngineCase& k = GetParam();
   const areal::testing::ScopedEnv emulate("AREAL_EMULATE_DECODE_KERNELS", "1");
   auto serve = [&](bool kernels) {
@@ -158,11 +164,18 @@ TEST_P(LocalDecodeKernels, SampleExactlyWhatLibtorchsKernelsSample) {
   };
   const auto with = serve(true), without = serve(false);
   ASSERT_EQ(with.size(), without.size());
+  // Which requests share a step follows when each was submitted, and a
+  // product's rounding its row count, so two runs of one engine differ by
+  // float32 rounding (the layer itself is equal bit for bit, above).
+  double worst = 0;
   for (size_t i = 0; i < with.size(); ++i) {
     EXPECT_EQ(with[i].output_ids, without[i].output_ids) << "request " << i;
-    EXPECT_EQ(with[i].logprobs, without[i].logprobs) << "request " << i;
     EXPECT_EQ(with[i].output_ids.size(), 12u);
+    ASSERT_EQ(with[i].logprobs.size(), without[i].logprobs.size());
+    for (size_t t = 0; t < with[i].logprobs.size(); ++t)
+      worst = std::max(worst, std::abs(static_cast<double>(with[i].logprobs[t]) - without[i].logprobs[t]));
   }
+  EXPECT_LT(worst, 1e-5);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, LocalDecodeKernels,
