@@ -30,7 +30,8 @@ def failed_outputs(build):
         elif line.startswith("Output:") and name is not None:
             inside = True
         elif ended and line.startswith("Test ") and not line.startswith("Test time"):
-            if not line.startswith("Test Passed"):
+            # "Test Passed", or "Test Pass Reason:" for a test passed by its PASS_REGULAR_EXPRESSION.
+            if not line.startswith("Test Pass"):
                 failed.append((name, lines[1:]))  # lines[0] is the dashed rule
             ended = False
     return failed
