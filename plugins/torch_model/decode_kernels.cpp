@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "decoder_model.hpp"
 #include "kernel_probe.hpp"
 
 #if AREAL_HAS_CUDA_KERNELS
@@ -21,22 +22,6 @@ namespace {
 bool emulating() {
   const char* e = std::getenv("AREAL_EMULATE_DECODE_KERNELS");
   return e != nullptr && std::string(e) == "1";
-}
-
-// Each half of every head swapped ([x1, x2] -> [x2, x1]), as apply_rope does.
-torch::Tensor halves_swapped(const torch::Tensor& x) {
-  std::vector<int64_t> halves = x.sizes().vec();
-  halves.back() = 2;
-  halves.push_back(x.size(-1) / 2);
-  return x.reshape(halves).flip(-2).reshape(x.sizes());
-}
-
-// The model's norm_rows off CUDA: float32 (float64 for float64) sum, rounded, then scaled.
-torch::Tensor normalized(const torch::Tensor& x, const torch::Tensor& w, double eps) {
-  const auto compute = x.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
-  const torch::Tensor xf = x.to(compute);
-  const torch::Tensor n = (xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps)).to(x.scalar_type());
-  return w * n;
 }
 
 // Whether the operands have the shapes and layouts the kernel reads (the
@@ -193,7 +178,7 @@ torch::Tensor heads_into_cache_reference(const torch::Tensor& qk, const torch::T
                                          const torch::Tensor& slots, const torch::Tensor& positions) {
   const int64_t kv = v.size(1), H = qk.size(1) - kv;
   torch::Tensor heads = qk;
-  if (q_norm.defined()) heads = torch::cat({normalized(qk.narrow(1, 0, H), q_norm, eps), normalized(qk.narrow(1, H, kv), k_norm, eps)}, 1);
+  if (q_norm.defined()) heads = torch::cat({portable_rms_norm(qk.narrow(1, 0, H), q_norm, eps), portable_rms_norm(qk.narrow(1, H, kv), k_norm, eps)}, 1);
   const torch::Tensor rotated = torch::addcmul(heads * rope[0], halves_swapped(heads), rope[1]);
   k_cache.index_put_({slots, positions}, rotated.narrow(1, H, kv));
   v_cache.index_put_({slots, positions}, v);

@@ -212,12 +212,23 @@ torch::Tensor DecoderModel::norm_rows(const torch::Tensor& x, const torch::Tenso
   if (x.is_cuda() && x.scalar_type() != torch::kFloat64 && (!w.defined() || w.scalar_type() == x.scalar_type()))
     return std::get<0>(at::_fused_rms_norm(x, {x.size(-1)}, w.defined() ? std::optional<at::Tensor>(w) : std::nullopt, config_.rms_norm_eps));
 #endif
+  return portable_rms_norm(x, w, config_.rms_norm_eps);
+}
+
+torch::Tensor portable_rms_norm(const torch::Tensor& x, const torch::Tensor& w, double eps) {
   // In float32 at least, as HF's RMSNorm does, then back to the input dtype.
   const auto compute = x.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
   const torch::Tensor xf = x.to(compute);
   const torch::Tensor var = xf.pow(2).mean(-1, /*keepdim=*/true);
-  const torch::Tensor normalized = (xf * torch::rsqrt(var + config_.rms_norm_eps)).to(x.scalar_type());
+  const torch::Tensor normalized = (xf * torch::rsqrt(var + eps)).to(x.scalar_type());
   return w.defined() ? w * normalized : normalized;
+}
+
+torch::Tensor halves_swapped(const torch::Tensor& x) {
+  std::vector<int64_t> halves = x.sizes().vec();
+  halves.back() = 2;
+  halves.push_back(x.size(-1) / 2);
+  return x.reshape(halves).flip(-2).reshape(x.sizes());
 }
 
 torch::Tensor DecoderModel::rope_table(const torch::Tensor& positions) const {
@@ -245,11 +256,7 @@ torch::Tensor DecoderModel::apply_rope(const torch::Tensor& x, const torch::Tens
   // HF's x * cos + rotate_half(x) * sin, rotate_half(x) = [-x2, x1], as
   // x * cos + [x2, x1] * [-sin, sin]: the halves swapped by one flip and the
   // sign carried by the table, three kernels where HF's form takes five.
-  const int64_t h = x.size(-1) / 2;
-  std::vector<int64_t> halves = x.sizes().vec();
-  halves.back() = 2;
-  halves.push_back(h);
-  const torch::Tensor swapped = x.reshape(halves).flip(-2).reshape(x.sizes());
+  const torch::Tensor swapped = halves_swapped(x);
   // The invariant mode keeps one rounding an operation: addcmul's CPU vector
   // code rounds twice where its scalar tail may fuse (FMA).
   return invariant_ ? x * rope[0] + swapped * rope[1] : torch::addcmul(x * rope[0], swapped, rope[1]);

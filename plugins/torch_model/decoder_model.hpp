@@ -51,6 +51,16 @@ struct MoeRouting {
 // expert e and P_e its mean router probability; k when perfectly balanced.
 torch::Tensor load_balancing_loss(const std::vector<torch::Tensor>& router_logits, int64_t num_experts, int64_t top_k);
 
+// Layer math the model and its kernels' references (decode_kernels.cpp)
+// share, so that a reference is the model's own computation.
+// RMSNorm over x's last dimension without libtorch's fused kernel: in
+// float32 at least (HF's order), rounded to x's dtype, then scaled by w
+// (undefined: not scaled).
+torch::Tensor portable_rms_norm(const torch::Tensor& x, const torch::Tensor& w, double eps);
+// Each half of every head swapped, [x1, x2] -> [x2, x1] (RoPE's rotate_half
+// with the sign left to the table).
+torch::Tensor halves_swapped(const torch::Tensor& x);
+
 class DecoderModel {
  public:
   // Random init (seeded, N(0, initializer_range), drawn on the CPU so a
