@@ -4,12 +4,14 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <mutex>
 #include <numeric>
 #include <optional>
 #include <vector>
 #include <tuple>
 
 #include <ATen/Context.h>
+#include <ATen/core/Generator.h>
 #include <torch/utils.h>
 #include <torch/version.h>
 
@@ -805,16 +807,52 @@ torch::Tensor DecoderModel::hidden(const torch::Tensor& ids, const torch::Tensor
   return run_layers(torch::embedding(p("model.embed_tokens.weight"), upload(ids.to(torch::kInt64), device_)), rope, layout, checkpoint, routing);
 }
 
+namespace {
+
+// The state of the default generator of `device`, which LoRA dropout draws from.
+torch::Tensor generator_state(const torch::Device& device) {
+  at::Generator g = at::globalContext().defaultGenerator(device);
+  std::lock_guard<std::mutex> lock(g.mutex());
+  return g.get_state();
+}
+
+// Sets the generator of `device` to `state` for its lifetime, then back to
+// where it was, so that code drawing after it sees no replay.
+class GeneratorReplay {
+ public:
+  GeneratorReplay(const torch::Device& device, const torch::Tensor& state) : device_(device), resume_(generator_state(device)) { set(state); }
+  ~GeneratorReplay() { set(resume_); }
+  GeneratorReplay(const GeneratorReplay&) = delete;
+  GeneratorReplay& operator=(const GeneratorReplay&) = delete;
+
+ private:
+  void set(const torch::Tensor& state) {
+    at::Generator g = at::globalContext().defaultGenerator(device_);
+    std::lock_guard<std::mutex> lock(g.mutex());
+    g.set_state(state);
+  }
+  torch::Device device_;
+  torch::Tensor resume_;
+};
+
+}  // namespace
+
 // One decoder layer recomputed in backward instead of stored: it keeps only
 // its input (and, for a MoE layer, the experts it chose, so the recompute
 // routes the same). A MoE layer's router logits are a second output, so a
 // loss on them (load balancing) reaches the router through the recompute too.
+// A layer whose LoRA adapter draws dropout masks also keeps the generator's
+// state from before its forward, and the recompute draws from that state:
+// the same masks, as PyTorch's checkpoint (preserve_rng_state) has it.
+// Gradients go to whatever of the layer requires them: its weights, or with
+// the base frozen (LoRA) the adapter's A and B.
 struct CheckpointedLayer : torch::autograd::Function<CheckpointedLayer> {
   static torch::autograd::tensor_list forward(torch::autograd::AutogradContext* ctx, torch::Tensor in, const DecoderModel* m, int64_t layer,
                                               torch::Tensor rope, c10::intrusive_ptr<AttentionLayout> layout, torch::Tensor replay) {
     ctx->saved_data["m"] = reinterpret_cast<int64_t>(m);
     ctx->saved_data["layer"] = layer;
     ctx->saved_data["layout"] = c10::IValue::make_capsule(layout);
+    if (m->lora() != nullptr && m->lora()->draws_random()) ctx->saved_data["generator_state"] = generator_state(in.device());
     torch::NoGradGuard no_grad;
     MoeRouting r;
     if (replay.numel() > 0) r.replay = replay;  // empty: the router chooses (custom functions take no undefined tensors)
@@ -840,6 +878,8 @@ struct CheckpointedLayer : torch::autograd::Function<CheckpointedLayer> {
     }
     std::vector<torch::Tensor> outs, out_grads;
     {
+      std::optional<GeneratorReplay> replay;
+      if (ctx->saved_data.count("generator_state") > 0) replay.emplace(in.device(), ctx->saved_data["generator_state"].toTensor());
       torch::AutoGradMode enable(true);
       outs.push_back(m->layer_forward(layer, in, saved[1], *layout, &r));
     }
@@ -848,7 +888,11 @@ struct CheckpointedLayer : torch::autograd::Function<CheckpointedLayer> {
     std::vector<torch::Tensor> inputs = {in};
     const std::string pre = "model.layers." + std::to_string(layer) + ".";
     for (const auto& [name, t] : m->named_parameters())
-      if (name.rfind(pre, 0) == 0) inputs.push_back(t);
+      if (name.rfind(pre, 0) == 0 && t.requires_grad()) inputs.push_back(t);
+    if (const LoraAdapter* lora = m->lora())
+      for (size_t k = 0; k < kLoraModules; ++k)
+        for (const torch::Tensor* t : {&lora->a(layer, static_cast<LoraModule>(k)), &lora->b(layer, static_cast<LoraModule>(k))})
+          if (t->defined() && t->requires_grad()) inputs.push_back(*t);
     auto g = torch::autograd::grad(outs, inputs, out_grads, /*retain_graph=*/false, /*create_graph=*/false, /*allow_unused=*/true);
     // Parameter grads accumulate directly; the input grad flows back.
     for (size_t i = 1; i < inputs.size(); ++i)

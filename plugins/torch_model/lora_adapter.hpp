@@ -84,6 +84,9 @@ class LoraAdapter {
   std::vector<torch::Tensor> parameters() const;  // every A and B, layer by layer, module by module
   // Dropout on the adapter's input applies only while training.
   void set_training(bool training) { training_ = training; }
+  // Whether delta() draws random numbers (dropout while training): a
+  // recomputed layer must then replay the generator's state.
+  bool draws_random() const { return training_ && config_.dropout > 0; }
 
   // scaling * B (A dropout(x)) in x's dtype, computed in the adapter's
   // (float32); undefined when the module is not targeted.
