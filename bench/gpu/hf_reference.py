@@ -26,6 +26,24 @@ import transformers
 from transformers import AutoModelForCausalLM
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+# Where transformers runs: the GPU, or the CPU when gpu_check rehearses its
+# plumbing there (GPU_CHECK_DEVICE=cpu sets this; its numbers mean nothing).
+DEVICE = os.environ.get("AREAL_REFERENCE_DEVICE", "cuda")
+ON_GPU = DEVICE.startswith("cuda")
+
+
+def synchronize():
+    if ON_GPU:
+        synchronize()
+
+
+def reset_peak_memory():
+    if ON_GPU:
+        reset_peak_memory()
+
+
+def peak_memory():
+    return peak_memory() if ON_GPU else 0
 
 
 def token(seq, pos, vocab):  # the same formula as bench/model/bench_model.cpp
@@ -38,7 +56,7 @@ def load(model_dir, dtype, attn):
     except TypeError:  # transformers before 4.56 names it torch_dtype
         m = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=dtype, attn_implementation=attn)
     assert m.dtype == dtype, f"transformers loaded {m.dtype}, not {dtype}"
-    return m.to("cuda")
+    return m.to(DEVICE)
 
 
 @torch.no_grad()
@@ -46,7 +64,7 @@ def logprobs(model_dir, in_path, out_path, dtype):
     m = load(model_dir, DTYPES[dtype], "eager").eval()
     out = []
     for seq in json.load(open(in_path))["sequences"]:
-        ids = torch.tensor([seq], device="cuda")
+        ids = torch.tensor([seq], device=DEVICE)
         logits = m(input_ids=ids).logits[0].float()
         lp = logits[:-1].log_softmax(-1).gather(-1, ids[0, 1:, None]).squeeze(-1)
         out.append(lp.tolist())
@@ -71,14 +89,14 @@ def bench(model_dir, batch, seqlen, steps, gen_requests, gen_prompt, gen_tokens,
         # training loop batches it; the loss and tokens/s count real tokens.
         lens = lengths(batch, seqlen)
         longest = max(lens)
-        ids = torch.tensor([[token(s, t, vocab) if t < n else 0 for t in range(longest)] for s, n in enumerate(lens)], device="cuda")
-        mask = torch.tensor([[1 if t < n else 0 for t in range(longest)] for n in lens], device="cuda")
+        ids = torch.tensor([[token(s, t, vocab) if t < n else 0 for t in range(longest)] for s, n in enumerate(lens)], device=DEVICE)
+        mask = torch.tensor([[1 if t < n else 0 for t in range(longest)] for n in lens], device=DEVICE)
         # The strongest plain-PyTorch setup: fused AdamW (one kernel for every parameter).
-        opt = torch.optim.AdamW(m.parameters(), lr=1e-5, weight_decay=0.0, fused=True)
+        opt = torch.optim.AdamW(m.parameters(), lr=1e-5, weight_decay=0.0, fused=ON_GPU)
 
         def step():
             opt.zero_grad(set_to_none=True)
-            with torch.autocast("cuda", dtype=torch.bfloat16):
+            with torch.autocast(DEVICE.split(":")[0], dtype=torch.bfloat16):
                 logits = m(input_ids=ids, attention_mask=mask).logits
             lp = logits[:, :-1].float().log_softmax(-1).gather(-1, ids[:, 1:, None]).squeeze(-1)
             real = mask[:, 1:].float()
@@ -89,24 +107,25 @@ def bench(model_dir, batch, seqlen, steps, gen_requests, gen_prompt, gen_tokens,
             out.setdefault("first_grad_norm", norm.item())  # before clipping, as areal reports it
             return loss.item()
 
-        torch.cuda.reset_peak_memory_stats()
+        reset_peak_memory()
         out["first_loss"] = step()
-        torch.cuda.synchronize()
+        synchronize()
         t0 = time.perf_counter()
         for _ in range(steps):
             out["last_loss"] = step()
-        torch.cuda.synchronize()
+        synchronize()
         secs = time.perf_counter() - t0
         out["train_tokens_per_s"] = steps * sum(lens) / secs
         out["train_tokens"] = sum(lens)
         out["train_step_s"] = secs / steps
-        out["train_peak_device_memory_bytes"] = torch.cuda.max_memory_allocated()
+        out["train_peak_device_memory_bytes"] = peak_memory()
         del opt
     m = m.to(torch.bfloat16).eval()
     for p in m.parameters():
         p.grad = None
-    torch.cuda.empty_cache()
-    prompt = torch.tensor([[token(r, t, vocab) for t in range(gen_prompt)] for r in range(gen_requests)], device="cuda")
+    if ON_GPU:
+        torch.cuda.empty_cache()
+    prompt = torch.tensor([[token(r, t, vocab) for t in range(gen_prompt)] for r in range(gen_requests)], device=DEVICE)
 
     for variant in variants if gen_requests > 0 else ():
         kwargs = {}
@@ -127,20 +146,20 @@ def bench(model_dir, batch, seqlen, steps, gen_requests, gen_prompt, gen_tokens,
                            max_new_tokens=tokens, min_new_tokens=tokens, pad_token_id=0, **kwargs)
             return (g.shape[1] - gen_prompt) * g.shape[0]
 
-        torch.cuda.reset_peak_memory_stats()
+        reset_peak_memory()
         t0 = time.perf_counter()
         run(gen_tokens)  # warm-up on the full length (compiles the compiled variant)
-        torch.cuda.synchronize()
+        synchronize()
         warm = time.perf_counter() - t0
         t0 = time.perf_counter()
         produced = run(gen_tokens)
-        torch.cuda.synchronize()
+        synchronize()
         secs = time.perf_counter() - t0
         key = "" if variant == "eager" else "_" + variant
         out["gen_tokens_per_s" + key] = produced / secs
         out["gen_s" + key] = secs
         out["gen_warmup_s" + key] = warm
-        out["gen_peak_device_memory_bytes" + key] = torch.cuda.max_memory_allocated()
+        out["gen_peak_device_memory_bytes" + key] = peak_memory()
     print(json.dumps(out))
 
 
