@@ -62,6 +62,11 @@ if(AREAL_TORCH_HAS_CUDA AND NOT AREAL_CUDA_KERNELS STREQUAL "OFF")
   if(CMAKE_CUDA_COMPILER)
     enable_language(CUDA)
     set(AREAL_HAS_CUDA_KERNELS ON)
+    # PyTorch's CMake package appends its own -gencode list to CMAKE_CUDA_FLAGS
+    # (the GPUs it detects, or without one a list from its build that a newer
+    # nvcc may refuse: CUDA 13's has no sm_50). Our kernels are built for
+    # AREAL_CUDA_ARCHITECTURES alone.
+    string(REGEX REPLACE "-gencode[ =]arch=[^ ]+" "" CMAKE_CUDA_FLAGS "${CMAKE_CUDA_FLAGS}")
   endif()
 endif()
 if(AREAL_CUDA_KERNELS STREQUAL "ON" AND NOT AREAL_HAS_CUDA_KERNELS)
@@ -75,5 +80,8 @@ endif()
 if(AREAL_GLOO_INCLUDE_DIR)
   set(_areal_gloo "${AREAL_GLOO_INCLUDE_DIR}")
 endif()
-message(STATUS "libtorch ${Torch_VERSION} at ${Torch_DIR}: CUDA ${AREAL_TORCH_HAS_CUDA}, NCCL headers ${_areal_nccl}, Gloo headers ${_areal_gloo}, "
-               "areal's CUDA kernels ${AREAL_HAS_CUDA_KERNELS}")
+string(CONCAT _areal_torch_summary "libtorch ${Torch_VERSION} at ${Torch_DIR}: CUDA ${AREAL_TORCH_HAS_CUDA}, NCCL headers ${_areal_nccl}, "
+              "Gloo headers ${_areal_gloo}, areal's CUDA kernels ${AREAL_HAS_CUDA_KERNELS}")
+message(STATUS "${_areal_torch_summary}")
+# The same line for scripts that measure a build (scripts/gpu_check.sh).
+file(WRITE "${CMAKE_BINARY_DIR}/areal_torch.txt" "${_areal_torch_summary}\n")
