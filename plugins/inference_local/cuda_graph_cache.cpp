@@ -2,6 +2,7 @@
 
 #include <string>
 #include <utility>
+#include <exception>
 
 #ifdef AREAL_TORCH_CUDA
 #include <ATen/cuda/CUDAGraph.h>
@@ -68,9 +69,20 @@ torch::Tensor CudaGraphCache::run(const Key& key, const std::function<torch::Ten
 }
 
 void CudaGraphCache::clear() {
-  torch::cuda::synchronize();  // no replay still reading what the graphs held
+  // Nothing captured, nothing to wait for: an engine on the CPU with a CUDA
+  // libtorch may have no GPU to synchronize with at all.
+  if (graphs_->entries.empty()) return;
+  // No replay still reading what the graphs held. If the device cannot say
+  // (a fault earlier), the graphs go anyway: none may replay over a new cache.
+  std::exception_ptr unsynchronized;
+  try {
+    torch::cuda::synchronize();
+  } catch (...) {
+    unsynchronized = std::current_exception();
+  }
   graphs_->entries.clear();
   graphs_->pool = {0, 0};
+  if (unsynchronized) std::rethrow_exception(unsynchronized);
 }
 
 size_t CudaGraphCache::size() const { return graphs_->entries.size(); }

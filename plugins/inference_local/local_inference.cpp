@@ -45,6 +45,8 @@
 #include <exception>
 #include <cstring>
 #include <cmath>
+#include <stdexcept>
+#include <cstdlib>
 
 #include <nlohmann/json.hpp>
 
@@ -179,6 +181,7 @@ class LocalInference {
     contents_ = std::make_unique<areal::local_inference::SlotContents>(max_batch_);
     min_new_tokens_ = c.value("min_new_tokens", int64_t{0});
     graphs_on_ = c.value("cuda_graphs", true) && device_.is_cuda() && !invariant_ && areal::local_inference::CudaGraphCache::available();
+    read_fault_hook();
     const std::string overlap = c.value("overlap", std::string("auto"));
     if (overlap != "auto" && overlap != "on" && overlap != "off") throw sdk::invalid_argument("local: overlap must be auto, on or off");
     overlap_ = !invariant_ && (overlap == "on" || (overlap == "auto" && device_.is_cuda()));
@@ -1099,6 +1102,7 @@ class LocalInference {
         for (auto& r : admitted) active_.push_back(r);
       }
       try {
+        if (fault_.round > 0 && ++rounds_ == fault_.round) throw std::runtime_error("injected step fault (AREAL_TEST_LOCAL_STEP_FAULT)");
         step_once(admitted, paused);
       } catch (const std::exception& e) {
         fail_active(e.what());  // those requests end in an error; the engine goes on
@@ -1176,6 +1180,9 @@ class LocalInference {
   // A step threw (out of device memory, a bug): every request in the step
   // ends with AREAL_FINISH_ERROR and the message, and the cache is dropped
   // (it may hold half-written rows). The process and later requests go on.
+  // Dropping the cache may throw as well (after a device fault every CUDA
+  // call can): that is logged, and the requests still end; an exception
+  // out of here would end the scheduler thread, and every request with it.
   void fail_active(const std::string& what) {
     pending_.reset();  // its rows are of the requests failed here, or of ended ones
     sdk::log(AREAL_LOG_ERROR, "local", "a generation step failed: " + what + "; its " + std::to_string(active_.size()) + " request(s) end with an error");
@@ -1185,13 +1192,29 @@ class LocalInference {
         r->finish = AREAL_FINISH_ERROR;
         r->error = "local inference step failed: " + what;
       }
-    drop_cache();
+    try {
+      drop_cache();
+      if (fault_.drop) throw std::runtime_error("injected fault dropping the cache (AREAL_TEST_LOCAL_STEP_FAULT)");
+    } catch (const std::exception& e) {
+      sdk::log(AREAL_LOG_ERROR, "local", std::string("dropping the KV cache after the failed step failed too: ") + e.what());
+    }
   }
 
+  // Host bookkeeping first, the graphs (which wait for the device) last.
   void drop_cache() {
     contents_->clear();
-    graphs_.clear();
     cache_->clear();
+    graphs_.clear();
+  }
+
+  // Test hook: AREAL_TEST_LOCAL_STEP_FAULT=N makes the scheduler's Nth round
+  // throw; "N,drop" makes dropping the cache after it throw too. Tests only.
+  void read_fault_hook() {
+    const char* e = std::getenv("AREAL_TEST_LOCAL_STEP_FAULT");
+    if (e == nullptr || *e == 0) return;
+    const std::string v = e;
+    fault_.round = std::stoll(v);
+    fault_.drop = v.find(",drop") != std::string::npos;
   }
 
   void finish_done() {
@@ -1252,6 +1275,11 @@ class LocalInference {
   areal::local_inference::CudaGraphCache graphs_;
   bool graphs_on_ = false;       // decode steps replay captured graphs (CUDA, cuda_graphs: true)
   std::atomic<int64_t> decode_steps_{0};  // read by info() on other threads
+  struct {
+    int64_t round = 0;  // AREAL_TEST_LOCAL_STEP_FAULT's round (0: none)
+    bool drop = false;
+  } fault_;
+  int64_t rounds_ = 0;  // scheduler rounds so far (the hook counts them)
   std::vector<int> free_slots_;
   std::shared_ptr<const areal::tokenizer::Tokenizer> tokenizer_;
   torch::Dtype dtype_ = torch::kFloat32;
