@@ -20,6 +20,30 @@ if(TORCH_CXX_FLAGS MATCHES "_GLIBCXX_USE_CXX11_ABI=0")
                       "with areal's other libraries: use a PyTorch built with the C++11 ABI (torch.compiled_with_cxx11_abi() is True) "
                       "or Debian's libtorch (AREAL_TORCH=debian scripts/setup.sh)")
 endif()
+# TorchConfig finds c10 with find_library, which looks in the system's
+# folders before the libtorch's own: on a machine with Debian's libtorch-dev
+# (scripts/setup.sh installs it) another libtorch's targets got Debian's
+# libc10 as well, two c10s in one process (a module linking it aborted at
+# load). The libtorch's own libc10 replaces any other.
+if(c10_LIBRARY AND TORCH_INSTALL_PREFIX)
+  get_filename_component(_areal_torch_prefix "${TORCH_INSTALL_PREFIX}" REALPATH)
+  get_filename_component(_areal_c10 "${c10_LIBRARY}" REALPATH)
+  string(FIND "${_areal_c10}" "${_areal_torch_prefix}/" _areal_c10_at)
+  if(NOT _areal_c10_at EQUAL 0)
+    find_library(AREAL_TORCH_C10_LIBRARY c10 PATHS "${TORCH_INSTALL_PREFIX}/lib" NO_DEFAULT_PATH)
+    if(NOT AREAL_TORCH_C10_LIBRARY)
+      message(FATAL_ERROR "libtorch at ${Torch_DIR}: no libc10 in ${TORCH_INSTALL_PREFIX}/lib (find_library found ${c10_LIBRARY})")
+    endif()
+    set(_areal_torch_libraries "")
+    foreach(_areal_lib IN LISTS TORCH_LIBRARIES)
+      if(_areal_lib STREQUAL c10_LIBRARY)
+        set(_areal_lib "${AREAL_TORCH_C10_LIBRARY}")
+      endif()
+      list(APPEND _areal_torch_libraries "${_areal_lib}")
+    endforeach()
+    set(TORCH_LIBRARIES "${_areal_torch_libraries}")
+  endif()
+endif()
 add_library(areal_torch INTERFACE)
 target_link_libraries(areal_torch INTERFACE ${TORCH_LIBRARIES})
 # PyTorch's headers need C++20 from 2.12 on; older ones compile as C++17.
