@@ -17,19 +17,21 @@ require_agent_modules "$src"
 fresh_model_workdir "$work" 1 --initializer-range 0.1  # the base scripts/quickstart.sh makes
 format_warmup "$src" "$work"
 common=(experiment.trial=t experiment.seed=7 trainer.checkpoint_every=50)
-# The first 200 of the shipped 350 steps (its learning rate is constant, so
-# they are the shipped run's first 200): the reward is past 0.9 by about step
-# 100 (20-step windows of a 120-step run, seed 7: 0.12 0.16 0.70 0.94 0.97 0.98),
-# so the last 50 steps and the final evaluation check mastery with a margin.
-run_config "$src/configs/quickstart.yaml" "$work" "$work/first.log" "${common[@]}" trainer.total_steps=150
+# The first 250 of the shipped 350 steps (its learning rate is constant, so
+# they are the shipped run's first 250): the reward is usually past 0.9 by
+# about step 100 (20-step windows of a 120-step run, seed 7: 0.12 0.16 0.70
+# 0.94 0.97 0.98), but asynchrony makes runs differ: one clean-clone run
+# learnt later (evaluation 0.78 at step 100, 0.72 at 150, 1.0 at 200) and its
+# steps 151-200 averaged 0.896. The last 50 steps are therefore 201-250.
+run_config "$src/configs/quickstart.yaml" "$work" "$work/first.log" "${common[@]}" trainer.total_steps=200
 run="$work/runs/quickstart/t"
-test -f "$run/checkpoints/step_150/host_state.json"
-# Resume from step 150 and continue to 200.
-run_config "$src/configs/quickstart.yaml" "$work" "$work/second.log" "${common[@]}" trainer.total_steps=200 trainer.resume=true
-grep -q "resumed from .*step_150 at step 150 (version 150)" "$work/second.log"
+test -f "$run/checkpoints/step_200/host_state.json"
+# Resume from step 200 and continue to 250.
+run_config "$src/configs/quickstart.yaml" "$work" "$work/second.log" "${common[@]}" trainer.total_steps=250 trainer.resume=true
+grep -q "resumed from .*step_200 at step 200 (version 200)" "$work/second.log"
 grep -o "done: .*" "$work/second.log"
 test -s "$run/reward_curve.svg"
-/usr/bin/python3 "$src/tests/support/check_quickstart_run.py" "$run" 200 --resume-at 150 --masters
+/usr/bin/python3 "$src/tests/support/check_quickstart_run.py" "$run" 250 --resume-at 200 --masters
 # The final model is an HF folder the local engine serves again.
 test -f "$run/final/config.json" && test -f "$run/final/model.safetensors" && test -f "$run/final/tokenizer.json"
 "$host" serve --model "$run/final" --port 0 "gateway.state_dir=$work/serve-state" > "$work/serve.log" 2>&1 &
