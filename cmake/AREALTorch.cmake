@@ -45,6 +45,14 @@ if(c10_LIBRARY AND TORCH_INSTALL_PREFIX)
   endif()
 endif()
 add_library(areal_torch INTERFACE)
+# PyTorch 2.11's libtorch.so exports its own copy of std::filesystem, built
+# against GCC 13's libstdc++: in a program that lists libtorch before
+# libstdc++ that copy answers the program's own calls, and on GCC 12's
+# libstdc++ (Debian 12) fs::remove_all jumped to a null weak symbol. Naming
+# libstdc++ first makes the loader find the system's copy first.
+if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_SYSTEM_NAME STREQUAL "Linux")
+  target_link_libraries(areal_torch INTERFACE stdc++)
+endif()
 target_link_libraries(areal_torch INTERFACE ${TORCH_LIBRARIES})
 # PyTorch's headers need C++20 from 2.12 on; older ones compile as C++17.
 if(Torch_VERSION AND Torch_VERSION VERSION_GREATER_EQUAL 2.12)
