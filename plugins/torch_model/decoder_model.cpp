@@ -30,8 +30,9 @@
 #else
 #define AREAL_HAS_SDPA 0
 #endif
-// at::_fused_rms_norm (one CUDA kernel, with its backward) arrived in 2.8.
-#if defined(TORCH_VERSION_MAJOR) && (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 8))
+// at::_fused_rms_norm as called below (one CUDA kernel, with its backward)
+// arrived in 2.9; 2.8's op of that name takes other arguments (MPS only).
+#if defined(TORCH_VERSION_MAJOR) && (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 9))
 #define AREAL_HAS_FUSED_RMS_NORM 1
 #else
 #define AREAL_HAS_FUSED_RMS_NORM 0
