@@ -34,16 +34,16 @@ ON_GPU = DEVICE.startswith("cuda")
 
 def synchronize():
     if ON_GPU:
-        synchronize()
+        torch.cuda.synchronize()
 
 
 def reset_peak_memory():
     if ON_GPU:
-        reset_peak_memory()
+        torch.cuda.reset_peak_memory_stats()
 
 
 def peak_memory():
-    return peak_memory() if ON_GPU else 0
+    return torch.cuda.max_memory_allocated() if ON_GPU else 0
 
 
 def token(seq, pos, vocab):  # the same formula as bench/model/bench_model.cpp
