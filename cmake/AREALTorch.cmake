@@ -30,6 +30,7 @@ if(c10_LIBRARY AND TORCH_INSTALL_PREFIX)
   get_filename_component(_areal_c10 "${c10_LIBRARY}" REALPATH)
   string(FIND "${_areal_c10}" "${_areal_torch_prefix}/" _areal_c10_at)
   if(NOT _areal_c10_at EQUAL 0)
+    unset(AREAL_TORCH_C10_LIBRARY CACHE)  # another libtorch's, when this build folder is configured again
     find_library(AREAL_TORCH_C10_LIBRARY c10 PATHS "${TORCH_INSTALL_PREFIX}/lib" NO_DEFAULT_PATH)
     if(NOT AREAL_TORCH_C10_LIBRARY)
       message(FATAL_ERROR "libtorch at ${Torch_DIR}: no libc10 in ${TORCH_INSTALL_PREFIX}/lib (find_library found ${c10_LIBRARY})")

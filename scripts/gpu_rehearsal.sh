@@ -52,7 +52,7 @@ CUDACXX="$toolkit/bin/nvcc" cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_T
   -DCMAKE_PREFIX_PATH="$torch_prefix" -DAREAL_CUDA_KERNELS=ON "${launcher[@]}" > "$work/configure.log" 2>&1 ||
   { tail -30 "$work/configure.log"; fail "configure (log: $work/configure.log)"; }
 cat "$build/areal_torch.txt"
-cmake --build "$build" -- -k 0 > "$work/build.log" 2>&1 || { grep -B2 -A12 "error" "$work/build.log" | head -60; fail "build (log: $work/build.log)"; }
+cmake --build "$build" -- -k 0 > "$work/build.log" 2>&1 || { grep -B2 -A12 "error" "$work/build.log" | head -60 || true; fail "build (log: $work/build.log)"; }
 cmake --build "$build" --target areal_bench_profiler >> "$work/build.log" 2>&1 || fail "the profiler module (log: $work/build.log)"
 echo "gpu_rehearsal: built in $(( $(date +%s) - t0 )) s"
 

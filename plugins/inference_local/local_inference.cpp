@@ -1213,8 +1213,12 @@ class LocalInference {
     const char* e = std::getenv("AREAL_TEST_LOCAL_STEP_FAULT");
     if (e == nullptr || *e == 0) return;
     const std::string v = e;
-    fault_.round = std::stoll(v);
-    fault_.drop = v.find(",drop") != std::string::npos;
+    char* end = nullptr;
+    fault_.round = std::strtoll(v.c_str(), &end, 10);
+    fault_.drop = std::string(end) == ",drop";
+    if (fault_.round < 1 || (*end != 0 && !fault_.drop))
+      throw sdk::invalid_argument("local: AREAL_TEST_LOCAL_STEP_FAULT='" + v + "' is not N or N,drop with N >= 1 (a test hook: unset it)");
+    sdk::log(AREAL_LOG_WARN, "local", "AREAL_TEST_LOCAL_STEP_FAULT=" + v + ": the scheduler's round " + std::to_string(fault_.round) + " fails on purpose (a test hook)");
   }
 
   void finish_done() {

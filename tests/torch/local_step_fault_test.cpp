@@ -62,8 +62,8 @@ class LocalStepFault : public ::testing::TestWithParam<const char*> {
 };
 
 // Round 3 of the scheduler throws: rounds 1 and 2 prefilled and decoded the
-// first two requests (two slots), so those two end with the error, the
-// three queued behind them complete, and so does a request after.
+// first requests (two slots), so those end with the error, the ones queued
+// behind them complete, and so does a request after.
 TEST_P(LocalStepFault, TheStepsRequestsEndWithTheErrorAndTheEngineGoesOn) {
   setenv("AREAL_TEST_LOCAL_STEP_FAULT", GetParam(), 1);
   areal::testing::LocalEngine engine(nlohmann::json{{"model_path", model()}, {"max_batch", 2}});
@@ -82,7 +82,10 @@ TEST_P(LocalStepFault, TheStepsRequestsEndWithTheErrorAndTheEngineGoesOn) {
       EXPECT_EQ(r.logprobs.size(), 6u);
     }
   }
-  EXPECT_EQ(failed, 2) << "the failed step held the first two requests";
+  // Two slots: the failed step held the first two requests, or only the
+  // first where the scheduler ran two rounds before the second was submitted.
+  EXPECT_GE(failed, 1) << "no request saw the injected fault";
+  EXPECT_LE(failed, 2) << "more requests failed than the step held";
   const auto after = generate(engine, 1, 4, &all_ended);
   ASSERT_TRUE(all_ended);
   EXPECT_EQ(after[0].finish_reason, AREAL_FINISH_LENGTH) << after[0].error_message;

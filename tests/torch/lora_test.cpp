@@ -36,10 +36,10 @@ using J = nlohmann::json;
 
 namespace {
 
-std::string tiny_model(const std::string& family) {
+std::string tiny_model(const std::string& family, const std::string& preset = "tiny") {
   areal::model::InitModelOptions o;
-  o.family = family, o.preset = "tiny", o.tokenizer_dir = "bytes", o.seed = 4;
-  return areal::testing::model_dir_once("lora-" + family, o);
+  o.family = family, o.preset = preset, o.tokenizer_dir = "bytes", o.seed = 4;
+  return areal::testing::model_dir_once("lora-" + preset + "-" + family, o);
 }
 
 // An adapter whose B is not zero (a trained one), so every target counts.
@@ -126,13 +126,17 @@ TEST_P(LoraFamily, GradientsReachTheAdapterAndMatchFiniteDifferences) {
 // Gradient checkpointing with the base frozen: the recomputed layers pass
 // gradients to the adapter alone (the base weights need none: asking autograd
 // for them failed every step), and with dropout the recompute draws the masks
-// the forward drew, so the gradients are those of the stored forward.
+// the forward drew, so the gradients are those of the stored forward. Four
+// layers (small): the first runs plainly (its input needs no gradient), the
+// other three are recomputed, so a replay that did not put the generator
+// back would leave it where layer 1's masks end, not where the forward ended.
 TEST_P(LoraFamily, GradientCheckpointingGivesTheAdapterTheSameGradients) {
   for (const double dropout : {0.0, 0.3}) {
     std::vector<std::vector<torch::Tensor>> grads(2);
     std::vector<double> losses(2);
     for (int checkpoint = 0; checkpoint < 2; ++checkpoint) {
-      DecoderModel m = DecoderModel::load(tiny_model(GetParam()), torch::kFloat64);
+      DecoderModel m = DecoderModel::load(tiny_model(GetParam(), "small"), torch::kFloat64);
+      ASSERT_GE(m.config().num_hidden_layers, 3);
       for (const auto& t : m.parameters()) const_cast<torch::Tensor&>(t).set_requires_grad(false);
       const auto adapter = trained_adapter(m, J{{"rank", 2}, {"dropout", dropout}, {"target_modules", "all-linear"}}, torch::kFloat64);
       adapter->set_training(true);
