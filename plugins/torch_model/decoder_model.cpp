@@ -4,19 +4,18 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <mutex>
 #include <numeric>
 #include <optional>
 #include <vector>
 #include <tuple>
 
 #include <ATen/Context.h>
-#include <ATen/core/Generator.h>
 #include <torch/utils.h>
 #include <torch/version.h>
 
 #include "attention_layout.hpp"
 #include "device.hpp"
+#include "random_state.hpp"
 #include "decode_kernels.hpp"
 #include "fused_kernels.hpp"
 #include "core/plugin_host/error.hpp"
@@ -808,36 +807,6 @@ torch::Tensor DecoderModel::hidden(const torch::Tensor& ids, const torch::Tensor
   return run_layers(torch::embedding(p("model.embed_tokens.weight"), upload(ids.to(torch::kInt64), device_)), rope, layout, checkpoint, routing);
 }
 
-namespace {
-
-// The state of the default generator of `device`, which LoRA dropout draws from.
-torch::Tensor generator_state(const torch::Device& device) {
-  at::Generator g = at::globalContext().defaultGenerator(device);
-  std::lock_guard<std::mutex> lock(g.mutex());
-  return g.get_state();
-}
-
-// Sets the generator of `device` to `state` for its lifetime, then back to
-// where it was, so that code drawing after it sees no replay.
-class GeneratorReplay {
- public:
-  GeneratorReplay(const torch::Device& device, const torch::Tensor& state) : device_(device), resume_(generator_state(device)) { set(state); }
-  ~GeneratorReplay() { set(resume_); }
-  GeneratorReplay(const GeneratorReplay&) = delete;
-  GeneratorReplay& operator=(const GeneratorReplay&) = delete;
-
- private:
-  void set(const torch::Tensor& state) {
-    at::Generator g = at::globalContext().defaultGenerator(device_);
-    std::lock_guard<std::mutex> lock(g.mutex());
-    g.set_state(state);
-  }
-  torch::Device device_;
-  torch::Tensor resume_;
-};
-
-}  // namespace
-
 // One decoder layer recomputed in backward instead of stored: it keeps only
 // its input (and, for a MoE layer, the experts it chose, so the recompute
 // routes the same). A MoE layer's router logits are a second output, so a
@@ -853,7 +822,7 @@ struct CheckpointedLayer : torch::autograd::Function<CheckpointedLayer> {
     ctx->saved_data["m"] = reinterpret_cast<int64_t>(m);
     ctx->saved_data["layer"] = layer;
     ctx->saved_data["layout"] = c10::IValue::make_capsule(layout);
-    if (m->lora() != nullptr && m->lora()->draws_random()) ctx->saved_data["generator_state"] = generator_state(in.device());
+    if (m->lora() != nullptr && m->lora()->draws_random()) ctx->saved_data["generator_state"] = default_generator_state(in.device());
     torch::NoGradGuard no_grad;
     MoeRouting r;
     if (replay.numel() > 0) r.replay = replay;  // empty: the router chooses (custom functions take no undefined tensors)

@@ -18,6 +18,7 @@
 // the loss function reads host tensors; the model runs on the device.
 #include <ATen/DLConvertor.h>
 #include <torch/cuda.h>
+#include <torch/serialize.h>
 #include <torch/utils.h>
 
 #include <cmath>
@@ -32,6 +33,7 @@
 #include <algorithm>
 #include <exception>
 #include <limits>
+#include <stdexcept>
 
 #include <nlohmann/json.hpp>
 
@@ -40,6 +42,7 @@
 #include "core/plugin_host/error.hpp"
 #include "decoder_model.hpp"
 #include "lora_adapter.hpp"
+#include "random_state.hpp"
 #include "device.hpp"
 #include "flat_shards.hpp"
 #include "process_group.hpp"
@@ -168,7 +171,7 @@ class FsdpTrain {
     "lora": {"type": "object", "default": null, "doc": "Train a LoRA adapter instead of every weight (issue #34), as PEFT's LoraConfig: the base weights are frozen (no gradients, no optimizer state), the adapter is float32 with its own AdamW. Checkpoints and final/ hold the merged model, and in their adapter/ folder the adapter in PEFT's format. After each step the inference engine is handed the adapter alone when it serves adapters (trainer.weight_update auto or adapter), else the merged weights. null: full training.", "keys": {
       "rank": {"type": "integer", "default": 8, "minimum": 1, "doc": "r: the adapter's rank."},
       "alpha": {"type": "number", "default": 16, "minimum": 0, "doc": "lora_alpha: the update is scaled by alpha / rank (alpha / sqrt(rank) with use_rslora)."},
-      "dropout": {"type": "number", "default": 0, "minimum": 0, "maximum": 0.99, "doc": "lora_dropout on the adapter's input while training (not when log-probs are recomputed)."},
+      "dropout": {"type": "number", "default": 0, "minimum": 0, "maximum": 0.99, "doc": "lora_dropout on the adapter's input while training (not when log-probs are recomputed). Masks come from the device's default generator (seeded with lora_seed when the adapter is new); checkpoints with optimizer state keep its state (random_state.rankR-of-W.pt), so a resume draws the masks the uninterrupted run would."},
       "target_modules": {"type": "any", "default": "all-linear", "doc": "\"all-linear\" or a list of q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj (PEFT's names)."},
       "use_rslora": {"type": "boolean", "default": false, "doc": "Rank-stabilised scaling alpha / sqrt(rank)."}}},
     "lora_path": {"type": "string", "format": "path", "default": "", "doc": "With lora: start from this PEFT adapter folder (adapter_config.json + adapter_model.safetensors) instead of a fresh adapter; its own config then applies."},
@@ -496,7 +499,11 @@ class FsdpTrain {
       }
       group_->barrier();  // the folder exists before other ranks write into it
     }
-    if (spec.value("optimizer", false)) optimizer_->save(optimizer_file(dir));
+    if (spec.value("optimizer", false)) {
+      optimizer_->save(optimizer_file(dir));
+      // Adapter dropout's generator, so the resumed run draws the masks the uninterrupted one would.
+      if (lora_draws_random()) torch::save(std::vector<torch::Tensor>{areal::torch_model::default_generator_state(device_)}, random_state_file(dir));
+    }
     group_->barrier();
   }
 
@@ -523,6 +530,25 @@ class FsdpTrain {
       const std::string opt = optimizer_file(dir);
       if (!fs::exists(opt)) throw sdk::not_found("load: " + opt + " does not exist (saved without optimizer, or with another world_size?)");
       optimizer_->load(opt);
+      if (lora_draws_random()) {
+        // Not there (saved without dropout, or by an older areal) or of another device type (a CPU
+        // checkpoint resumed on CUDA): the run goes on with other masks, which is all that changes.
+        const std::string rs = random_state_file(dir);
+        std::string why = "does not exist";
+        if (fs::exists(rs)) try {
+            std::vector<torch::Tensor> state;
+            torch::load(state, rs);
+            if (state.size() != 1) throw std::runtime_error("not one generator state");
+            areal::torch_model::set_default_generator_state(device_, state[0]);
+            why.clear();
+          } catch (const std::exception& e) {
+            const std::string what = e.what();
+            why = "was not restored (" + what.substr(0, std::min(what.find('\n'), size_t{160})) + ")";
+          }
+        if (!why.empty())
+          sdk::log(AREAL_LOG_WARN, "fsdp", "load: " + rs + " " + why +
+                                              ": the adapter's dropout masks from here differ from an uninterrupted run's");
+      }
     }
     std::ifstream state(fs::path(dir) / "trainer_state.json");
     if (state) {
@@ -547,6 +573,10 @@ class FsdpTrain {
   std::string optimizer_file(const std::string& dir) const {
     return (fs::path(dir) / ("optimizer.rank" + std::to_string(group_->rank()) + "-of-" + std::to_string(group_->world_size()) + ".pt")).string();
   }
+  std::string random_state_file(const std::string& dir) const {
+    return (fs::path(dir) / ("random_state.rank" + std::to_string(group_->rank()) + "-of-" + std::to_string(group_->world_size()) + ".pt")).string();
+  }
+  bool lora_draws_random() const { return lora_ && lora_->config().dropout > 0; }
   // What this rank keeps between steps: its weight slice and AdamW moments.
   int64_t resident_state_bytes() const {
     return shards_->shard().numel() * static_cast<int64_t>(shards_->shard().element_size()) + optimizer_->state_bytes();

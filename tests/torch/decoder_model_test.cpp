@@ -283,15 +283,19 @@ TEST(DecoderModel, BadInputsAreClearErrors) {
   EXPECT_THROW(DecoderModel::load("/nonexistent", torch::kFloat32), areal::Error);
 }
 
-// Through the plugin ABI: N steps straight == k steps, save, reload, N-k steps.
-TEST(FsdpPlugin, ResumeFromACheckpointReproducesTheUninterruptedRun) {
+namespace {
+
+// Through the plugin ABI: 5 steps straight == 2 steps, save, reload, 3 steps
+// (the warm-up ends inside the first part, so the lr schedule must resume too).
+void expect_resume_reproduces_the_uninterrupted_run(const nlohmann::json& extra, const std::string& dir) {
   areal::PluginCatalog catalog({AREAL_TEST_PLUGIN_DIR});
   auto plugin = catalog.resolve("fsdp", AREAL_KIND_TRAIN);
   std::string name = "train";
   auto services = areal::make_services(name);
-  const std::string cfg = nlohmann::json{{"model_path", tiny_model("qwen3")}, {"lr", 0.01}, {"lr_schedule", "cosine"}, {"warmup_steps", 2},
-                                         {"total_steps", 6}, {"micro_batch_tokens", 4}, {"grad_clip", 0.5}, {"weight_decay", 0.01}}
-                              .dump();
+  nlohmann::json config{{"model_path", tiny_model("qwen3")}, {"lr", 0.01}, {"lr_schedule", "cosine"}, {"warmup_steps", 2},
+                        {"total_steps", 6}, {"micro_batch_tokens", 4}, {"grad_clip", 0.5}, {"weight_decay", 0.01}};
+  config.update(extra);
+  const std::string cfg = config.dump();
   areal::HostTensor<int32_t> ids(std::vector<int32_t>{1, 2, 3, 4, 5, 6, 7, 8}), cu(std::vector<int32_t>{0, 3, 8}),
       mask(std::vector<int32_t>{0, 1, 1, 0, 1, 1, 1, 1});
   auto batch = [&] {
@@ -315,10 +319,14 @@ TEST(FsdpPlugin, ResumeFromACheckpointReproducesTheUninterruptedRun) {
     return v;
   };
   areal::PluginInstance straight(plugin, cfg, &services);
+  const auto untrained = logprobs(straight.self());
   steps(straight.self(), 5);
   const auto want = logprobs(straight.self());
+  float moved = 0;  // the steps change the model, so a resume that lost them would show
+  for (size_t i = 0; i < want.size(); ++i) moved = std::max(moved, std::abs(want[i] - untrained[i]));
+  EXPECT_GT(moved, 1e-3);
 
-  const std::string ckpt = areal::testing::test_temp_dir("resume");
+  const std::string ckpt = areal::testing::test_temp_dir(dir);
   const std::string spec = nlohmann::json{{"path", ckpt}, {"optimizer", true}}.dump();
   {
     areal::PluginInstance first(plugin, cfg, &services);
@@ -331,6 +339,47 @@ TEST(FsdpPlugin, ResumeFromACheckpointReproducesTheUninterruptedRun) {
   const auto got = logprobs(resumed.self());
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6) << i;
+}
+
+}  // namespace
+
+TEST(FsdpPlugin, ResumeFromACheckpointReproducesTheUninterruptedRun) {
+  expect_resume_reproduces_the_uninterrupted_run(nlohmann::json::object(), "resume");
+}
+
+// A LoRA job (the managed service kills and resumes them): the checkpoint's
+// adapter and its AdamW state on the untouched base, not on the merged
+// weights the checkpoint also holds (that would count the adapter twice).
+TEST(FsdpPlugin, LoraResumeFromACheckpointReproducesTheUninterruptedRun) {
+  expect_resume_reproduces_the_uninterrupted_run({{"lr", 0.05}, {"lora", {{"rank", 4}, {"alpha", 8}}}}, "resume-lora");
+}
+
+// With adapter dropout the masks come from the device's default generator:
+// the checkpoint keeps its state, and the resumed steps draw the same masks.
+TEST(FsdpPlugin, LoraWithDropoutResumeFromACheckpointReproducesTheUninterruptedRun) {
+  expect_resume_reproduces_the_uninterrupted_run({{"lr", 0.05}, {"lora", {{"rank", 4}, {"alpha", 8}, {"dropout", 0.1}}}}, "resume-lora-dropout");
+}
+
+// A generator state that cannot be restored (damaged, or of another device
+// type) costs only the masks: the checkpoint still loads.
+TEST(FsdpPlugin, LoraWithDropoutLoadsWhenTheGeneratorStateCannotBeRestored) {
+  areal::PluginCatalog catalog({AREAL_TEST_PLUGIN_DIR});
+  auto plugin = catalog.resolve("fsdp", AREAL_KIND_TRAIN);
+  std::string name = "train";
+  auto services = areal::make_services(name);
+  const std::string cfg =
+      nlohmann::json{{"model_path", tiny_model("qwen3")}, {"lora", {{"rank", 4}, {"alpha", 8}, {"dropout", 0.1}}}}.dump();
+  const std::string ckpt = areal::testing::test_temp_dir("resume-lora-damaged");
+  const std::string spec = nlohmann::json{{"path", ckpt}, {"optimizer", true}}.dump();
+  {
+    areal::PluginInstance first(plugin, cfg, &services);
+    areal::throw_if_status(plugin->train()->save(first.self(), areal_str{spec.data(), spec.size()}), "save");
+  }
+  const std::string state = ckpt + "/random_state.rank0-of-1.pt";
+  ASSERT_TRUE(std::filesystem::exists(state));
+  std::ofstream(state, std::ios::trunc) << "not a generator state";
+  areal::PluginInstance resumed(plugin, cfg, &services);
+  EXPECT_NO_THROW(areal::throw_if_status(plugin->train()->load(resumed.self(), areal_str{spec.data(), spec.size()}), "load"));
 }
 
 namespace {
