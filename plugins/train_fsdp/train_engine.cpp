@@ -18,7 +18,6 @@
 // the loss function reads host tensors; the model runs on the device.
 #include <ATen/DLConvertor.h>
 #include <torch/cuda.h>
-#include <torch/serialize.h>
 #include <torch/utils.h>
 
 #include <cmath>
@@ -33,7 +32,6 @@
 #include <algorithm>
 #include <exception>
 #include <limits>
-#include <stdexcept>
 
 #include <nlohmann/json.hpp>
 
@@ -502,7 +500,7 @@ class FsdpTrain {
     if (spec.value("optimizer", false)) {
       optimizer_->save(optimizer_file(dir));
       // Adapter dropout's generator, so the resumed run draws the masks the uninterrupted one would.
-      if (lora_draws_random()) torch::save(std::vector<torch::Tensor>{areal::torch_model::default_generator_state(device_)}, random_state_file(dir));
+      if (lora_draws_random()) areal::torch_model::save_default_generator_state(device_, random_state_file(dir));
     }
     group_->barrier();
   }
@@ -534,20 +532,8 @@ class FsdpTrain {
         // Not there (saved without dropout, or by an older areal) or of another device type (a CPU
         // checkpoint resumed on CUDA): the run goes on with other masks, which is all that changes.
         const std::string rs = random_state_file(dir);
-        std::string why = "does not exist";
-        if (fs::exists(rs)) try {
-            std::vector<torch::Tensor> state;
-            torch::load(state, rs);
-            if (state.size() != 1) throw std::runtime_error("not one generator state");
-            areal::torch_model::set_default_generator_state(device_, state[0]);
-            why.clear();
-          } catch (const std::exception& e) {
-            const std::string what = e.what();
-            why = "was not restored (" + what.substr(0, std::min(what.find('\n'), size_t{160})) + ")";
-          }
-        if (!why.empty())
-          sdk::log(AREAL_LOG_WARN, "fsdp", "load: " + rs + " " + why +
-                                              ": the adapter's dropout masks from here differ from an uninterrupted run's");
+        if (const std::string why = areal::torch_model::restore_default_generator_state(device_, rs); !why.empty())
+          sdk::log(AREAL_LOG_WARN, "fsdp", "load: " + rs + " " + why + ": the adapter's dropout masks from here differ from an uninterrupted run's");
       }
     }
     std::ifstream state(fs::path(dir) / "trainer_state.json");

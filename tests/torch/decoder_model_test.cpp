@@ -285,13 +285,20 @@ TEST(DecoderModel, BadInputsAreClearErrors) {
 
 namespace {
 
+// The fsdp plugin from the build's plugin folder, with the services its instances get.
+struct FsdpUnderTest {
+  areal::PluginCatalog catalog{{AREAL_TEST_PLUGIN_DIR}};
+  std::shared_ptr<areal::LoadedPlugin> plugin = catalog.resolve("fsdp", AREAL_KIND_TRAIN);
+  std::string name = "train";
+  areal_services services = areal::make_services(name);
+};
+
 // Through the plugin ABI: 5 steps straight == 2 steps, save, reload, 3 steps
 // (the warm-up ends inside the first part, so the lr schedule must resume too).
 void expect_resume_reproduces_the_uninterrupted_run(const nlohmann::json& extra, const std::string& dir) {
-  areal::PluginCatalog catalog({AREAL_TEST_PLUGIN_DIR});
-  auto plugin = catalog.resolve("fsdp", AREAL_KIND_TRAIN);
-  std::string name = "train";
-  auto services = areal::make_services(name);
+  FsdpUnderTest fsdp;
+  auto& plugin = fsdp.plugin;
+  auto& services = fsdp.services;
   nlohmann::json config{{"model_path", tiny_model("qwen3")}, {"lr", 0.01}, {"lr_schedule", "cosine"}, {"warmup_steps", 2},
                         {"total_steps", 6}, {"micro_batch_tokens", 4}, {"grad_clip", 0.5}, {"weight_decay", 0.01}};
   config.update(extra);
@@ -363,10 +370,9 @@ TEST(FsdpPlugin, LoraWithDropoutResumeFromACheckpointReproducesTheUninterruptedR
 // A generator state that cannot be restored (damaged, or of another device
 // type) costs only the masks: the checkpoint still loads.
 TEST(FsdpPlugin, LoraWithDropoutLoadsWhenTheGeneratorStateCannotBeRestored) {
-  areal::PluginCatalog catalog({AREAL_TEST_PLUGIN_DIR});
-  auto plugin = catalog.resolve("fsdp", AREAL_KIND_TRAIN);
-  std::string name = "train";
-  auto services = areal::make_services(name);
+  FsdpUnderTest fsdp;
+  auto& plugin = fsdp.plugin;
+  auto& services = fsdp.services;
   const std::string cfg =
       nlohmann::json{{"model_path", tiny_model("qwen3")}, {"lora", {{"rank", 4}, {"alpha", 8}, {"dropout", 0.1}}}}.dump();
   const std::string ckpt = areal::testing::test_temp_dir("resume-lora-damaged");
