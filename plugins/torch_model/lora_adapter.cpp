@@ -259,21 +259,22 @@ std::vector<torch::Tensor> LoraAdapter::parameters() const {
   return out;
 }
 
-torch::Tensor LoraAdapter::merged(const std::string& weight_name, const torch::Tensor& w) const {
+torch::Tensor LoraAdapter::merged(const std::string& weight_name, const torch::Tensor& w, std::optional<torch::ScalarType> dtype) const {
   const torch::Tensor base = w.detach();
+  const torch::ScalarType out = dtype.value_or(w.scalar_type());
   const std::string layers = "model.layers.";
-  if (weight_name.rfind(layers, 0) != 0) return base;
+  if (weight_name.rfind(layers, 0) != 0) return base.to(out);
   const size_t dot = weight_name.find('.', layers.size());
   const int64_t layer = std::stoll(weight_name.substr(layers.size(), dot - layers.size()));
-  if (layer < 0 || static_cast<size_t>(layer) >= a_.size()) return base;
+  if (layer < 0 || static_cast<size_t>(layer) >= a_.size()) return base.to(out);
   for (LoraModule m : kAll) {
     const std::string suffix = std::string(".") + lora_module_parent(m) + "." + lora_module_name(m) + ".weight";
     if (!a(layer, m).defined() || weight_name.compare(dot, std::string::npos, suffix) != 0) continue;
     torch::NoGradGuard no_grad;
     const torch::Tensor delta = torch::matmul(b(layer, m), a(layer, m)) * config_.scaling();
-    return (base.to(delta.scalar_type()) + delta).to(w.scalar_type());
+    return (base.to(delta.scalar_type()) + delta).to(out);
   }
-  return base;
+  return base.to(out);
 }
 
 torch::Tensor LoraAdapter::delta(int64_t layer, LoraModule m, const torch::Tensor& x) const {

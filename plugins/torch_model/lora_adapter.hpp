@@ -15,6 +15,7 @@
 
 #include <array>
 #include <map>
+#include <optional>
 #include <utility>
 #include <cstdint>
 #include <string>
@@ -92,9 +93,11 @@ class LoraAdapter {
   // (float32); undefined when the module is not targeted.
   torch::Tensor delta(int64_t layer, LoraModule m, const torch::Tensor& x) const;
   // The base weight of that HF name with the adapter merged in
-  // (W + scaling * B A, in W's dtype, no autograd); W itself when no adapter
-  // targets it. For handing the engine, or writing, a plain model.
-  torch::Tensor merged(const std::string& weight_name, const torch::Tensor& w) const;
+  // (W + scaling * B A, no autograd), in `dtype` (default: W's); W itself
+  // when no adapter targets it. For handing the engine a plain model (in
+  // its dtype), or writing one (float32: a bf16 sum would round small
+  // updates away).
+  torch::Tensor merged(const std::string& weight_name, const torch::Tensor& w, std::optional<torch::ScalarType> dtype = std::nullopt) const;
 
  private:
   LoraAdapter(LoraConfig config, size_t layers);

@@ -32,6 +32,7 @@
 #include <algorithm>
 #include <exception>
 #include <limits>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -157,7 +158,7 @@ class FsdpTrain {
     "total_steps": {"type": "integer", "default": 1000, "minimum": 1, "doc": "Steps of the cosine schedule."},
     "min_lr_ratio": {"type": "number", "default": 0.0, "minimum": 0, "maximum": 1, "doc": "Cosine floor as a fraction of lr."},
     "grad_clip": {"type": "number", "default": 1.0, "minimum": 0, "doc": "Clip the global gradient norm to this; 0 disables."},
-    "micro_batch_tokens": {"type": "integer", "default": 8192, "minimum": 1, "doc": "Token budget of a micro-batch (whole sequences; a longer sequence forms its own)."},
+    "micro_batch_tokens": {"type": "integer", "default": 8192, "minimum": 1, "doc": "Token budget of a micro-batch (whole sequences; a longer sequence forms its own), in train_step and in compute_logprobs alike (the head's float32 logits are tokens x vocabulary: 1.2 MB a token on Qwen3's)."},
     "gradient_checkpointing": {"type": "boolean", "default": false, "doc": "Recompute layer activations in backward to save memory."},
     "prefix_sharing": {"type": "string", "enum": ["auto", "off"], "default": "auto", "doc": "Rows that share token prefixes (a GRPO group's prompt, the turns of a session exported a row per call, retries and branches) computed as one prefix tree, each shared token once, in log-prob recomputation and training (issue #36; docs/algorithms.md, \"Prefix sharing\"). The loss and gradient are those of per-row computation. auto: a micro-batch is a tree when that saves at least a tenth of its tokens, and micro_batch_tokens then counts the tree's tokens (raise it so a whole group fits: 16 samples of an 8k prompt with 300-token replies are 13.0k tree tokens). off: every row computed on its own."},
     "threads": {"type": "integer", "default": 0, "minimum": 0, "doc": "Torch intra-op threads; 0 keeps the default."},
@@ -296,12 +297,30 @@ class FsdpTrain {
       if (r.bounds[b] < r.bounds[b - 1]) throw sdk::invalid_argument("cu_seqlens must not decrease");
     return r;
   }
-  // Per-row log-probs of the whole batch in one forward (no budget: no
-  // gradient is kept), as a tree when sharing pays.
+  // Per-row log-probs of the whole batch, micro-batch by micro-batch as
+  // train_step splits it (a tree where sharing pays). No gradient is kept,
+  // but the head's float32 logits are tokens x vocabulary: a whole RL batch
+  // in one forward (64k tokens on Qwen3's vocabulary: 39 GB, twice over
+  // with the log-softmax) would not fit beside the model. `routing` is the
+  // batch's: its replay is read and its chosen experts written by batch row.
   torch::Tensor whole_batch_logprobs(const Rows& rows, float temperature, areal::torch_model::MoeRouting* routing) const {
-    const auto plan = fsdp::plan_micro_batches(rows.ids, rows.bounds, std::numeric_limits<int64_t>::max(), sharing_);
-    if (plan.empty()) return torch::zeros({0}, torch::kFloat32);
-    return fsdp::rows_logprobs(*model_, rows.ids, rows.bounds, plan.at(0), temperature, false, routing);
+    std::vector<torch::Tensor> parts;
+    std::vector<std::vector<torch::Tensor>> chosen;  // [micro-batch][MoE layer]
+    for (const fsdp::MicroBatch& plan : fsdp::plan_micro_batches(rows.ids, rows.bounds, micro_tokens_, sharing_)) {
+      const int64_t s = rows.bounds[plan.first], len = rows.bounds[plan.end] - s;
+      areal::torch_model::MoeRouting part;
+      part.record = routing->record;
+      if (routing->replay.defined()) part.replay = routing->replay.narrow(0, s, len);
+      parts.push_back(fsdp::rows_logprobs(*model_, rows.ids, rows.bounds, plan, temperature, false, &part));
+      if (part.record) chosen.push_back(std::move(part.chosen));
+    }
+    if (parts.empty()) return torch::zeros({0}, torch::kFloat32);
+    for (size_t layer = 0; !chosen.empty() && layer < chosen.front().size(); ++layer) {
+      std::vector<torch::Tensor> by_part;
+      for (const auto& c : chosen) by_part.push_back(c.at(layer));
+      routing->chosen.push_back(torch::cat(by_part));
+    }
+    return parts.size() == 1 ? parts.front() : torch::cat(parts);
   }
 
   // The experts a forward over `batch` replays (train.moe.routing_replay),
@@ -482,7 +501,7 @@ class FsdpTrain {
           torch::NoGradGuard no_grad;
           for (size_t i = 0; i < slots.size(); ++i) const_cast<torch::Tensor&>(slots[i]).copy_(adapter[i]);
         }
-        for (const auto& w : model_->config().weights()) master.push_back(merged(w.name, model_->p(w.name)));  // DecoderModel::save's order
+        for (const auto& w : model_->config().weights()) master.push_back(merged(w.name, model_->p(w.name), torch::kFloat32));  // DecoderModel::save's order
         if (group_->rank() == 0) lora_->save((fs::path(dir) / "adapter").string(), model_path_);
       }
       if (group_->rank() == 0) {
@@ -568,8 +587,10 @@ class FsdpTrain {
     return shards_->shard().numel() * static_cast<int64_t>(shards_->shard().element_size()) + optimizer_->state_bytes();
   }
 
-  // A base weight as the engine and saved folders get it: merged with the adapter, if any.
-  torch::Tensor merged(const std::string& name, const torch::Tensor& w) const { return lora_ ? lora_->merged(name, w) : w.detach(); }
+  // A base weight as the engine (its dtype) and saved folders (float32) get it: merged with the adapter, if any.
+  torch::Tensor merged(const std::string& name, const torch::Tensor& w, std::optional<torch::ScalarType> dtype = std::nullopt) const {
+    return lora_ ? lora_->merged(name, w, dtype) : w.detach().to(dtype.value_or(w.scalar_type()));
+  }
   // Adapter dropout off for the scope (log-prob recomputation).
   struct AdapterEval {
     explicit AdapterEval(areal::torch_model::LoraAdapter* a) : a_(a) {

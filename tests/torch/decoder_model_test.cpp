@@ -1,7 +1,9 @@
 // The libtorch decoder model and the fsdp train plugin: gradients against
 // finite differences, checkpointing, packing, file round-trips, resume.
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -386,6 +388,54 @@ TEST(FsdpPlugin, LoraWithDropoutLoadsWhenTheGeneratorStateCannotBeRestored) {
   std::ofstream(state, std::ios::trunc) << "not a generator state";
   areal::PluginInstance resumed(plugin, cfg, &services);
   EXPECT_NO_THROW(areal::throw_if_status(plugin->train()->load(resumed.self(), areal_str{spec.data(), spec.size()}), "load"));
+}
+
+// compute_logprobs keeps to micro_batch_tokens: the head's float32 logits
+// are tokens x vocabulary, so one forward over a whole RL batch would hold
+// them all (2048 tokens of Qwen3's vocabulary: 1.2 GB, twice with the
+// log-softmax). Each test runs in a process of its own (gtest_discover_tests),
+// so the peak resident set's growth is this call's. The values are each
+// row's own log-probs.
+TEST(FsdpPlugin, ComputeLogprobsKeepsToTheMicroBatchBudget) {
+  FsdpUnderTest fsdp;
+  const std::string dir = tiny_model("qwen3");
+  areal::PluginInstance train(fsdp.plugin, nlohmann::json{{"model_path", dir}, {"micro_batch_tokens", 256}}.dump(), &fsdp.services);
+  const int64_t vocab = DecoderModel::load(dir, torch::kFloat32).config().vocab_size;
+  ASSERT_GT(vocab, 150000);
+  auto logprobs = [&](const std::vector<int32_t>& ids, const std::vector<int32_t>& cu) {
+    areal::HostTensor<int32_t> ids_t(ids), cu_t(cu);
+    areal::TensorMapBuilder b;
+    b.add("input_ids", ids_t.dl()).add("cu_seqlens", cu_t.dl());
+    DLManagedTensor* out = nullptr;
+    areal::throw_if_status(fsdp.plugin->train()->compute_logprobs(train.self(), b.get(), 1.0f, &out), "compute_logprobs");
+    std::vector<float> v(static_cast<const float*>(out->dl_tensor.data), static_cast<const float*>(out->dl_tensor.data) + out->dl_tensor.shape[0]);
+    out->deleter(out);
+    return v;
+  };
+  const int rows = 8, len = 256;
+  std::vector<int32_t> ids, cu{0};
+  for (int r = 0; r < rows; ++r) {
+    for (int t = 0; t < len; ++t) ids.push_back(static_cast<int32_t>((r * 7919 + t * 104729 + 13) % vocab));
+    cu.push_back(static_cast<int32_t>(ids.size()));
+  }
+  (void)logprobs({ids.begin(), ids.begin() + len}, {0, len});  // one micro-batch first: what every call needs anyway
+  auto peak_rss = [] {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return static_cast<double>(u.ru_maxrss) * 1024;
+  };
+  const double before = peak_rss();
+  const std::vector<float> all = logprobs(ids, cu);
+  const double grown = peak_rss() - before, one_logits = static_cast<double>(rows) * len * static_cast<double>(vocab) * 4;
+  EXPECT_LT(grown, 0.5 * one_logits) << "the peak grew by " << grown / 1e6 << " MB: the batch's logits (" << one_logits / 1e6
+                                     << " MB) were held at once";
+  ASSERT_EQ(all.size(), ids.size());
+  for (const int r : {0, 3, rows - 1}) {
+    const std::vector<float> alone = logprobs({ids.begin() + r * len, ids.begin() + (r + 1) * len}, {0, len});
+    for (int t = 0; t < len; ++t) ASSERT_NEAR(all[r * len + t], alone[t], 1e-5) << "row " << r << " token " << t;
+  }
+  std::printf("compute_logprobs of %d x %d tokens: peak resident set grew %.0f MB (the whole batch's logits: %.0f MB)\n", rows, len, grown / 1e6,
+              one_logits / 1e6);
 }
 
 namespace {

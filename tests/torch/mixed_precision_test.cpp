@@ -25,6 +25,7 @@
 #include "core/plugin_host/plugin_instance.hpp"
 #include "core/plugin_host/string_writer.hpp"
 #include "decoder_model.hpp"
+#include "lora_adapter.hpp"
 #include "device.hpp"
 #include "mean_nll_loss.hpp"
 #include "model_dir_once.hpp"
@@ -233,4 +234,46 @@ TEST(MixedPrecision, Bfloat16MasterStartsFromTheFilesValues) {
   }
   const DecoderModel original = DecoderModel::load(model_dir(), torch::kFloat32), saved = DecoderModel::load(out, torch::kFloat32);
   for (const auto& [name, t] : original.named_parameters()) EXPECT_TRUE(torch::equal(t, saved.p(name))) << name;
+}
+
+// LoRA in bfloat16 saves the merged model in float32: the frozen bf16 base
+// plus the float32 update scaling * B A, summed and kept in float32 (a bf16
+// sum would round every update to the bf16 grid), beside the adapter.
+TEST(MixedPrecision, Bfloat16LoraSavesTheMergedModelInFloat32) {
+  areal::PluginCatalog catalog({AREAL_TEST_PLUGIN_DIR});
+  auto fsdp = catalog.resolve("fsdp", AREAL_KIND_TRAIN);
+  std::string name = "train";
+  auto services = areal::make_services(name);
+  Batch batch;
+  areal_loss_fn nll = areal::testing::mean_nll_loss();
+  const std::string out = areal::testing::test_temp_dir("mixed-lora");
+  {
+    areal::PluginInstance engine(fsdp,
+                                 nlohmann::json{{"model_path", model_dir()}, {"device", "cpu"}, {"dtype", "bfloat16"}, {"lr", 1e-3},
+                                                {"lora", {{"rank", 4}, {"alpha", 8}, {"target_modules", {"up_proj"}}}}}
+                                     .dump(),
+                                 &services);
+    for (int i = 0; i < 3; ++i) {
+      auto b = batch.map();
+      areal::throw_if_status(fsdp->train()->train_step(engine.self(), b.get(), &nll, nullptr), "train_step");
+    }
+    const std::string spec = nlohmann::json{{"path", out}}.dump();
+    areal::throw_if_status(fsdp->train()->save(engine.self(), areal_str{spec.data(), spec.size()}), "save");
+  }
+  const DecoderModel original = DecoderModel::load(model_dir(), torch::kFloat32), saved = DecoderModel::load(out, torch::kFloat32);
+  const auto adapter = areal::torch_model::LoraAdapter::load(out + "/adapter", original.config());
+  for (int64_t layer = 0; layer < original.config().num_hidden_layers; ++layer) {
+    const std::string w = "model.layers." + std::to_string(layer) + ".mlp.up_proj.weight";
+    const torch::Tensor delta = torch::matmul(adapter.b(layer, areal::torch_model::LoraModule::kUp), adapter.a(layer, areal::torch_model::LoraModule::kUp)) *
+                                adapter.config().scaling();
+    ASSERT_GT(delta.abs().max().item<double>(), 0) << "the adapter did not train";
+    const torch::Tensor want = original.p(w).to(torch::kBFloat16).to(torch::kFloat32) + delta;  // the trainer's base is the file's, in bf16
+    EXPECT_LE((saved.p(w) - want).abs().max().item<double>(), 1e-6) << w << ": the merged weight was rounded";
+    // Most of these sums are not bf16 values: a merge rounded to bf16 fails the check above.
+    const torch::Tensor rounded = want.to(torch::kBFloat16).to(torch::kFloat32);
+    EXPECT_GT(rounded.ne(want).to(torch::kFloat32).mean().item<double>(), 0.5) << w;
+  }
+  // An untargeted weight is the trainer's bf16 base, widened.
+  const std::string q = "model.layers.0.self_attn.q_proj.weight";
+  EXPECT_TRUE(torch::equal(saved.p(q), original.p(q).to(torch::kBFloat16).to(torch::kFloat32)));
 }

@@ -330,13 +330,16 @@ TEST(Moe, RecomputeReplayAndAMissingRolloutRoutingAreHandled) {
                           for (size_t i = 0; i < m->count; ++i)
                             if (std::string(m->names[i].data, m->names[i].size) == "new_logprobs") {
                               const auto* p = static_cast<const float*>(m->tensors[i]->data);
-                              static_cast<Seen*>(ctx)->lp.assign(p, p + m->tensors[i]->shape[0]);
+                              auto& lp = static_cast<Seen*>(ctx)->lp;  // micro-batch after micro-batch
+                              lp.insert(lp.end(), p, p + m->tensors[i]->shape[0]);
                             }
                           return areal::testing::mean_nll_eval(nullptr, m, loss, grad, w);
                         }};
-  for (const bool first_pass : {true, false}) {
-    areal::PluginInstance train(fsdp, nlohmann::json{{"model_path", dir}, {"lr", 0.0}, {"moe", {{"routing_replay", "recompute"}}}}.dump(),
-                                &host_side.services);
+  // One micro-batch, and one a row (the recomputation's experts then come back in parts, joined by row).
+  for (const auto& [first_pass, budget] : std::vector<std::pair<bool, int64_t>>{{true, 8192}, {false, 8192}, {true, 6}, {false, 6}}) {
+    areal::PluginInstance train(
+        fsdp, nlohmann::json{{"model_path", dir}, {"lr", 0.0}, {"micro_batch_tokens", budget}, {"moe", {{"routing_replay", "recompute"}}}}.dump(),
+        &host_side.services);
     std::vector<float> want;
     if (first_pass) {
       DLManagedTensor* lp = nullptr;
@@ -344,9 +347,10 @@ TEST(Moe, RecomputeReplayAndAMissingRolloutRoutingAreHandled) {
       want.assign(static_cast<const float*>(lp->dl_tensor.data), static_cast<const float*>(lp->dl_tensor.data) + lp->dl_tensor.shape[0]);
       lp->deleter(lp);
     }
+    seen.lp.clear();
     areal::throw_if_status(fsdp->train()->train_step(train.self(), b.get(), &capture, nullptr), "train_step");
     ASSERT_EQ(seen.lp.size(), 11u);
-    for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(seen.lp[i], want[i], 1e-6) << i;
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(seen.lp[i], want[i], 1e-6) << i << " budget " << budget;
   }
   areal::PluginInstance train(fsdp, nlohmann::json{{"model_path", dir}, {"moe", {{"routing_replay", "rollout"}}}}.dump(), &host_side.services);
   DLManagedTensor* lp = nullptr;
