@@ -123,13 +123,14 @@ bool fused_on(const torch::Tensor& q) { return q.is_cuda() && q.scalar_type() !=
 // process, and one turning it off while the other's head runs would change
 // that head's kernel (and its bits, which the bitwise mode promises). A
 // float32 CUDA model sharing a process with a bf16 one runs on TF32 too.
-class Tf32Head {
- public:
-  explicit Tf32Head(const torch::Tensor& input, torch::ScalarType model_dtype) {
-    if (input.is_cuda() && (model_dtype == torch::kBFloat16 || model_dtype == torch::kHalf) && !at::globalContext().allowTF32CuBLAS())
-      at::globalContext().setAllowTF32CuBLAS(true);
-  }
-};
+// Called only before a float32 product: where the bf16/fp16 -> float32
+// product applies (libtorch >= 2.9) the forward reads the model's own
+// operands, and a bf16 model never turns TF32 on, so other float32 products
+// (LoRA's adapters) stay full float32, as PEFT's do.
+void enable_tf32_head(const torch::Tensor& input, torch::ScalarType model_dtype) {
+  if (input.is_cuda() && (model_dtype == torch::kBFloat16 || model_dtype == torch::kHalf) && !at::globalContext().allowTF32CuBLAS())
+    at::globalContext().setAllowTF32CuBLAS(true);
+}
 
 }  // namespace
 
@@ -957,8 +958,8 @@ torch::autograd::tensor_list half_precision_head_backward(torch::Tensor p, const
 torch::Tensor DecoderModel::logits(const torch::Tensor& h) const {
   // The head in float32 at least: sampled log-probs must not come from bfloat16 logits.
   const auto compute = dtype_ == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
-  Tf32Head tf32(h, dtype_);
   const bool fused_head = compute == torch::kFloat32 && fused::float32_product_applies(h.device(), dtype_);
+  if (!fused_head) enable_tf32_head(h, dtype_);
   const torch::Tensor w = fused_head ? head_weight() : head32_.defined() && compute == torch::kFloat32 ? head32_ : head_weight().to(compute);
   auto f = [&](const torch::Tensor& rows) { return head_logits(rows, w, compute); };
   return invariant_ ? invariant::by_rows(h, f) : f(h);
@@ -993,9 +994,10 @@ struct InvariantTokenLogprob : torch::autograd::Function<InvariantTokenLogprob> 
     const auto c = static_cast<torch::ScalarType>(compute);
     const auto opts = torch::TensorOptions().dtype(c).device(h.device());
     const int64_t n = h.size(0), chunk = invariant::shape(h.device()).rows;
-    Tf32Head tf32(h, w.scalar_type());
     // The engine's product (logits()): the model's own operands where the fused product applies, fp16 included.
-    const torch::Tensor w_in = fused_head_product(h, w, c) ? w : w.to(c), hp = invariant::padded_rows(h);
+    const bool fused_head = fused_head_product(h, w, c);
+    if (!fused_head) enable_tf32_head(h, w.scalar_type());
+    const torch::Tensor w_in = fused_head ? w : w.to(c), hp = invariant::padded_rows(h);
     const auto [tg, t] = padded_targets(targets, temperatures, opts);
     std::vector<torch::Tensor> lps, lses;
     for (int64_t r = 0; r < hp.size(0); r += chunk) {
@@ -1015,7 +1017,7 @@ struct InvariantTokenLogprob : torch::autograd::Function<InvariantTokenLogprob> 
                                                    ctx->needs_input_grad(1));
       return {hw[0], hw[1], torch::Tensor(), torch::Tensor(), torch::Tensor()};
     }
-    Tf32Head tf32(h, w.scalar_type());
+    enable_tf32_head(h, w.scalar_type());
     const torch::Tensor w32 = w.to(c), h32 = h.to(c);
     const torch::Tensor g = grads[0].to(c).unsqueeze(1);
     // d = g * (onehot - softmax(logits / T)) / T
@@ -1081,7 +1083,7 @@ struct TokenLogprob : torch::autograd::Function<TokenLogprob> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor h, torch::Tensor w, torch::Tensor targets,
                                double temperature, int64_t compute) {
     const auto c = static_cast<torch::ScalarType>(compute);  // float32 at least, whatever the model's dtype
-    Tf32Head tf32(h, w.scalar_type());
+    if (!fused_head_product(h, w, c)) enable_tf32_head(h, w.scalar_type());
     torch::Tensor logits = head_logits(h, w, c);
     if (temperature != 1.0) logits.div_(temperature);
     const torch::Tensor all = torch::log_softmax(logits, -1);
@@ -1104,7 +1106,7 @@ struct TokenLogprob : torch::autograd::Function<TokenLogprob> {
     d.scatter_add_(1, targets.unsqueeze(1), g.unsqueeze(1));
     if (temperature != 1.0) d.div_(temperature);
     const auto c = d.scalar_type();
-    Tf32Head tf32(d, w.scalar_type());
+    enable_tf32_head(d, w.scalar_type());
     return {torch::matmul(d, w.to(c)).to(h.scalar_type()), torch::matmul(d.t(), h.to(c)).to(w.scalar_type()), torch::Tensor(), torch::Tensor(),
             torch::Tensor()};
   }
@@ -1135,7 +1137,7 @@ torch::Tensor DecoderModel::logprobs(const torch::Tensor& ids, const torch::Tens
   const torch::Tensor ids64 = upload(ids.to(torch::kInt64), device_);
   // Float32 at least (as HF upcasts logits); a float64 model keeps float64.
   const auto compute = dtype_ == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
-  const torch::Tensor h = hidden(ids64, cu_seqlens, checkpoint, routing);
+  const torch::Tensor h = hidden(ids, cu_seqlens, checkpoint, routing);  // the host's ids: their range is checked without a device sync
   const int64_t T = ids64.size(0);
   // Position t scores token t from the hidden state at t-1; sequence starts get 0.
   const auto opts = torch::TensorOptions().dtype(compute).device(device_);
