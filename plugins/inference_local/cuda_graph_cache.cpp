@@ -3,8 +3,10 @@
 #include <string>
 #include <utility>
 #include <exception>
+#include <mutex>
 
 #ifdef AREAL_TORCH_CUDA
+#include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -24,6 +26,7 @@ struct CudaGraphCache::Graphs {
   // One memory pool for every graph: they never replay at once, so their
   // intermediates may share memory (as nano-vLLM's and vLLM's graphs do).
   decltype(std::declval<at::cuda::CUDAGraph&>().pool()) pool{0, 0};
+  c10::DeviceIndex device = 0;
 };
 
 CudaGraphCache::CudaGraphCache() : graphs_(std::make_unique<Graphs>()) {}
@@ -31,7 +34,14 @@ CudaGraphCache::~CudaGraphCache() = default;
 
 bool CudaGraphCache::available() { return true; }
 
+void CudaGraphCache::set_device(const torch::Device& device) {
+  if (device.is_cuda() && device.has_index()) graphs_->device = device.index();
+}
+
 torch::Tensor CudaGraphCache::run(const Key& key, const std::function<torch::Tensor()>& fn) {
+  // The graphs' GPU current on this thread: a capture stream of another
+  // device would capture nothing (the kernels go to their own device's stream).
+  const c10::cuda::CUDAGuard on_device(graphs_->device);
   auto it = graphs_->entries.find(key);
   if (it == graphs_->entries.end()) {
     Graphs::Entry e;
@@ -40,13 +50,20 @@ torch::Tensor CudaGraphCache::run(const Key& key, const std::function<torch::Ten
     // stream (first-use allocations and library handles happen outside the
     // capture). Thread-local mode: another thread of the process (a
     // colocated trainer) keeps its CUDA calls while this one captures.
-    torch::cuda::synchronize();
-    c10::cuda::CUDAStream stream = c10::cuda::getStreamFromPool();
+    torch::cuda::synchronize(graphs_->device);
+    c10::cuda::CUDAStream stream = c10::cuda::getStreamFromPool(false, graphs_->device);
     {
       c10::cuda::CUDAStreamGuard guard(stream);
       fn();
       stream.synchronize();
       e.graph = std::make_unique<at::cuda::CUDAGraph>();
+      // While a capture is open, libtorch marks the device's default
+      // generator as capturing, and a random draw on another thread (a
+      // colocated trainer's LoRA dropout) would fail its check. Such draws
+      // take the generator's lock first, so holding it makes them wait for
+      // the capture's end; the decode step itself draws nothing from it.
+      at::Generator generator = at::cuda::detail::getDefaultCUDAGenerator(graphs_->device);
+      std::lock_guard<std::mutex> no_draws(generator.mutex());
       e.graph->capture_begin(graphs_->pool, cudaStreamCaptureModeThreadLocal);
       try {
         e.output = fn();
@@ -61,10 +78,10 @@ torch::Tensor CudaGraphCache::run(const Key& key, const std::function<torch::Ten
       e.graph->capture_end();
       if (graphs_->pool.first == 0 && graphs_->pool.second == 0) graphs_->pool = e.graph->pool();
     }
-    torch::cuda::synchronize();
+    torch::cuda::synchronize(graphs_->device);
     it = graphs_->entries.emplace(key, std::move(e)).first;
   }
-  it->second.graph->replay();  // on the current stream, after its input copies
+  it->second.graph->replay();  // on the device's current stream, after its input copies
   return it->second.output;
 }
 
@@ -76,7 +93,7 @@ void CudaGraphCache::clear() {
   // (a fault earlier), the graphs go anyway: none may replay over a new cache.
   std::exception_ptr unsynchronized;
   try {
-    torch::cuda::synchronize();
+    torch::cuda::synchronize(graphs_->device);
   } catch (...) {
     unsynchronized = std::current_exception();
   }
@@ -94,6 +111,7 @@ struct CudaGraphCache::Graphs {};
 CudaGraphCache::CudaGraphCache() = default;
 CudaGraphCache::~CudaGraphCache() = default;
 bool CudaGraphCache::available() { return false; }
+void CudaGraphCache::set_device(const torch::Device&) {}
 torch::Tensor CudaGraphCache::run(const Key&, const std::function<torch::Tensor()>& fn) { return fn(); }
 void CudaGraphCache::clear() {}
 size_t CudaGraphCache::size() const { return 0; }

@@ -31,6 +31,9 @@ class CudaGraphCache {
   CudaGraphCache& operator=(const CudaGraphCache&) = delete;
 
   static bool available();  // this build's libtorch can capture graphs
+  // The GPU its graphs capture and replay on (before the first run): calls
+  // come from threads whose current device may be another (cuda:0).
+  void set_device(const torch::Device& device);
   // The graph for `key` replayed (captured first, after one eager warm-up
   // run of `fn` on the capture stream, when the key is new).
   torch::Tensor run(const Key& key, const std::function<torch::Tensor()>& fn);

@@ -131,7 +131,7 @@ class LocalInference {
     "dtype": {"type": "string", "enum": ["auto", "bfloat16", "float16", "float32", "float64"], "default": "auto", "doc": "Compute dtype (the log-prob head is float32 at least). auto: bfloat16 on CUDA, float32 on CPU."},
     "max_batch": {"type": "integer", "default": 8, "minimum": 1, "maximum": 1024, "doc": "Requests decoded together."},
     "max_context": {"type": "integer", "default": 0, "minimum": 0, "doc": "Prompt plus output limit; 0: the model's max_position_embeddings."},
-    "cuda_graphs": {"type": "boolean", "default": true, "doc": "On CUDA, decode steps replay CUDA graphs captured once per step shape (slot rows rounded up to a few sizes, and cached keys too where the flash kernel does not read each row's own count); false: every kernel launched from the host. Ignored on CPU."},
+    "cuda_graphs": {"type": "boolean", "default": true, "doc": "On CUDA, decode steps replay CUDA graphs captured once per step shape (slot rows rounded up to a few sizes, and cached keys too where the flash kernel does not read each row's own count); false: every kernel launched from the host. Ignored on CPU and for MoE models (their routing counts each expert's tokens on the host every step)."},
     "min_new_tokens": {"type": "integer", "default": 0, "minimum": 0, "doc": "Stop ids and EOS are masked until a reply has this many tokens (vLLM's min_tokens, for every request). For random-weight test models whose end-of-turn logit is raised (init-model --end-turn-logit): with 1, a client sending temperature 0 gets a one-token reply instead of an empty one. The recorded log-probs are those of the masked distribution."},
     "max_prefill_tokens": {"type": "integer", "default": 16384, "minimum": 1, "doc": "Prompt tokens prefilled together in one forward pass (newly admitted requests are packed up to this; a longer prompt goes alone)."},
     "prefix_cache": {"type": "boolean", "default": true, "doc": "A prompt that begins as an earlier one did (the n samples of a GRPO group, an agent's next turn resending the conversation) copies that prefix's keys and values from the cache slot holding them and computes only the rest; slots keep their rows after their request ends until another takes them (the cache then stays allocated while idle). Rows count only for the same adapter and weights; requests recording MoE routing compute their whole prompt. info() reports prompt_tokens, cached_tokens and hit_rate."},
@@ -180,7 +180,11 @@ class LocalInference {
     prefix_cache_ = c.value("prefix_cache", true);
     contents_ = std::make_unique<areal::local_inference::SlotContents>(max_batch_);
     min_new_tokens_ = c.value("min_new_tokens", int64_t{0});
-    graphs_on_ = c.value("cuda_graphs", true) && device_.is_cuda() && !invariant_ && areal::local_inference::CudaGraphCache::available();
+    // Not for MoE models: their routing counts each expert's tokens on the
+    // host every step (the experts' shapes follow), which a graph cannot hold.
+    graphs_on_ = c.value("cuda_graphs", true) && device_.is_cuda() && !invariant_ && model_->config().moe_layer_count() == 0 &&
+                 areal::local_inference::CudaGraphCache::available();
+    graphs_.set_device(device_);
     read_fault_hook();
     const std::string overlap = c.value("overlap", std::string("auto"));
     if (overlap != "auto" && overlap != "on" && overlap != "off") throw sdk::invalid_argument("local: overlap must be auto, on or off");
@@ -203,6 +207,10 @@ class LocalInference {
         adapters_->load(json{{"name", name}, {"version", 0}, {"path", dir}}.dump(), nullptr);
       }
     }
+    // The peak info() reports counts from here: what ran before in this
+    // process (a benchmark's training) is not this engine's. A colocated
+    // trainer resets it at each step, so there both numbers cover both.
+    areal::torch_model::reset_peak_memory(device_);
     thread_ = sdk::guarded_thread("local", [this] { schedule(); });
   }
 
@@ -444,7 +452,7 @@ class LocalInference {
   // the device, whichever stream the writer's copies go to. Its tokens
   // carry the version it was queued with.
   void quiesce_device() {
-    if (device_.is_cuda()) torch::cuda::synchronize();
+    if (device_.is_cuda()) torch::cuda::synchronize(device_.index());  // this engine's GPU, whatever the calling thread's current one
   }
 
   // Room for `tokens` keys in every slot; graphs that captured the old
@@ -800,7 +808,12 @@ class LocalInference {
         hidden = graphs_.run({rows, keys}, step);
       } catch (const std::exception& e) {
         // A capture this libtorch or driver refuses: the engine goes on without graphs.
-        sdk::log(AREAL_LOG_WARN, "local", std::string("CUDA graph capture failed, decoding without graphs from now on: ") + e.what());
+        // libtorch may leave the device's generator marked as capturing: a
+        // later random draw on it (dropout) can then fail, hence the advice.
+        sdk::log(AREAL_LOG_WARN, "local",
+                 std::string("CUDA graph capture failed, decoding without graphs from now on (set cuda_graphs: false to skip the attempt; a "
+                             "failed capture can leave the GPU's random generator unusable for a trainer in this process): ") +
+                     e.what());
         graphs_on_ = false;
         graphs_.clear();
         hidden = step();
