@@ -103,7 +103,8 @@ Usage:
                       [--no-parse-special] [--skip-special-tokens]
                                                         text on stdin -> {"ids": [...]} (or back);
                                                         --chat: OpenAI request -> {"ids", "prompt"}
-  areal-host init-model --family qwen3|qwen2|llama3 --preset tiny|tiny-hd32|small|agent|0.6b|4b --tokenizer DIR|bytes --out DIR
+  areal-host init-model --family qwen3|qwen3_moe|gpt_oss|qwen2|llama3 --preset tiny|tiny-hd32|small|agent|0.6b|4b|30b-a3b|20b
+                      --tokenizer DIR|bytes --out DIR
                       [--seed N] [--dtype float32|bfloat16|float16] [--shard-mb N]
                       [--max-position-embeddings N] [--end-turn-logit L]
                                                         write a random-initialised HF model folder

@@ -1,4 +1,4 @@
-// `areal-host init-model --family qwen3|qwen3_moe|gpt_oss|qwen2|llama3 --preset tiny|tiny-hd32|small|agent|0.6b|30b-a3b|20b
+// `areal-host init-model --family qwen3|qwen3_moe|gpt_oss|qwen2|llama3 --preset tiny|tiny-hd32|small|agent|0.6b|4b|30b-a3b|20b
 //  --tokenizer DIR|bytes --out DIR [--seed N] [--dtype float32|bfloat16|float16] [--shard-mb N]
 //  [--max-position-embeddings N] [--end-turn-logit L] [--initializer-range S]`
 #include <fstream>
@@ -27,7 +27,7 @@ int init_model(const CommandLine& cl) {
   for (const char* required : {"family", "preset", "tokenizer", "out"})
     if (!cl.flags.count(required)) {
       std::cerr << "areal-host init-model: --" << required << " is required\n"
-                << "usage: areal-host init-model --family qwen3|qwen3_moe|gpt_oss|qwen2|llama3 --preset tiny|tiny-hd32|small|agent|0.6b|30b-a3b|20b --tokenizer DIR|bytes --out DIR "
+                << "usage: areal-host init-model --family qwen3|qwen3_moe|gpt_oss|qwen2|llama3 --preset tiny|tiny-hd32|small|agent|0.6b|4b|30b-a3b|20b --tokenizer DIR|bytes --out DIR "
                    "[--seed N] [--dtype float32|bfloat16|float16] [--shard-mb N] [--max-position-embeddings N] [--end-turn-logit L] [--initializer-range S]\n";
       return 2;
     }
