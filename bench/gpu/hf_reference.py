@@ -20,6 +20,7 @@ import json
 import os
 import sys
 import time
+import traceback
 
 import torch
 import transformers
@@ -146,16 +147,21 @@ def bench(model_dir, batch, seqlen, steps, gen_requests, gen_prompt, gen_tokens,
                            max_new_tokens=tokens, min_new_tokens=tokens, pad_token_id=0, **kwargs)
             return (g.shape[1] - gen_prompt) * g.shape[0]
 
-        reset_peak_memory()
-        t0 = time.perf_counter()
-        run(gen_tokens)  # warm-up on the full length (compiles the compiled variant)
-        synchronize()
-        warm = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        produced = run(gen_tokens)
-        synchronize()
-        secs = time.perf_counter() - t0
         key = "" if variant == "eager" else "_" + variant
+        reset_peak_memory()
+        try:
+            t0 = time.perf_counter()
+            run(gen_tokens)  # warm-up on the full length (compiles the compiled variant)
+            synchronize()
+            warm = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            produced = run(gen_tokens)
+            synchronize()
+            secs = time.perf_counter() - t0
+        except Exception as e:  # a variant that fails (a compile error) loses its own numbers only
+            traceback.print_exc()
+            out["gen_error" + key] = f"{type(e).__name__}: {e}"[:500]
+            continue
         out["gen_tokens_per_s" + key] = produced / secs
         out["gen_s" + key] = secs
         out["gen_warmup_s" + key] = warm
