@@ -165,20 +165,30 @@ device_name=cuda:0; [ $rehearsal = 1 ] && device_name=cpu  # as the engines repo
 # Only what the chosen parts read (a device session has minutes).
 wanted_models=()
 want a && wanted_models+=(qwen3:$small qwen2:$small llama3:$small)
-{ want a || want b || want c || want d || { want e && [ $rehearsal = 1 ]; }; } && wanted_models+=(qwen3:${main#qwen3-})
+{ want a || want b || want c || want d; } && wanted_models+=(qwen3:${main#qwen3-})
 for m in "${wanted_models[@]}"; do
   fam=${m%%:*} preset=${m#*:}
   [ -f "$models/$fam-$preset/config.json" ] || run "$host" init-model --family "$fam" --preset "$preset" --tokenizer "$tok" --out "$models/$fam-$preset" --seed 1 > /dev/null
 done
-# (e)'s 4B model is made in the background while the other parts run (about
-# two minutes of one core; the parts before it leave the CPUs mostly idle).
+# (e)'s 4B model (in a rehearsal the tiny preset in its place) is made in
+# the background while the other parts run (about two minutes of one core;
+# the parts before it leave the CPUs mostly idle). A check that ends before
+# (e) stops it (a later call on the same machine would otherwise race it);
+# its folder is this run's own until it is done.
+m4="$models/qwen3-4b" preset4=4b
+[ $rehearsal = 1 ] && m4="$models/qwen3-4b-as-tiny" preset4=tiny
 init_4b_pid=""
-if want e && [ $rehearsal = 0 ] && [ ! -f "$models/qwen3-4b/config.json" ]; then
-  rm -rf "$models/qwen3-4b.partial"
+if want e && [ ! -f "$m4/config.json" ]; then
+  partial="$m4.partial.$$"
+  rm -rf "$m4".partial.*
+  rm -f "$work/init_4b.pid"
   ( t=$(date +%s)
-    run "$host" init-model --family qwen3 --preset 4b --tokenizer "$tok" --out "$models/qwen3-4b.partial" --seed 1 --dtype bfloat16 > "$work/init_4b.log" 2>&1 &&
-    mv "$models/qwen3-4b.partial" "$models/qwen3-4b" && echo "$(( $(date +%s) - t ))" > "$work/init_4b.seconds" ) &
+    LD_LIBRARY_PATH="$lib_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$host" init-model --family qwen3 --preset "$preset4" --tokenizer "$tok" --out "$partial" \
+      --seed 1 --dtype bfloat16 > "$work/init_4b.log" 2>&1 &
+    echo $! > "$work/init_4b.pid"
+    wait $! && rm -rf "$m4" && mv -T "$partial" "$m4" && echo "$(( $(date +%s) - t ))" > "$work/init_4b.seconds" ) &
   init_4b_pid=$!
+  trap '[ -z "$init_4b_pid" ] || kill "$init_4b_pid" $(cat "$work/init_4b.pid" 2>/dev/null) 2>/dev/null; true' EXIT
 fi
 # The engines' config on the GPU (the CPU in a rehearsal) in dtype $1, more "key": value pairs after.
 engine_extra=""
@@ -237,7 +247,7 @@ if [ $has_hf = 1 ]; then
     for dt in $dtypes; do
       "$PYTHON" "$src/bench/gpu/hf_reference.py" logprobs "$models/$m" "$work/sequences.json" "$work/$m.hf.$dt.json" "$dt" > "$work/$m.hf.$dt.log" 2>&1 &&
         run "$build/bin/areal_logprobs_dump" "$models/$m" "$work/sequences.json" "$work/$m.areal.$dt.json" "$(engine_config "$dt")" > "$work/$m.areal.$dt.log" 2>&1 ||
-        { tail -5 "$work/$m.hf.$dt.log" "$work/$m.areal.$dt.log" 2>/dev/null; check_failed "log-prob dumps of $m in $dt (logs: $work/$m.*.$dt.log)"; dtypes=${dtypes/$dt/}; }
+        { tail -5 "$work/$m.hf.$dt.log" "$work/$m.areal.$dt.log" 2>/dev/null || true; check_failed "log-prob dumps of $m in $dt (logs: $work/$m.*.$dt.log)"; dtypes=${dtypes/$dt/}; }
     done
     for dt in $dtypes; do
       line=$("$PYTHON" - "$work" "$m" "$dt" <<'PY' || echo "| $m | $dt | - | - | - | FAIL (the comparison failed) |"
@@ -491,20 +501,18 @@ fi
 if want e; then
 say "## (e) GRPO on the Qwen3-4B shape (fsdp bfloat16 + local engine on the same GPU)"
 say ""
-if [ $rehearsal = 1 ]; then  # the tiny shape, and the LoRA path a card under 120 GB takes
-  m4="$models/$main" mib=0 steps4=${GRPO_4B_STEPS:-1}
+if [ $rehearsal = 1 ]; then  # the tiny shape (m4 above), and the LoRA path a card under 120 GB takes
+  mib=0 steps4=${GRPO_4B_STEPS:-1}
 else
-  m4="$models/qwen3-4b" mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1) steps4=${GRPO_4B_STEPS:-3}
+  mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1) steps4=${GRPO_4B_STEPS:-3}
 fi
 t0=$(date +%s)
 if [ -n "$init_4b_pid" ]; then  # started after the build
   wait "$init_4b_pid" || true
+  init_4b_pid=""
   [ -f "$m4/config.json" ] && say "- model made in the background in $(cat "$work/init_4b.seconds" 2>/dev/null || echo '?') s ($(( $(date +%s) - t0 )) s waited for here; $(du -sh "$m4" | cut -f1) on disk)"
 elif [ -f "$m4/config.json" ]; then
   say "- model from an earlier run ($(du -sh "$m4" | cut -f1) on disk)"
-else
-  run "$host" init-model --family qwen3 --preset 4b --tokenizer "$tok" --out "$m4" --seed 1 --dtype bfloat16 > "$work/init_4b.log" 2>&1 &&
-    say "- model made in $(( $(date +%s) - t0 )) s ($(du -sh "$m4" | cut -f1) on disk)"
 fi
 if [ ! -f "$m4/config.json" ]; then
   tail -5 "$work/init_4b.log" 2>/dev/null || true

@@ -24,7 +24,7 @@
 #   LIMIT_S     the check's time limit in seconds (default 560: inside a 600 s call)
 #   BUNDLE_TAR  the packed bundle (default gpu-bundle.tar.gz; without it, the system's packages)
 #   TAG         the result files' prefix (default: the parts, e.g. "c-d")
-# Exit status: gpu_check's (124 when the limit stopped it).
+# Exit status: gpu_check's (124 when the limit stopped it, 137 when it had to be killed).
 set -uo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:?"OUT is not set: where the results go (the device machine sets it)"}
@@ -53,13 +53,13 @@ t0=$(date +%s)
 # timeout puts the check in a process group of its own and stops all of it.
 WORK_DIR="$work" timeout -k 10 "$limit" bash "$src/scripts/gpu_check.sh" >> "$log" 2>&1
 status=$?
-[ $status = 124 ] && say "STOPPED at the ${limit} s limit: the report holds the parts that finished"
+[ $status = 124 ] || [ $status = 137 ] && say "STOPPED at the ${limit} s limit: the report holds the parts that finished"
 say "gpu_check exit status $status after $(( $(date +%s) - t0 )) s"
 
 # What comes back: the report, this log, the small files the parts wrote
 # (JSON results, logs, the runs' metrics) and the traces, each under 16 MiB.
 cp "$work/gpu_check_report.md" "$out/$tag.report.md" 2>/dev/null || say "no report was written"
-(cd "$work" && find . -path ./build -prune -o -path ./models -prune -o -path ./profile -prune -o -type f -size -4M \
+(cd "$work" && find . -path ./build -prune -o -path ./models -prune -o -path ./profile -prune -o -type f -size -4096k \
   \( -name '*.json' -o -name '*.jsonl' -o -name '*.log' -o -name '*.md' -o -name '*.seconds' \) -print0 |
   tar --null -T - -czf "$out/$tag.results.tgz")
 if compgen -G "$work/profile/*.json" > /dev/null; then
@@ -69,8 +69,13 @@ for f in "$out"/*; do
   [ -f "$f" ] || continue
   size=$(stat -c %s "$f")
   if [ "$size" -gt $((16 * 1024 * 1024)) ]; then
-    say "$(basename "$f") is $((size / 1024 / 1024)) MiB, over the 16 MiB a file may bring back: left out"
-    [ "$f" = "$log" ] && { tail -c 8M "$log" > "$log.tail" && mv "$log.tail" "$log"; } || rm -f "$f"
+    if [ "$f" = "$log" ]; then
+      tail -c 8M "$log" > "$log.tail" && mv "$log.tail" "$log"
+      say "the log was over 16 MiB: its last 8 MiB came back"
+    else
+      rm -f "$f"
+      say "$(basename "$f") was $((size / 1024 / 1024)) MiB, over the 16 MiB a file may bring back: left out (it is in $work)"
+    fi
   fi
 done
 say "back in \$OUT: $(cd "$out" && ls | tr '\n' ' ')"

@@ -158,7 +158,7 @@ class FsdpTrain {
     "total_steps": {"type": "integer", "default": 1000, "minimum": 1, "doc": "Steps of the cosine schedule."},
     "min_lr_ratio": {"type": "number", "default": 0.0, "minimum": 0, "maximum": 1, "doc": "Cosine floor as a fraction of lr."},
     "grad_clip": {"type": "number", "default": 1.0, "minimum": 0, "doc": "Clip the global gradient norm to this; 0 disables."},
-    "micro_batch_tokens": {"type": "integer", "default": 8192, "minimum": 1, "doc": "Token budget of a micro-batch (whole sequences; a longer sequence forms its own), in train_step and in compute_logprobs alike (the head's float32 logits are tokens x vocabulary: 1.2 MB a token on Qwen3's)."},
+    "micro_batch_tokens": {"type": "integer", "default": 8192, "minimum": 1, "doc": "Token budget of a micro-batch (whole sequences; a longer sequence forms its own), in train_step and in compute_logprobs alike (the head's float32 logits are tokens x vocabulary: 0.6 MB a token on Qwen3's)."},
     "gradient_checkpointing": {"type": "boolean", "default": false, "doc": "Recompute layer activations in backward to save memory."},
     "prefix_sharing": {"type": "string", "enum": ["auto", "off"], "default": "auto", "doc": "Rows that share token prefixes (a GRPO group's prompt, the turns of a session exported a row per call, retries and branches) computed as one prefix tree, each shared token once, in log-prob recomputation and training (issue #36; docs/algorithms.md, \"Prefix sharing\"). The loss and gradient are those of per-row computation. auto: a micro-batch is a tree when that saves at least a tenth of its tokens, and micro_batch_tokens then counts the tree's tokens (raise it so a whole group fits: 16 samples of an 8k prompt with 300-token replies are 13.0k tree tokens). off: every row computed on its own."},
     "threads": {"type": "integer", "default": 0, "minimum": 0, "doc": "Torch intra-op threads; 0 keeps the default."},
@@ -501,7 +501,11 @@ class FsdpTrain {
           torch::NoGradGuard no_grad;
           for (size_t i = 0; i < slots.size(); ++i) const_cast<torch::Tensor&>(slots[i]).copy_(adapter[i]);
         }
-        for (const auto& w : model_->config().weights()) master.push_back(merged(w.name, model_->p(w.name), torch::kFloat32));  // DecoderModel::save's order
+        // Rank 0 writes; each float32 merge goes to the host at once (a whole
+        // float32 copy beside a bf16 model would not fit where LoRA is the way to fit).
+        if (group_->rank() == 0)
+          for (const auto& w : model_->config().weights())
+            master.push_back(merged(w.name, model_->p(w.name), torch::kFloat32).to(torch::kCPU));  // DecoderModel::save's order
         if (group_->rank() == 0) lora_->save((fs::path(dir) / "adapter").string(), model_path_);
       }
       if (group_->rank() == 0) {

@@ -20,7 +20,7 @@ report="$work/out/rehearsal.report.md"
 [ -f "$report" ] || { echo "FAIL: no report came back in OUT ($(ls "$work/out"))"; cat "$work/out/rehearsal.log"; exit 1; }
 # Every part reported, and the checks ran: a part that printed nothing fails too.
 for part in "(a) Log-prob parity" "(b) GRPO steps" "(c) Throughput" "(e) GRPO on the Qwen3-4B shape" "(d) Where areal's GPU time goes" \
-            "Bitwise mode" "Recorded log-probs" "Ragged RL-like batch"; do
+            "Bitwise mode" "Recorded log-probs" "Ragged RL-like batch" "model made in the background"; do
   grep -qF "$part" "$report" || { echo "FAIL: the report has no '$part'"; status=1; }
 done
 # What comes back fits the device machine's limits, and holds the parts' results.
