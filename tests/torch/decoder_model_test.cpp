@@ -28,12 +28,14 @@
 #include "core/plugin_host/plugin_instance.hpp"
 #include "core/plugin_host/string_writer.hpp"
 #include "decoder_model.hpp"
+#include "fsdp_under_test.hpp"
 #include "lora_adapter.hpp"
 #include "mean_nll_loss.hpp"
 #include "model_dir_once.hpp"
 #include "scoped_env.hpp"
 #include "test_temp_dir.hpp"
 
+using areal::testing::FsdpUnderTest;
 using areal::torch_model::DecoderModel;
 namespace fs = std::filesystem;
 
@@ -286,14 +288,6 @@ TEST(DecoderModel, BadInputsAreClearErrors) {
 }
 
 namespace {
-
-// The fsdp plugin from the build's plugin folder, with the services its instances get.
-struct FsdpUnderTest {
-  areal::PluginCatalog catalog{{AREAL_TEST_PLUGIN_DIR}};
-  std::shared_ptr<areal::LoadedPlugin> plugin = catalog.resolve("fsdp", AREAL_KIND_TRAIN);
-  std::string name = "train";
-  areal_services services = areal::make_services(name);
-};
 
 // Through the plugin ABI: 5 steps straight == 2 steps, save, reload, 3 steps
 // (the warm-up ends inside the first part, so the lr schedule must resume too).

@@ -25,6 +25,7 @@
 #include "core/plugin_host/plugin_instance.hpp"
 #include "core/plugin_host/string_writer.hpp"
 #include "decoder_model.hpp"
+#include "fsdp_under_test.hpp"
 #include "lora_adapter.hpp"
 #include "device.hpp"
 #include "mean_nll_loss.hpp"
@@ -115,10 +116,9 @@ TEST(MixedPrecision, Bfloat16LogprobsTrackFloat32) {
 // float32 master (saved weights carry more than bf16 precision), the loss
 // falls, and the trajectory tracks the float32 run's.
 TEST(MixedPrecision, FsdpBfloat16TrainsAFloat32Master) {
-  areal::PluginCatalog catalog({AREAL_TEST_PLUGIN_DIR});
-  auto fsdp = catalog.resolve("fsdp", AREAL_KIND_TRAIN);
-  std::string name = "train";
-  auto services = areal::make_services(name);
+  areal::testing::FsdpUnderTest under_test;
+  auto& fsdp = under_test.plugin;
+  auto& services = under_test.services;
   Batch batch;
   areal_loss_fn nll = areal::testing::mean_nll_loss();
   auto run = [&](const std::string& dtype, const std::string& out) {
@@ -222,10 +222,9 @@ TEST(MixedPrecision, LocalEngineInBfloat16ServesABfloat16Trainer) {
 // The float32 master starts from the model file's values, not from their
 // bf16 rounding: saved before any step, the weights are the file's, bit for bit.
 TEST(MixedPrecision, Bfloat16MasterStartsFromTheFilesValues) {
-  areal::PluginCatalog catalog({AREAL_TEST_PLUGIN_DIR});
-  auto fsdp = catalog.resolve("fsdp", AREAL_KIND_TRAIN);
-  std::string name = "train";
-  auto services = areal::make_services(name);
+  areal::testing::FsdpUnderTest under_test;
+  auto& fsdp = under_test.plugin;
+  auto& services = under_test.services;
   const std::string out = areal::testing::test_temp_dir("mixed-untrained");
   {
     areal::PluginInstance engine(fsdp, nlohmann::json{{"model_path", model_dir()}, {"device", "cpu"}, {"dtype", "bfloat16"}}.dump(), &services);
@@ -240,10 +239,9 @@ TEST(MixedPrecision, Bfloat16MasterStartsFromTheFilesValues) {
 // plus the float32 update scaling * B A, summed and kept in float32 (a bf16
 // sum would round every update to the bf16 grid), beside the adapter.
 TEST(MixedPrecision, Bfloat16LoraSavesTheMergedModelInFloat32) {
-  areal::PluginCatalog catalog({AREAL_TEST_PLUGIN_DIR});
-  auto fsdp = catalog.resolve("fsdp", AREAL_KIND_TRAIN);
-  std::string name = "train";
-  auto services = areal::make_services(name);
+  areal::testing::FsdpUnderTest under_test;
+  auto& fsdp = under_test.plugin;
+  auto& services = under_test.services;
   Batch batch;
   areal_loss_fn nll = areal::testing::mean_nll_loss();
   const std::string out = areal::testing::test_temp_dir("mixed-lora");
