@@ -165,7 +165,8 @@ device_name=cuda:0; [ $rehearsal = 1 ] && device_name=cpu  # as the engines repo
 # Only what the chosen parts read (a device session has minutes).
 wanted_models=()
 want a && wanted_models+=(qwen3:$small qwen2:$small llama3:$small)
-{ want a || want b || want c || want d; } && wanted_models+=(qwen3:${main#qwen3-})
+# (the main one also for the decode kernels' probe below, whatever the parts)
+{ want a || want b || want c || want d || [ "$kernels_built" = 1 ]; } && wanted_models+=(qwen3:${main#qwen3-})
 for m in "${wanted_models[@]}"; do
   fam=${m%%:*} preset=${m#*:}
   [ -f "$models/$fam-$preset/config.json" ] || run "$host" init-model --family "$fam" --preset "$preset" --tokenizer "$tok" --out "$models/$fam-$preset" --seed 1 > /dev/null
