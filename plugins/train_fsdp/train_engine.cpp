@@ -31,8 +31,6 @@
 #include <memory>
 #include <algorithm>
 #include <exception>
-#include <limits>
-#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -503,10 +501,11 @@ class FsdpTrain {
         }
         // Rank 0 writes; each float32 merge goes to the host at once (a whole
         // float32 copy beside a bf16 model would not fit where LoRA is the way to fit).
-        if (group_->rank() == 0)
+        if (group_->rank() == 0) {
           for (const auto& w : model_->config().weights())
-            master.push_back(merged(w.name, model_->p(w.name), torch::kFloat32).to(torch::kCPU));  // DecoderModel::save's order
-        if (group_->rank() == 0) lora_->save((fs::path(dir) / "adapter").string(), model_path_);
+            master.push_back(lora_->merged(w.name, model_->p(w.name), torch::kFloat32).to(torch::kCPU));  // DecoderModel::save's order
+          lora_->save((fs::path(dir) / "adapter").string(), model_path_);
+        }
       }
       if (group_->rank() == 0) {
         model_->save(dir, spec.value("dtype", std::string("float32")), master);
@@ -591,10 +590,8 @@ class FsdpTrain {
     return shards_->shard().numel() * static_cast<int64_t>(shards_->shard().element_size()) + optimizer_->state_bytes();
   }
 
-  // A base weight as the engine (its dtype) and saved folders (float32) get it: merged with the adapter, if any.
-  torch::Tensor merged(const std::string& name, const torch::Tensor& w, std::optional<torch::ScalarType> dtype = std::nullopt) const {
-    return lora_ ? lora_->merged(name, w, dtype) : w.detach().to(dtype.value_or(w.scalar_type()));
-  }
+  // A base weight as the engine gets it: merged with the adapter, if any.
+  torch::Tensor merged(const std::string& name, const torch::Tensor& w) const { return lora_ ? lora_->merged(name, w) : w.detach(); }
   // Adapter dropout off for the scope (log-prob recomputation).
   struct AdapterEval {
     explicit AdapterEval(areal::torch_model::LoraAdapter* a) : a_(a) {
