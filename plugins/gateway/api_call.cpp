@@ -93,6 +93,23 @@ void count_unreadable_tool_calls(const std::string& parser, size_t count) {
 
 void count_unrouted_call() { areal::sdk::host().metric_add(areal::sdk::str("areal_gateway_unrouted_calls_total"), 1.0); }
 
+void count_template_rewrite(const std::string& kind) {
+  static std::mutex mutex;
+  static std::set<std::string> seen;
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    first = seen.insert(kind).second;
+  }
+  if (first) {
+    const char* what = kind == "inline_system_folded"
+                           ? "system messages after the first folded into one at the start: the chat template refuses them in place"
+                           : "a tool call's arguments that are not a JSON object rendered as {}";
+    areal::sdk::log(AREAL_LOG_WARN, "gateway", std::string(what) + " (counted on /metrics as areal_gateway_template_rewrites_total{kind=\"" + kind + "\"})");
+  }
+  areal::sdk::host().metric_add(areal::sdk::str("areal_gateway_template_rewrites_total{kind=\"" + label_safe(kind) + "\"}"), 1.0);
+}
+
 int64_t unix_seconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }

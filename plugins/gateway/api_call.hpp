@@ -71,6 +71,9 @@ void count_fields(const proxy::FieldNotes& notes, const char* api);
 void count_unreadable_tool_calls(const std::string& parser, size_t count);
 // A call recorded without the MoE routing the gateway asked for (gateway.record_routing).
 void count_unrouted_call();
+// Messages changed for the chat template (proxy/template_messages.hpp):
+// areal_gateway_template_rewrites_total{kind}, logged the first time of each kind.
+void count_template_rewrite(const std::string& kind);
 
 // A model-calling request about to be served: counts it
 // (areal_gateway_model_requests_total{api}) and its fields.

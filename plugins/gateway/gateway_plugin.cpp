@@ -367,6 +367,7 @@ class Gateway {
       cc.adapter = c.value("adapter", std::string());
       cc.record_routing = c.value("record_routing", false);
       cc.on_unrouted_call = areal::gateway::count_unrouted_call;
+      cc.on_template_rewrite = areal::gateway::count_template_rewrite;
       if (cc.record_routing && !info.value("routing", false))
         throw sdk::invalid_argument("gateway: 'record_routing' is on but the inference backend does not report expert routing (its info has no "
                                     "\"routing\": true): the local engine reports it for mixture-of-experts models; vLLM and SGLang do not through areal "

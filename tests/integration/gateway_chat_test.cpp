@@ -40,8 +40,8 @@ TEST_F(Chat, ClientMistakesAre400WithTheParameterNamed) {
   const std::vector<std::pair<ordered_json, std::string>> cases = {
       {{{"messages", ordered_json::array()}}, "'messages': must be a non-empty array"},
       {{{"messages", {user("x")}}, {"n", 0}}, "'n': must be between"},
-      {{{"messages", {user("x")}}, {"max_tokens", 5}, {"max_completion_tokens", 5}}, "not both"},
-      {{{"messages", {user("x")}}, {"temperature", 3}}, "'temperature': must be between"},
+      {{{"messages", {user("x")}}, {"temperature", 3}}, "'temperature': must be between 0 and 2"},
+      {{{"messages", {user("x")}}, {"top_p", -0.5}}, "'top_p': must be between 0 and 1"},
       {{{"messages", {{{"role", "wizard"}, {"content", "x"}}}}}, "'messages[0].role'"},
       {{{"messages", {{{"role", "user"}, {"content", 7}}}}}, "'messages[0].content': must be a string or an array"},
       {{{"messages", {user("x")}}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "g"}}}}}, {"tools", {{{"type", "function"}, {"function", {{"name", "f"}}}}}}},

@@ -9,9 +9,12 @@
 #include <vector>
 #include <map>
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <tuple>
 
 #include "gateway_fixture.hpp"
+#include "test_temp_dir.hpp"
 
 using nlohmann::ordered_json;
 
@@ -44,7 +47,8 @@ TEST_F(Compat, ChatAcceptsEveryFieldOfItsSchemaAndCountsWhatItIgnores) {
   const std::string key = start_session("chatfields");
   const ordered_json body = {
       {"messages", {{{"role", "system"}, {"content", "S"}}, {{"role", "developer"}, {"content", "D"}},
-                    {{"role", "user"}, {"content", {{{"type", "text"}, {"text", "Look: "}}, {{"type", "image_url"}, {"image_url", {{"url", "data:image/png;base64,AAAA"}}}}}}}}},
+                    {{"role", "user"}, {"content", {{{"type", "text"}, {"text", "Look: "}}, {{"type", "image_url"}, {"image_url", {{"url", "data:image/png;base64,AAAA"}}}},
+                                                    {{"type", "input_text"}, {"text", "and read this"}}}}}}},
       {"model", "gpt-4o"}, {"max_completion_tokens", 4}, {"temperature", 0.7}, {"top_p", 0.9}, {"stop", {"\n\n\n"}}, {"seed", 1},
       {"logprobs", true}, {"top_logprobs", 2}, {"stream", false}, {"tools", {kWeatherTool}}, {"tool_choice", "auto"},
       {"parallel_tool_calls", true}, {"n", 1}, {"store", true}, {"reasoning_effort", "low"}, {"response_format", {{"type", "json_object"}}},
@@ -66,8 +70,9 @@ TEST_F(Compat, ChatAcceptsEveryFieldOfItsSchemaAndCountsWhatItIgnores) {
   const auto exported = end_and_export(key, "chatfields-0");
   ASSERT_EQ(exported["rows"].size(), 1u);
   const auto [prompt, sampled] = split_row(exported["rows"][0]);
-  EXPECT_NE(prompt.find("Look: "), std::string::npos) << prompt;
+  EXPECT_NE(prompt.find("Look: \nand read this"), std::string::npos) << "a Responses-style input_text part is text: " << prompt;
   EXPECT_EQ(prompt.find("image"), std::string::npos) << "the image part is dropped, not rendered: " << prompt;
+  EXPECT_NE(prompt.find("<|im_start|>system\nD<|im_end|>"), std::string::npos) << "a developer message is a system message: " << prompt;
 }
 
 TEST_F(Compat, ClaudeCodesRequestIsServedAndRecordedWithItsSystemEntryInPlace) {
@@ -112,6 +117,142 @@ TEST_F(Compat, ClaudeCodesRequestIsServedAndRecordedWithItsSystemEntryInPlace) {
   EXPECT_NE(prompt.find("\"Bash\""), std::string::npos);
   EXPECT_EQ(prompt.find("web_search"), std::string::npos) << "server tools are not rendered";
   EXPECT_EQ(prompt.find("<think>"), std::string::npos) << "adaptive thinking at high effort leaves thinking on (no empty think block)";
+}
+
+// A tool call's arguments reach the template as the object they encode, as
+// vLLM passes them: Qwen3's template prints an object with tojson (spaces
+// after ':' and ',', as the model writes JSON) where the compact string a
+// client echoes would print as it is; text that is no JSON object is {}.
+TEST_F(Compat, ToolCallArgumentsReachTheTemplateAsObjects) {
+  start("hf");
+  const std::string key = start_session("arguments");
+  auto call = [](const std::string& id, const std::string& arguments) {
+    return ordered_json{{"id", id}, {"type", "function"}, {"function", {{"name", "get_weather"}, {"arguments", arguments}}}};
+  };
+  const ordered_json chat = {
+      {"messages", {{{"role", "system"}, {"content", {{{"type", "text"}, {"text", "x-anthropic-billing-header: cc_version=2.1.330.f00; cc_entrypoint=sdk-cli;"}},
+                                                      {{"type", "text"}, {"text", "Be exact."}}}}},
+                    user("Weather in Paris and Rome?"),
+                    {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", {call("c1", "{\"city\":\"Paris\",\"days\":[1,2]}"), call("c2", "not json")}}},
+                    {{"role", "tool"}, {"tool_call_id", "c1"}, {"content", "sunny"}},
+                    {{"role", "tool"}, {"tool_call_id", "c2"}, {"content", "rain"}}}},
+      {"tools", {kWeatherTool}}, {"max_tokens", 2}};
+  const std::string rewrites = "areal_gateway_template_rewrites_total{kind=\"tool_arguments_not_an_object\"}";
+  const std::string attribution = ignored("chat", "messages[].content.x-anthropic-billing-header");
+  const double before = metric(rewrites), attribution_before = metric(attribution);
+  auto [status, reply] = post("/v1/chat/completions", chat, key);
+  ASSERT_EQ(status, 200) << reply.dump();
+  EXPECT_EQ(metric(rewrites), before + 1) << "the unreadable arguments are counted";
+  EXPECT_EQ(metric(attribution), attribution_before + 1) << "Claude Code's attribution line, through a gateway that speaks Chat";
+  const ordered_json anthropic = {
+      {"max_tokens", 2}, {"tools", {{{"name", "get_weather"}, {"input_schema", {{"type", "object"}}}}}},
+      {"messages", {user("Weather in Oslo?"),
+                    {{"role", "assistant"}, {"content", {{{"type", "tool_use"}, {"id", "t1"}, {"name", "get_weather"}, {"input", {{"city", "Oslo"}}}}}}},
+                    {{"role", "user"}, {"content", {{{"type", "tool_result"}, {"tool_use_id", "t1"}, {"content", "snow"}}}}}}}};
+  auto [astatus, atext] = request("POST", "/v1/messages", anthropic.dump(), {{"x-api-key", key}});
+  ASSERT_EQ(astatus, 200) << atext;
+  const auto exported = end_and_export(key, "arguments-0");
+  ASSERT_EQ(exported["rows"].size(), 2u);
+  const std::string chat_prompt = split_row(exported["rows"][0]).first, anthropic_prompt = split_row(exported["rows"][1]).first;
+  EXPECT_NE(chat_prompt.find("{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": [1, 2]}}"), std::string::npos) << chat_prompt;
+  EXPECT_NE(chat_prompt.find("{\"name\": \"get_weather\", \"arguments\": {}}"), std::string::npos) << chat_prompt;
+  EXPECT_NE(chat_prompt.find("Be exact."), std::string::npos) << chat_prompt;
+  EXPECT_EQ(chat_prompt.find("billing"), std::string::npos) << chat_prompt;
+  EXPECT_NE(anthropic_prompt.find("{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}"), std::string::npos) << anthropic_prompt;
+}
+
+// A template shaped like Qwen3-Coder's and Qwen3.5's where these matter: it
+// refuses a system message after the first, and iterates a call's arguments.
+class StrictTemplate : public Compat {
+ protected:
+  void start_strict(const std::string& prompt_mode) {
+    dir_ = areal::testing::test_temp_dir("strict-template");
+    std::filesystem::create_directories(dir_);
+    std::filesystem::copy_file(kQwen + "/tokenizer.json", dir_ + "/tokenizer.json", std::filesystem::copy_options::overwrite_existing);
+    nlohmann::json config = nlohmann::json::parse(std::ifstream(kQwen + "/tokenizer_config.json"));
+    config["chat_template"] =
+        "{%- for message in messages %}"
+        "{%- if message.role == 'system' and not loop.first %}{{ raise_exception('System message must be at the beginning.') }}{%- endif %}"
+        "{{- '<|im_start|>' + message.role + '\\n' + message.content }}"
+        "{%- for call in message.tool_calls or [] %}{{- '<tool_call>\\n<function=' + call.function.name + '>\\n' }}"
+        "{%- for name, value in call.function.arguments|items %}{{- '<parameter=' + name + '>\\n' + value|string + '\\n</parameter>\\n' }}{%- endfor %}"
+        "{{- '</function>\\n</tool_call>' }}{%- endfor %}"
+        "{{- '<|im_end|>\\n' }}"
+        "{%- endfor %}"
+        "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}";
+    std::ofstream(dir_ + "/tokenizer_config.json") << config.dump();
+    start(prompt_mode, {}, {{"tokenizer", dir_}, {"reasoning_parser", "none"}, {"max_completion_tokens", 4}});
+  }
+  std::string dir_;
+};
+
+TEST_F(StrictTemplate, InlineSystemMessagesAreFoldedIntoTheFirstAndClaudeCodesAttributionLineDropped) {
+  start_strict("hf");
+  const std::string key = start_session("strict");
+  const ordered_json claude = {
+      {"max_tokens", 32000},
+      {"system", {{{"type", "text"}, {"text", "x-anthropic-billing-header: cc_version=2.1.328.a1b; cc_entrypoint=sdk-cli;"}},
+                  {{"type", "text"}, {"text", "You are Claude Code."}, {"cache_control", {{"type", "ephemeral"}}}}}},
+      {"messages", {user("List files."), {{"role", "system"}, {"content", {{{"type", "text"}, {"text", "Reminder: be safe."}}}}}}}};
+  const std::string folded = "areal_gateway_template_rewrites_total{kind=\"inline_system_folded\"}";
+  const std::string attribution = ignored("anthropic", "system[].x-anthropic-billing-header");
+  const double folded_before = metric(folded), attribution_before = metric(attribution);
+  auto [status, text] = request("POST", "/v1/messages", claude.dump(), {{"x-api-key", key}});
+  ASSERT_EQ(status, 200) << "the template's refusal is not the client's mistake: " << text;
+  EXPECT_EQ(metric(folded), folded_before + 1);
+  EXPECT_EQ(metric(attribution), attribution_before + 1);
+  // Codex: two developer items, then the user's; a Chat call with a tool call in its history.
+  auto text_part = [](const std::string& t) { return ordered_json::array({{{"type", "input_text"}, {"text", t}}}); };
+  const ordered_json codex = {{"max_output_tokens", 4},
+                              {"input", {{{"type", "message"}, {"role", "developer"}, {"content", text_part("You are Codex.")}},
+                                         {{"type", "message"}, {"role", "developer"}, {"content", text_part("Sandbox: none.")}},
+                                         {{"type", "message"}, {"role", "user"}, {"content", text_part("Say hi")}}}}};
+  auto [cstatus, creply] = post("/v1/responses", codex, key);
+  ASSERT_EQ(cstatus, 200) << creply.dump();
+  const ordered_json chat = {
+      {"max_tokens", 4},
+      {"messages", {user("Read a.txt"),
+                    {{"role", "assistant"}, {"content", ""},
+                     {"tool_calls", {{{"id", "c1"}, {"type", "function"}, {"function", {{"name", "Read"}, {"arguments", "{\"path\": \"a.txt\"}"}}}}}}},
+                    {{"role", "tool"}, {"tool_call_id", "c1"}, {"content", "hello"}}}}};
+  auto [tstatus, treply] = post("/v1/chat/completions", chat, key);
+  ASSERT_EQ(tstatus, 200) << "a string's |items was the template's error: " << treply.dump();
+  const auto exported = end_and_export(key, "strict-0");
+  ASSERT_EQ(exported["rows"].size(), 3u);
+  const std::string claude_prompt = split_row(exported["rows"][0]).first;
+  EXPECT_EQ(claude_prompt.rfind("<|im_start|>system\nYou are Claude Code.\nReminder: be safe.<|im_end|>\n<|im_start|>user\nList files.<|im_end|>", 0), 0u)
+      << claude_prompt;
+  EXPECT_EQ(claude_prompt.find("billing"), std::string::npos) << claude_prompt;
+  EXPECT_EQ(split_row(exported["rows"][1]).first.rfind("<|im_start|>system\nYou are Codex.\nSandbox: none.<|im_end|>\n<|im_start|>user\nSay hi", 0), 0u);
+  EXPECT_NE(split_row(exported["rows"][2]).first.find("<function=Read>\n<parameter=path>\na.txt\n</parameter>"), std::string::npos);
+}
+
+// In concat mode a turn extends its parent's exact tokens. A system text
+// that arrives after the parent is folded into the first message, inside
+// those tokens: the turn is rendered whole instead, so the text is not lost.
+TEST_F(StrictTemplate, ASystemTextArrivingLaterIsNotLostToConcatLinking) {
+  start_strict("concat");
+  const std::string key = start_session("later");
+  const ordered_json first = {{"messages", {{{"role", "system"}, {"content", "Be brief."}}, user("Hi")}}, {"max_tokens", 4}};
+  auto [s1, r1] = post("/v1/chat/completions", first, key);
+  ASSERT_EQ(s1, 200) << r1.dump();
+  const std::string reply = r1["choices"][0]["message"]["content"];
+  ordered_json same = first;  // the next turn, nothing new in the system: linked
+  same["messages"].push_back({{"role", "assistant"}, {"content", reply}});
+  same["messages"].push_back(user("And then?"));
+  auto [s2, r2] = post("/v1/chat/completions", same, key);
+  ASSERT_EQ(s2, 200) << r2.dump();
+  ordered_json later = first;  // a system message after the parent's turn
+  later["messages"].push_back({{"role", "assistant"}, {"content", reply}});
+  later["messages"].push_back({{"role", "system"}, {"content", "Now answer in French."}});
+  later["messages"].push_back(user("Again?"));
+  auto [s3, r3] = post("/v1/chat/completions", later, key);
+  ASSERT_EQ(s3, 200) << r3.dump();
+  const auto exported = end_and_export(key, "later-0");
+  std::string all;
+  for (const auto& row : exported["rows"]) all += split_row(row).first + "\n---\n";
+  EXPECT_NE(all.find("<|im_start|>system\nBe brief.\nNow answer in French.<|im_end|>"), std::string::npos) << all;
+  EXPECT_NE(all.find("And then?"), std::string::npos) << all;
 }
 
 TEST_F(Compat, CodexsRequestIsServedAndRecordedThoughItSaysStoreFalse) {
@@ -407,6 +548,11 @@ TEST_F(Compat, MalformedPartsToolsChoicesAndFormatsAre400NamingTheField) {
     auto [status, reply] = post(path, body, "admin-k");
     EXPECT_EQ(status, 200) << path << " " << body.dump() << " -> " << reply.dump();
   }
+  // Both budget names (the deprecated one beside the new): the new one counts, as at vLLM.
+  // top_p 0, OpenAI's lower bound: the most likely token only.
+  auto [both, both_reply] = post("/v1/chat/completions", {{"messages", {user("x")}}, {"max_tokens", 9}, {"max_completion_tokens", 2}, {"top_p", 0}}, "admin-k");
+  ASSERT_EQ(both, 200) << both_reply.dump();
+  EXPECT_EQ(both_reply["usage"]["completion_tokens"], 2) << both_reply.dump();
 }
 
 // Nested fields are counted by path (docs/http-api.md: honoured, ignored or

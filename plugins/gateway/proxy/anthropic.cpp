@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/plugin_host/error.hpp"
+#include "plugins/gateway/proxy/attribution_line.hpp"
 
 namespace areal::proxy {
 namespace {
@@ -40,9 +41,14 @@ void note_text_block(const J& b, const std::string& path, FieldNotes& notes) {
 }
 
 // Text of a string or of content blocks: text blocks count; other blocks
-// (images, documents, search results) are dropped and noted.
-std::string text_of(const J& v, const std::string& field, const std::string& note_as, FieldNotes& notes) {
-  if (v.is_string()) return v;
+// (images, documents, search results) are dropped and noted, and so is
+// Claude Code's attribution line in a system text block.
+std::string text_of(const J& v, const std::string& field, const std::string& note_as, FieldNotes& notes, bool system = false) {
+  if (v.is_string()) {
+    const auto rest = system ? without_attribution_line(v.get<std::string>()) : std::nullopt;
+    if (rest) notes.ignore(note_as + ".x-anthropic-billing-header");
+    return rest ? *rest : v.get<std::string>();
+  }
   if (!v.is_array()) bad(field, "must be a string or an array of content blocks");
   std::string out;
   for (size_t k = 0; k < v.size(); ++k) {
@@ -53,8 +59,14 @@ std::string text_of(const J& v, const std::string& field, const std::string& not
     if (type == "text") {
       if (!b.contains("text") || !b["text"].is_string()) bad(bw, "a text block needs a string 'text'");
       note_text_block(b, note_as, notes);
+      std::string text = b["text"];
+      if (const auto rest = system ? without_attribution_line(text) : std::nullopt) {  // attribution_line.hpp
+        notes.ignore(note_as + ".x-anthropic-billing-header");
+        if (rest->empty()) continue;
+        text = *rest;
+      }
       if (!out.empty()) out += "\n";  // blocks are joined with newlines, as vLLM joins text parts
-      out += b["text"].get<std::string>();
+      out += text;
     } else if (droppable_block(type) || type == "thinking" || type == "tool_use" || type == "tool_result") {
       notes.ignore(note_as + "." + type);  // no text a system prompt or tool result can show
     } else {
@@ -74,7 +86,8 @@ void convert_message(const J& m, size_t i, J& out, FieldNotes& notes) {
   if (!m.contains("content") || m["content"].is_null()) bad(where + ".content", "is required");
   const J& content = m["content"];
   if (role == "system") {  // Claude Code puts system reminders among the messages
-    out.push_back({{"role", "system"}, {"content", text_of(content, where + ".content", "messages[].content[]", notes)}});
+    const std::string text = text_of(content, where + ".content", "messages[].content[]", notes, true);
+    if (!text.empty() || content.is_string()) out.push_back({{"role", "system"}, {"content", text}});  // not an attribution block alone
     return;
   }
   if (content.is_string()) {
@@ -163,7 +176,10 @@ ChatRequest anthropic_to_chat_request_checked(const J& body) {
   if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty())
     bad("messages", "must be a non-empty array");
   J messages = J::array();
-  if (present(body, "system")) messages.push_back({{"role", "system"}, {"content", text_of(body["system"], "system", "system[]", notes)}});
+  if (present(body, "system")) {
+    const std::string text = text_of(body["system"], "system", "system[]", notes, true);
+    if (!text.empty() || body["system"].is_string()) messages.push_back({{"role", "system"}, {"content", text}});  // not an attribution block alone
+  }
   for (size_t i = 0; i < body["messages"].size(); ++i) convert_message(body["messages"][i], i, messages, notes);
   J openai = J::object();
   openai["messages"] = messages;

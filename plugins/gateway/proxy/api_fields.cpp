@@ -12,12 +12,12 @@ constexpr FieldTreatment I = FieldTreatment::kIgnored;
 
 const ApiTable& chat_completions_fields() {
   static const ApiTable t{"chat", "OpenAI Chat Completions (`/v1/chat/completions`)", {
-    {"messages", H, "Required. Roles system, developer (= system), user, assistant, tool, function (= tool). Text content and text parts; image, audio and file parts (and vLLM's multimodal parts) are dropped from the prompt and counted; another part type is a 400. A part's `cache_control` is ignored."},
+    {"messages", H, "Required. Roles system, developer (= system), user, assistant, tool, function (= tool). Text content and text parts (`text`, `refusal`, and the Responses API's `input_text` and `output_text`), joined with newlines; image, audio and file parts (and vLLM's multimodal parts) are dropped from the prompt and counted; another part type is a 400. A part's `cache_control` is ignored. A system message's Claude Code attribution line (first line `x-anthropic-billing-header: ...`, sent by gateways that translate Claude Code's requests) is dropped and counted. Tool calls' `arguments` reach the chat template as objects (\"What the chat template is given\")."},
     {"model", H, "Echoed in the reply; the gateway serves one model."},
-    {"max_tokens", H, "Completion budget (one of the two); default `gateway.default_max_tokens`; capped by the context and `gateway.max_completion_tokens`."},
-    {"max_completion_tokens", H, "Same as `max_tokens`."},
+    {"max_tokens", H, "Completion budget; default `gateway.default_max_tokens`; capped by the context and `gateway.max_completion_tokens`. Beside `max_completion_tokens` it is ignored and counted (as at vLLM)."},
+    {"max_completion_tokens", H, "Same as `max_tokens`, and counts when both are given."},
     {"temperature", H, "[0, 2]; 0 is greedy."},
-    {"top_p", H, "Nucleus sampling."},
+    {"top_p", H, "Nucleus sampling; 0 keeps the most likely token only."},
     {"stop", H, "Up to 16 strings, enforced by the gateway for every backend; the stop string is not returned."},
     {"seed", H, "Reproducible sampling on the local and mock engines; passed to SGLang/vLLM."},
     {"logprobs", H, "Returns each sampled token's log-prob (the recorded ones)."},
@@ -71,12 +71,12 @@ const ApiTable& chat_completions_fields() {
 
 const ApiTable& responses_fields() {
   static const ApiTable t{"responses", "OpenAI Responses (`/v1/responses`)", {
-    {"input", H, "Required. A string or items: `message` (roles user, system, developer = system, assistant; `input_text`/`output_text`/`refusal` parts), `reasoning` (summary and `reasoning_text` content become `reasoning_content`), `function_call`, `function_call_output`. Image, file and audio parts and other item types are dropped and counted; another part type is a 400. An echoed `output_text`'s `annotations` and `logprobs` are ignored."},
+    {"input", H, "Required. A string or items: `message` (roles user, system, developer = system, assistant; `input_text`/`output_text`/`refusal` parts, joined with newlines), `reasoning` (summary and `reasoning_text` content become `reasoning_content`), `function_call`, `function_call_output`. Image, file and audio parts and other item types are dropped and counted; another part type is a 400. An echoed `output_text`'s `annotations` and `logprobs` are ignored."},
     {"model", H, "Echoed in the reply."},
     {"instructions", H, "The system message."},
     {"max_output_tokens", H, "Completion budget; capped by the context and `gateway.max_completion_tokens`."},
     {"temperature", H, "[0, 2]."},
-    {"top_p", H, "Nucleus sampling."},
+    {"top_p", H, "Nucleus sampling; 0 keeps the most likely token only."},
     {"tools", H, "`function` tools are rendered (`parameters` must be an object; `strict` is ignored); hosted and other tool types (`web_search`, `file_search`, `namespace`, `mcp`, `custom`, ...) are dropped from the prompt and counted."},
     {"tool_choice", H, "`auto`, `none`, `required` and a named function (`{\"type\": \"function\", \"name\": ...}`), forced as in Chat Completions; `required` without `tools` is a 400."},
     {"parallel_tool_calls", I, "Every tool call the model writes is returned."},
@@ -106,13 +106,13 @@ const ApiTable& responses_fields() {
 
 const ApiTable& anthropic_messages_fields() {
   static const ApiTable t{"anthropic", "Anthropic Messages (`/v1/messages`)", {
-    {"messages", H, "Required. Roles user and assistant, and `system` entries anywhere (Claude Code sends them), rendered in place as system messages. Blocks `text`, `thinking` (assistant), `tool_use`, `tool_result`; `redacted_thinking`, `image`, `document`, `search_result`, `tool_reference`, `container_upload`, `compaction` and server-tool blocks (`server_tool_use`, `*_tool_result`, `mcp_*`) are dropped and counted; another block type is a 400. `cache_control`, `citations`, a thinking block's `signature` and a tool result's `is_error` are ignored."},
+    {"messages", H, "Required. Roles user and assistant, and `system` entries anywhere (Claude Code sends them), rendered in place as system messages (folded into the first where the chat template refuses them: \"What the chat template is given\"). Blocks `text`, `thinking` (assistant), `tool_use`, `tool_result`; `redacted_thinking`, `image`, `document`, `search_result`, `tool_reference`, `container_upload`, `compaction` and server-tool blocks (`server_tool_use`, `*_tool_result`, `mcp_*`) are dropped and counted; another block type is a 400. `cache_control`, `citations`, a thinking block's `signature` and a tool result's `is_error` are ignored. A final assistant message (a prefill) is rendered as a finished turn and the reply is a new turn, not its continuation."},
     {"model", H, "Echoed in the reply."},
     {"max_tokens", H, "Required completion budget; capped by the context and `gateway.max_completion_tokens`."},
-    {"system", H, "A string or text blocks: the first system message."},
+    {"system", H, "A string or text blocks: the first system message. Claude Code's attribution line (a text starting `x-anthropic-billing-header:`, here and in `system` entries) is dropped and counted, as vLLM drops it: a hash of the conversation's first message in front of the system prompt would keep any prefix cache from sharing it."},
     {"stop_sequences", H, "Stop strings; `stop_reason` is `stop_sequence` and `stop_sequence` names the one hit."},
     {"temperature", H, "[0, 2] (Anthropic's range is [0, 1])."},
-    {"top_p", H, "Nucleus sampling."},
+    {"top_p", H, "Nucleus sampling; 0 keeps the most likely token only."},
     {"top_k", H, "Top-k sampling."},
     {"stream", H, "Anthropic's server-sent events."},
     {"tools", H, "Client tools (`name`, `description`, `input_schema`, which must be an object) are rendered; `cache_control`, `defer_loading`, `strict`, `input_examples` are ignored; server tools (a `type` such as `web_search_20250305`) are dropped from the prompt and counted."},

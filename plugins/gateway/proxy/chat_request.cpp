@@ -4,9 +4,12 @@
 #include <climits>
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 #include <set>
+#include <sstream>
 
 #include "core/plugin_host/error.hpp"
+#include "plugins/gateway/proxy/attribution_line.hpp"
 #include "core/structured_output/json_schema_matcher.hpp"
 #include "core/text/json_depth.hpp"
 #include "areal/inference.h"
@@ -16,15 +19,24 @@ namespace {
 
 using J = nlohmann::ordered_json;
 
+constexpr float kSmallestTopP = 1e-9f;
+
 [[noreturn]] void bad(const std::string& param, const std::string& why) {
   throw Error(AREAL_CODE_INVALID_ARGUMENT, "'" + param + "': " + why);
+}
+
+// A bound as a person writes it: 0, 2, 1e-09 (std::to_string wrote 0.000000).
+std::string short_number(double d) {
+  std::ostringstream out;
+  out << d;
+  return out.str();
 }
 
 double number(const J& body, const char* key, double lo, double hi) {
   const J& v = body[key];
   if (!v.is_number()) bad(key, "must be a number");
   const double d = v.get<double>();
-  if (!std::isfinite(d) || d < lo || d > hi) bad(key, "must be between " + std::to_string(lo) + " and " + std::to_string(hi));
+  if (!std::isfinite(d) || d < lo || d > hi) bad(key, "must be between " + short_number(lo) + " and " + short_number(hi));
   return d;
 }
 
@@ -37,37 +49,52 @@ int64_t integer(const J& body, const char* key, int64_t lo, int64_t hi) {
 }
 
 
-// The part types besides text and refusal that clients send: OpenAI's
-// image, audio and file parts and vLLM's extensions (its multimodal parts,
-// and input_text and thinking, which were always dropped here). Dropped and
-// noted; a type in neither list is not in any schema (a 400).
+// The part types besides the text ones that clients send: OpenAI's image,
+// audio and file parts and vLLM's extensions (its multimodal parts, and
+// thinking). Dropped and noted; a type in neither list is not in any
+// schema (a 400).
 const std::set<std::string>& media_part_types() {
   static const std::set<std::string> types = {"image_url", "input_audio", "file", "audio_url", "video_url", "image_embeds",
-                                              "image_pil", "input_image", "input_text", "thinking"};
+                                              "image_pil", "input_image", "thinking"};
   return types;
 }
+
+// Responses-style text parts in a Chat message (clients and bridges that
+// reuse Responses content send them): text, as vLLM reads them.
+bool responses_text_part(const std::string& type) { return type == "input_text" || type == "output_text"; }
 
 // Text of a content value: a string, or parts of which text and refusal
 // parts count; image, audio and file parts are dropped (a text model cannot
 // see them) and noted.
-std::string content_text(const J& content, const std::string& where, FieldNotes& notes) {
-  if (content.is_string()) return content;
+std::string content_text(const J& content, const std::string& where, FieldNotes& notes, bool system) {
+  // A system text's Claude Code attribution line is dropped (attribution_line.hpp).
+  auto text_of = [&](const std::string& t) -> std::optional<std::string> {
+    const auto rest = system ? without_attribution_line(t) : std::nullopt;
+    if (!rest) return t;
+    notes.ignore("messages[].content.x-anthropic-billing-header");
+    return rest->empty() && !content.is_string() ? std::nullopt : rest;
+  };
+  if (content.is_string()) return *text_of(content.get<std::string>());
   std::string text;
   for (size_t k = 0; k < content.size(); ++k) {
     const J& part = content[k];
     const std::string pw = where + "[" + std::to_string(k) + "]";
     if (!part.is_object() || !part.contains("type") || !part["type"].is_string()) bad(pw, "each content part must be an object with a type");
     const std::string type = part["type"];
-    if (type == "text" || type == "refusal") {
-      const J& t = part.contains(type) ? part[type] : J();
-      if (!t.is_string()) bad(pw, "a " + type + " part needs a string '" + type + "'");
-      note_nested_fields(part, {"messages[].content[]", {"type", type.c_str()}, {"cache_control"}}, notes);
+    if (type == "text" || type == "refusal" || responses_text_part(type)) {
+      const std::string key = type == "refusal" ? "refusal" : "text";
+      const J& t = part.contains(key) ? part[key] : J();
+      if (!t.is_string()) bad(pw, "a " + type + " part needs a string '" + key + "'");
+      // An echoed output_text carries its annotations and logprobs: nothing to render.
+      note_nested_fields(part, {"messages[].content[]", {"type", key.c_str()}, {"annotations", "logprobs", "cache_control"}}, notes);
+      const auto kept = text_of(t.get<std::string>());
+      if (!kept) continue;
       if (!text.empty()) text += "\n";  // parts are joined with newlines, as vLLM does
-      text += t.get<std::string>();
+      text += *kept;
     } else if (media_part_types().count(type)) {
       notes.ignore("messages[].content[]." + type);
     } else {
-      bad(pw + ".type", "unknown content part type '" + type + "' (text, refusal, image_url, input_audio or file)");
+      bad(pw + ".type", "unknown content part type '" + type + "' (text, refusal, input_text, output_text, image_url, input_audio or file)");
     }
   }
   return text;
@@ -85,6 +112,9 @@ void normalize_messages(J& messages, FieldNotes& notes) {
     std::string role = m["role"];
     if (role != "system" && role != "developer" && role != "user" && role != "assistant" && role != "tool" && role != "function")
       bad(where + ".role", "must be system, developer, user, assistant or tool, got '" + role + "'");
+    // developer is OpenAI's newer name for system; chat templates know only
+    // system (Qwen3's drops a role it does not know, text and all).
+    if (role == "developer") m["role"] = role = "system";
     if (role == "function") {  // deprecated: a function result is a tool message named by the function
       m["role"] = role = "tool";
       if (!m.contains("tool_call_id")) m["tool_call_id"] = m.value("name", std::string());
@@ -104,7 +134,7 @@ void normalize_messages(J& messages, FieldNotes& notes) {
     if (!has_content && role == "assistant") m["content"] = "";
     else if (!has_content) bad(where + ".content", "is required");
     if (role == "tool" && !m.contains("tool_call_id")) bad(where + ".tool_call_id", "is required for tool messages");
-    if (has_content && m["content"].is_array()) m["content"] = content_text(m["content"], where + ".content", notes);
+    if (has_content && (m["content"].is_array() || role == "system")) m["content"] = content_text(m["content"], where + ".content", notes, role == "system");
   }
 }
 
@@ -249,13 +279,18 @@ ChatRequest parse_chat_request_checked(const J& body) {
   if (present(body, "tool_choice")) parse_tool_choice(body["tool_choice"], r);
   if (present(body, "n")) r.n = static_cast<int32_t>(integer(body, "n", 1, 128));
   if (present(body, "temperature")) r.temperature = static_cast<float>(number(body, "temperature", 0, 2));
-  if (present(body, "top_p")) r.top_p = static_cast<float>(number(body, "top_p", 1e-9, 1));
+  // top_p 0 (OpenAI's range starts there) keeps the most likely token only:
+  // the smallest positive nucleus, which every backend accepts.
+  if (present(body, "top_p")) r.top_p = std::max(static_cast<float>(number(body, "top_p", 0, 1)), kSmallestTopP);
   if (present(body, "top_k")) r.top_k = static_cast<int32_t>(integer(body, "top_k", -1, 1 << 20));
   if (r.top_k < 0) r.top_k = 0;
-  if (present(body, "max_tokens") && present(body, "max_completion_tokens"))
-    bad("max_tokens", "give max_tokens or max_completion_tokens, not both");
-  if (present(body, "max_tokens")) r.max_tokens = integer(body, "max_tokens", 1, int64_t{1} << 40);
-  if (present(body, "max_completion_tokens")) r.max_tokens = integer(body, "max_completion_tokens", 1, int64_t{1} << 40);
+  // Both given (the deprecated name beside the new one): the new one counts, as at vLLM.
+  if (present(body, "max_completion_tokens")) {
+    if (present(body, "max_tokens")) r.fields.ignore("max_tokens (max_completion_tokens given)");
+    r.max_tokens = integer(body, "max_completion_tokens", 1, int64_t{1} << 40);
+  } else if (present(body, "max_tokens")) {
+    r.max_tokens = integer(body, "max_tokens", 1, int64_t{1} << 40);
+  }
   if (present(body, "max_total_tokens")) r.max_total_tokens = integer(body, "max_total_tokens", 1, int64_t{1} << 40);
   if (present(body, "stop")) {
     const J& s = body["stop"];

@@ -158,6 +158,7 @@ ChatService::ChatService(std::shared_ptr<const tokenizer::Tokenizer> tok, std::s
                          const areal_inference_ref* inference, ChatServiceConfig config)
     : tok_(std::move(tok)),
       template_(std::move(chat_template)),
+      template_messages_(*template_),
       inference_(inference),
       adapters_(std::make_unique<AdapterNames>(inference)),
       config_(std::move(config)) {
@@ -183,12 +184,18 @@ ChatService::ChatService(std::shared_ptr<const tokenizer::Tokenizer> tok, std::s
 std::vector<int32_t> ChatService::build_prompt(const ChatRequest& req, const std::shared_ptr<Session>& session, int continues,
                                                bool* concat_linked) const {
   *concat_linked = false;
-  const std::string rendered = template_->render(req.messages, req.tools, true, req.chat_template_kwargs);
+  const J messages = template_messages_.prepare(req.messages, config_.on_template_rewrite);
+  const std::string rendered = template_->render(messages, req.tools, true, req.chat_template_kwargs);
   std::vector<int32_t> full = tok_->encode(rendered, false);
   if (!session || (config_.prompt_mode != "concat" && continues < 0)) return full;
   const int parent_index = continues >= 0 ? continues : session->record.find_parent(req.messages);
   if (parent_index < 0) return full;
   const recorder::Interaction parent = session->record.get(static_cast<size_t>(parent_index));
+  // A system text that arrived after the parent was folded into the first
+  // message, inside the parent's tokens: linking would lose it.
+  if (template_messages_.folds_inline_system && parent.messages.is_array() &&
+      TemplateMessages::leading_system(template_messages_.prepare(parent.messages)) != TemplateMessages::leading_system(messages))
+    return full;
   std::vector<int32_t> prefix = parent.prompt_ids;
   prefix.insert(prefix.end(), parent.output_ids.begin(), parent.output_ids.end());
   // The turn delimiter closes the parent's turn even if it stopped on length.

@@ -21,6 +21,7 @@
 #include "plugins/gateway/proxy/chat_request.hpp"
 #include "plugins/gateway/proxy/output_parser.hpp"
 #include "plugins/gateway/proxy/session_store.hpp"
+#include "plugins/gateway/proxy/template_messages.hpp"
 #include "core/hf/chat_template/chat_template.hpp"
 #include "core/hf/tokenizer/tokenizer.hpp"
 #include "core/recorder/expert_routing.hpp"
@@ -53,6 +54,9 @@ struct ChatServiceConfig {
   std::string adapter;
   bool record_routing = false;  // ask the backend for MoE routing (ABI 1.7) and record it
   std::function<void()> on_unrouted_call;  // a call recorded without the routing it asked for (counted)
+  // The messages were changed for the template beyond parsing tool-call
+  // arguments (template_messages.hpp names the kinds; counted).
+  std::function<void(const std::string&)> on_template_rewrite;
   OutputParserConfig parsers;
 };
 
@@ -133,6 +137,7 @@ class ChatService {
 
   std::shared_ptr<const tokenizer::Tokenizer> tok_;
   std::shared_ptr<const jinja::ChatTemplate> template_;
+  TemplateMessages template_messages_;  // what the template is given, from the request's messages
   const areal_inference_ref* inference_;
   std::unique_ptr<AdapterNames> adapters_;
   ChatServiceConfig config_;

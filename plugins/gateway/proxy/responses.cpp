@@ -54,9 +54,11 @@ std::string parts_text(const J& content, const std::string& where, FieldNotes& n
     if (type == "input_text" || type == "output_text" || type == "text" || type == "reasoning_text" || type == "summary_text") {
       // An echoed output_text carries its annotations and logprobs: nothing to render.
       note_nested_fields(p, {"input[].content[]", {"type", "text"}, {"annotations", "logprobs", "cache_control"}}, notes);
+      if (!out.empty()) out += "\n";  // parts are joined with newlines, as vLLM joins them
       out += p.value("text", "");
     } else if (type == "refusal") {
       note_nested_fields(p, {"input[].content[]", {"type", "refusal"}, {"cache_control"}}, notes);
+      if (!out.empty()) out += "\n";
       out += p.value("refusal", "");
     } else if (type == "input_image" || type == "input_file" || type == "input_audio") {
       notes.ignore("input[].content[]." + type);
