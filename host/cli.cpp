@@ -81,7 +81,7 @@ Usage:
   areal-host dashboard RUN_DIR [--port N] [--host H] [--tokenizer DIR] [--follow]
                                                         the web dashboard of a run directory
                                                         (curves, evaluation, latest sessions)
-  areal-host serve [--config FILE.yaml] [--model DIR] [--port N] [--admin-key K] [--tokenizer DIR] [key=value ...]
+  areal-host serve [--config FILE.yaml] [--model DIR] [--host H] [--port N] [--admin-key K] [--tokenizer DIR] [key=value ...]
                                                         serve the gateway and its inference backend, no training
                                                         (--model: a Hugging Face folder on the CPU engine)
   areal-host service --config SERVICE.yaml
@@ -106,7 +106,7 @@ Usage:
   areal-host init-model --family qwen3|qwen3_moe|gpt_oss|qwen2|llama3 --preset tiny|tiny-hd32|small|agent|0.6b|4b|30b-a3b|20b
                       --tokenizer DIR|bytes --out DIR
                       [--seed N] [--dtype float32|bfloat16|float16] [--shard-mb N]
-                      [--max-position-embeddings N] [--end-turn-logit L]
+                      [--max-position-embeddings N] [--end-turn-logit L] [--initializer-range S]
                                                         write a random-initialised HF model folder
   areal-host --version | --help
 

@@ -1,6 +1,6 @@
 // `areal-host serve`: the gateway and its inference backend, no training.
 // How a newcomer tries the API by hand; runs until SIGINT or SIGTERM.
-//   areal-host serve [--config FILE.yaml] [--model DIR] [--port N] [--admin-key K] [--tokenizer DIR] [key=value ...]
+//   areal-host serve [--config FILE.yaml] [--model DIR] [--host H] [--port N] [--admin-key K] [--tokenizer DIR] [key=value ...]
 #include <pthread.h>
 #include <signal.h>
 
