@@ -15,7 +15,9 @@ for row in "tiny   4     128    5     8            32         32" \
   preset=$1; shift
   "$build/bin/areal-host" init-model --family qwen3 --preset "$preset" --tokenizer "$tok" --out "$work/$preset" --seed 1 > /dev/null
   AREAL_BENCH_CONSISTENCY=1 "$build/bin/areal_model_bench" "$work/$preset" "$threads" "$@" > "$work/$preset.default.json"
-  AREAL_BENCH_CONSISTENCY=1 AREAL_BENCH_ENGINE='{"batch_invariant": true}' \
+  # OpenBLAS's FMA kernels compute a row by where it sits (docs/gpu.md): the
+  # invariant run takes its SSE kernels, so its cost includes theirs.
+  OPENBLAS_CORETYPE=Nehalem AREAL_BENCH_CONSISTENCY=1 AREAL_BENCH_ENGINE='{"batch_invariant": true}' \
     "$build/bin/areal_model_bench" "$work/$preset" "$threads" "$@" > "$work/$preset.invariant.json"
   /usr/bin/python3 - "$preset" "$work/$preset.default.json" "$work/$preset.invariant.json" "$*" <<'PY'
 import json, sys

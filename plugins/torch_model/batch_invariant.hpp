@@ -79,6 +79,13 @@ using KeyBlocks = std::function<std::pair<torch::Tensor, torch::Tensor>(const to
 // head_dim] in q's dtype. Grouped-query heads: head h reads KV head h / (heads / kv_heads).
 torch::Tensor attend(const torch::Tensor& q, const AttentionPlan& plan, const KeyBlocks& keys, int64_t kv_heads, double scale);
 
+// Whether a matrix product on this device and dtype computes a row the same
+// wherever the row sits among the product's rows, at the fixed shapes above
+// (tried once per process, on small products). The rules above take it for
+// granted; OpenBLAS's FMA kernels (its Haswell, Zen and newer cores) break
+// it on CPU: their rows take different instruction paths by position.
+bool row_invariant_products(torch::Device device, torch::ScalarType dtype);
+
 // Key addresses by path for a KeyBlocks over packed rows: table[path][p] is
 // the row of key p (clamped to the path's last key). Returns [paths,
 // longest] int64 on `device`.

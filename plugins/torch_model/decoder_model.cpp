@@ -1047,6 +1047,13 @@ void DecoderModel::set_batch_invariant(bool on) {
     if (config_.moe_layer_count() > 0 || config_.attention_sinks || config_.has_sliding_layers())
       throw Error(AREAL_CODE_UNSUPPORTED, "batch_invariant covers dense models with plain causal attention; " + config_.family +
                                               " (experts, attention sinks or sliding windows) is not covered yet");
+    // The log-prob head runs in float32 whatever the model's dtype.
+    if (!invariant::row_invariant_products(device_, dtype_) || !invariant::row_invariant_products(device_, torch::kFloat32))
+      throw Error(AREAL_CODE_UNSUPPORTED,
+                  "batch_invariant on " + device_.str() + ": this device's matrix products compute a row differently depending on where it sits "
+                  "among the product's rows, so a token's log-probs would depend on its batch. On CPU this is OpenBLAS's FMA kernels (its "
+                  "Haswell, Zen and newer cores): start the process with OPENBLAS_CORETYPE=Nehalem, whose kernels compute every row alike "
+                  "(slower), or use the mode on a GPU (docs/gpu.md, \"Bitwise mode\")");
     // cos and sin of every position on the host, in float64, once: the
     // same table on every device whatever the kernels' vector widths.
     const int64_t P = config_.max_position_embeddings, hd = config_.head_dim, half = hd / 2;
