@@ -107,6 +107,9 @@ double rope_attention_factor(const model::ModelConfig& c) {
   return m != 0 && all != 0 ? mscale(m) / mscale(all) : mscale(1.0);
 }
 
+// Tokens up to which separate q and k are joined for one RoPE pass (finish_qkv).
+constexpr int64_t kJoinedRopeMaxTokens = 256;
+
 #if AREAL_HAS_SDPA
 // Whether attention on these queries goes through the fused kernels.
 bool fused_on(const torch::Tensor& q) { return q.is_cuda() && q.scalar_type() != torch::kFloat64; }
@@ -450,9 +453,18 @@ void DecoderModel::finish_qkv(int64_t layer, const QkvProjection& projected, con
     return;
   }
   // RoPE once over q and k side by side: a small decode step is bound by its
-  // kernel count, and this takes three kernels a layer away (two where the
-  // heads are joined by a copy: the trainer's separate products, an
-  // adapter's q or k).
+  // kernel count, and this takes three kernels a layer away. Where q and k
+  // are separate tensors (the trainer's separate products, an adapter's q or
+  // k), joining them costs a copy, and under autograd each slice's backward
+  // fills a zero tensor of both: past a few hundred tokens (a training
+  // micro-batch, a prefill) bytes cost more than kernels, so each takes its
+  // own. The choice follows the token count alone, so a training forward and
+  // its no-grad recompute of the same micro-batch round alike.
+  if (!qk_heads.defined() && S > kJoinedRopeMaxTokens) {
+    q = apply_rope(q, rope);
+    k = apply_rope(k, rope);
+    return;
+  }
   const torch::Tensor qk = apply_rope(qk_heads.defined() ? qk_heads : torch::cat({q, k}, 1), rope);
   q = qk.narrow(1, 0, H);
   k = qk.narrow(1, H, kv);
