@@ -122,6 +122,11 @@ try:
     if run.returncode != 0:
         fail(f"{AGENT} exited {run.returncode}")
     calls = metric(url, f'areal_gateway_model_requests_total{{api="{API}"}}') - calls_before
+    if AGENT == "claude":  # its attribution line, sent on every call, dropped from the system prompt (docs/http-api.md)
+        dropped = metric(url, 'areal_gateway_ignored_fields_total{api="anthropic",field="system[].x-anthropic-billing-header"}')
+        print(f"attribution lines dropped: {dropped:.0f} over {calls:.0f} calls")
+        if dropped != calls:
+            fail(f"Claude Code's attribution line was dropped from {dropped:.0f} of its {calls:.0f} calls")
     http(url + "/rl/end_session", {}, key=key)
     exported = http(url + "/export_trajectories", {"session_id": session["session_id"], "style": "individual"})
     rows = exported["rows"]
