@@ -194,7 +194,7 @@ std::vector<int32_t> ChatService::build_prompt(const ChatRequest& req, const std
   // A system text that arrived after the parent was folded into the first
   // message, inside the parent's tokens: linking would lose it.
   if (template_messages_.folds_inline_system && parent.messages.is_array() &&
-      TemplateMessages::leading_system(template_messages_.prepare(parent.messages)) != TemplateMessages::leading_system(messages))
+      TemplateMessages::system_texts(parent.messages) != TemplateMessages::system_texts(req.messages))
     return full;
   std::vector<int32_t> prefix = parent.prompt_ids;
   prefix.insert(prefix.end(), parent.output_ids.begin(), parent.output_ids.end());

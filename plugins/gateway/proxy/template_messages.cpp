@@ -71,6 +71,16 @@ std::string TemplateMessages::leading_system(const J& prepared) {
   return !prepared.empty() && prepared.front().value("role", "") == "system" ? system_text(prepared.front()) : std::string();
 }
 
+std::string TemplateMessages::system_texts(const J& messages) {
+  std::string text;
+  for (const J& m : messages) {
+    if (m.value("role", "") != "system") continue;
+    const std::string t = system_text(m);
+    if (!t.empty()) text += (text.empty() ? "" : "\n") + t;
+  }
+  return text;
+}
+
 J TemplateMessages::prepare(const J& messages, const std::function<void(const std::string&)>& on_rewrite) const {
   J out = J::array();
   bool coerced = false, folded = false;
@@ -94,18 +104,10 @@ J TemplateMessages::prepare(const J& messages, const std::function<void(const st
     for (size_t i = 1; i < out.size(); ++i) inline_system = inline_system || out[i].value("role", "") == "system";
     if (inline_system) {
       // One system message first, holding every system text in order.
-      std::string text;
-      J rest = J::array();
-      for (J& m : out) {
-        if (m.value("role", "") != "system") {
-          rest.push_back(std::move(m));
-          continue;
-        }
-        const std::string t = system_text(m);
-        if (!t.empty()) text += (text.empty() ? "" : "\n") + t;
-      }
-      out = J::array({{{"role", "system"}, {"content", text}}});
-      for (J& m : rest) out.push_back(std::move(m));
+      J folded_out = J::array({{{"role", "system"}, {"content", system_texts(out)}}});
+      for (J& m : out)
+        if (m.value("role", "") != "system") folded_out.push_back(std::move(m));
+      out = std::move(folded_out);
       folded = true;
     }
   }

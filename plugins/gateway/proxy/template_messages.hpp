@@ -37,6 +37,9 @@ struct TemplateMessages {
 
   // The text of prepared messages' first message when it is a system one, else "".
   static std::string leading_system(const nlohmann::ordered_json& prepared);
+  // Every system text of `messages` in order, joined with newlines: what a
+  // fold puts first (and what a turn's system is, for concat linking).
+  static std::string system_texts(const nlohmann::ordered_json& messages);
 
   bool folds_inline_system = false;
   bool arguments_as_objects = true;  // false: the template renders only the client's strings
