@@ -18,6 +18,9 @@
 //   --group-size G    sessions per question, one GRPO group (default 8)
 //   --seed S          question order (default 1)
 //   --task T          after (default) or before
+//   --phrasings K     train on the first K (1 to 4, default 1) of the
+//                     training phrasings below, one drawn per group; none of
+//                     them is an evaluation phrasing (configs/data/quickstart_eval.jsonl)
 //   --model M         the `model` of every chat call (default "default"; the
 //                     managed service serves a trained job as "experiment/trial")
 // Against the managed service (docs/service.md), AREAL_GATEWAY_URL is the
@@ -44,8 +47,21 @@ if (TASK !== 'after' && TASK !== 'before') {
   console.error(`agent: --task must be after or before, got ${TASK}`);
   process.exit(2);
 }
-// The task's question and answer for digit d (after: d in 0..8; before: d in 1..9).
-const question = (d) => `Which digit comes ${TASK} ${d}?`;
+// The task's questions and answer for digit d (after: d in 0..8; before: d in 1..9).
+// The first phrasing is the one the format stage (configs/data/quickstart_format.jsonl)
+// and the default run use; the others are for --phrasings.
+const PHRASINGS = [
+  (d) => `Which digit comes ${TASK} ${d}?`,
+  (d) => `Which digit is ${TASK} ${d}?`,
+  (d) => `Give the digit ${TASK} ${d}.`,
+  (d) => `Say which digit comes ${TASK} ${d}.`,
+];
+const N_PHRASINGS = arg('--phrasings', 1);
+if (!Number.isInteger(N_PHRASINGS) || N_PHRASINGS < 1 || N_PHRASINGS > PHRASINGS.length) {
+  console.error(`agent: --phrasings must be 1 to ${PHRASINGS.length}, got ${process.argv[process.argv.indexOf('--phrasings') + 1]}`);
+  process.exit(2);
+}
+const question = PHRASINGS[0];
 const answerOf = (d) => (TASK === 'after' ? d + 1 : d - 1);
 const DIGITS = TASK === 'after' ? [0, 1, 2, 3, 4, 5, 6, 7, 8] : [1, 2, 3, 4, 5, 6, 7, 8, 9];
 if (!process.argv.includes('--episode') && (!GATEWAY || !ADMIN_KEY)) {
@@ -127,9 +143,11 @@ function nextDigit() {
 async function worker(id) {
   for (let round = 0; !stopping; ++round) {
     const d = nextDigit();
+    // One phrasing per group: GRPO compares the answers to one prompt.
+    const phrasing = N_PHRASINGS > 1 ? PHRASINGS[Math.floor(nextRandom() * N_PHRASINGS)] : question;
     const groupId = `w${id}-r${round}-d${d}`;
     const results = await Promise.allSettled(
-      Array.from({ length: GROUP_SIZE }, (_, k) => episode(question(d), answerOf(d), `${groupId}-s${k}`, groupId)));
+      Array.from({ length: GROUP_SIZE }, (_, k) => episode(phrasing(d), answerOf(d), `${groupId}-s${k}`, groupId)));
     for (const r of results) if (r.status === 'rejected' && !stopping) console.error(`agent: episode failed: ${r.reason}`);
     if (results.every((r) => r.status === 'rejected')) await sleep(200);  // e.g. the gateway is going away
   }
