@@ -5,6 +5,9 @@
 # Checks what issue #34 promises for it:
 #   - the task is mastered: the last 50 steps' mean reward >= 0.9 and the
 #     greedy evaluation of the final weights on held-out phrasings is 1.0;
+#   - training asked the questions in the agent's four training phrasings
+#     (--phrasings 4) and never in an evaluation one (read back from the
+#     recorded prompt ids: the byte tokenizer's ids are the bytes);
 #   - every step handed the engine the adapter alone (weight_update
 #     "adapter", the adapter's bytes) within the staleness bound (2), with
 #     asynchrony;
@@ -21,8 +24,21 @@ run_config "$src/configs/quickstart_lora.yaml" "$work" "$work/run.log" experimen
 grep -o "done: .*" "$work/run.log"
 run="$work/runs/quickstart_lora/t"
 /usr/bin/python3 "$src/tests/support/check_quickstart_run.py" "$run" 350 --masters
-/usr/bin/python3 - "$run" <<'PY'
-import json, sys
+/usr/bin/python3 - "$run" "$src" <<'PY'
+import json, re, sys
+from collections import Counter
+asked = Counter()
+for line in open(f"{sys.argv[1]}/rollouts.jsonl"):
+    ids = json.loads(line)["rows"][0]["input_ids"]
+    start = ids.index(257) + 1                      # <|im_start|>, then "user\n"
+    text = bytes(ids[start:ids.index(258, start)]).decode()
+    assert text.startswith("user\n"), text
+    asked[text[len("user\n"):]] += 1
+held_out = {json.loads(l)["question"] for l in open(f"{sys.argv[2]}/configs/data/quickstart_eval.jsonl")}
+assert not held_out & set(asked), f"trained on evaluation phrasings: {sorted(held_out & set(asked))}"
+templates = Counter(re.sub(r"[0-9]", "D", q) for q in asked.elements())
+assert len(templates) == 4, f"training phrasings: {dict(templates)}"
+print("training phrasings (sessions):", dict(templates))
 rows = [json.loads(l) for l in open(f"{sys.argv[1]}/metrics.jsonl")]
 steps = [r for r in rows if not r.get("eval")]
 final = [r for r in rows if r.get("eval")][-1]
