@@ -143,7 +143,8 @@ function nextDigit() {
 async function worker(id) {
   for (let round = 0; !stopping; ++round) {
     const d = nextDigit();
-    // One phrasing per group: GRPO compares the answers to one prompt.
+    // One phrasing per group: GRPO compares the answers to one prompt. With one
+    // phrasing nothing is drawn, so the default run's question order is as before.
     const phrasing = N_PHRASINGS > 1 ? PHRASINGS[Math.floor(nextRandom() * N_PHRASINGS)] : question;
     const groupId = `w${id}-r${round}-d${d}`;
     const results = await Promise.allSettled(

@@ -36,7 +36,9 @@ for line in open(f"{sys.argv[1]}/rollouts.jsonl"):
     asked[text[len("user\n"):]] += 1
 held_out = {json.loads(l)["question"] for l in open(f"{sys.argv[2]}/configs/data/quickstart_eval.jsonl")}
 assert not held_out & set(asked), f"trained on evaluation phrasings: {sorted(held_out & set(asked))}"
-templates = Counter(re.sub(r"[0-9]", "D", q) for q in asked.elements())
+templates = Counter()
+for q, n in asked.items():
+    templates[re.sub(r"[0-9]", "D", q)] += n
 assert len(templates) == 4, f"training phrasings: {dict(templates)}"
 print("training phrasings (sessions):", dict(templates))
 rows = [json.loads(l) for l in open(f"{sys.argv[1]}/metrics.jsonl")]
