@@ -99,7 +99,7 @@ StateDb::StateDb(StateDbOptions options) : options_(std::move(options)) {
 
 StateDb::~StateDb() {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<std::mutex> lock(queue_mutex_);
     stopping_ = true;
   }
   queued_.notify_all();
@@ -228,7 +228,7 @@ void StateDb::recover() {
 }
 
 StateDb::Ticket StateDb::enqueue(std::function<void()> apply) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::mutex> lock(queue_mutex_);
   queue_.push_back(std::move(apply));
   queued_.notify_one();
   return next_ticket_++;
@@ -329,25 +329,39 @@ StateDb::Ticket StateDb::write_capacity(int64_t capacity) {
   return enqueue([this, capacity] { put_capacity(capacity); });
 }
 
+namespace {
+StateUnavailable unrecorded(const std::string& dir, const std::string& error) {
+  return StateUnavailable("the gateway could not record this in its state directory (" + dir + "): " + error +
+                          "; nothing was changed - retry once the state directory is writable again");
+}
+}  // namespace
+
 void StateDb::wait(Ticket ticket) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  committed_.wait(lock, [&] { return done_ >= ticket; });
-  for (auto it = failed_.rbegin(); it != failed_.rend(); ++it)
-    if (ticket >= it->first && ticket <= it->last)
-      throw StateUnavailable("the gateway could not record this in its state directory (" + options_.dir + "): " + it->error +
-                             "; nothing was changed - retry once the state directory is writable again");
+  std::shared_ptr<Waiter> waiter;
+  {
+    std::lock_guard<std::mutex> lock(commit_mutex_);
+    if (done_ >= ticket) {
+      for (auto it = failed_.rbegin(); it != failed_.rend(); ++it)
+        if (ticket >= it->first && ticket <= it->last) throw unrecorded(options_.dir, it->error);
+      return;
+    }
+    waiter = std::make_shared<Waiter>();
+    waiter->ticket = ticket;
+    waiters_.push_back(waiter);
+  }
+  std::unique_lock<std::mutex> lock(waiter->mutex);
+  waiter->woken.wait(lock, [&] { return waiter->ready; });
+  if (!waiter->error.empty()) throw unrecorded(options_.dir, waiter->error);
 }
 
 void StateDb::writer() {
   for (;;) {
     std::deque<std::function<void()>> batch;
-    Ticket first = 0;
     {
-      std::unique_lock<std::mutex> lock(mutex_);
+      std::unique_lock<std::mutex> lock(queue_mutex_);
       queued_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
       if (queue_.empty()) return;  // stopping, everything committed
       batch.swap(queue_);
-      first = done_ + 1;
     }
     // One transaction per batch: every write in it commits, or none does.
     std::string error;
@@ -359,15 +373,36 @@ void StateDb::writer() {
       error = e.what();
       sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);  // may say no transaction is active: SQLite rolled back already
     }
-    std::lock_guard<std::mutex> lock(mutex_);
-    const Ticket last = first + batch.size() - 1;
-    if (!error.empty()) {
-      failed_.push_back({first, last, error});
-      // Waiters read their batch's outcome at once; a long outage must not grow this without bound.
-      if (failed_.size() > 4096) failed_.erase(failed_.begin(), failed_.begin() + 2048);
+    // Tickets are handed out in queue order, so this batch holds the next ones.
+    const Ticket first = done_ + 1, last = done_ + batch.size();  // done_ is written by this thread alone
+    std::vector<std::shared_ptr<Waiter>> woken;
+    {
+      std::lock_guard<std::mutex> lock(commit_mutex_);
+      if (!error.empty()) {
+        failed_.push_back({first, last, error});
+        // Waiters read their batch's outcome at once; a long outage must not grow this without bound.
+        if (failed_.size() > 4096) failed_.erase(failed_.begin(), failed_.begin() + 2048);
+      }
+      done_ = last;
+      for (size_t i = 0; i < waiters_.size();) {
+        if (waiters_[i]->ticket <= last) {
+          woken.push_back(std::move(waiters_[i]));
+          waiters_[i] = std::move(waiters_.back());
+          waiters_.pop_back();
+        } else {
+          ++i;
+        }
+      }
     }
-    done_ = last;
-    committed_.notify_all();
+    // A waiter's ticket is at most `last` and above the previous batch's (or it would not have waited): this batch's.
+    for (const auto& w : woken) {
+      {
+        std::lock_guard<std::mutex> lock(w->mutex);
+        w->ready = true;
+        w->error = error;
+      }
+      w->woken.notify_one();
+    }
   }
 }
 
