@@ -11,7 +11,7 @@ steps=${1:-200}
 host=./build/bin/areal-host
 work=$(mktemp -d /tmp/areal-bench-trainer.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-"$host" init-model --family qwen3 --preset tiny --tokenizer bytes --out "$work/model" --seed 1 >/dev/null
+"$host" init-model --family qwen3 --preset tiny --tokenizer bytes --out "$work/model" --seed 1 --initializer-range 0.1 >/dev/null  # the quickstart's base
 # The quickstart's format stage, as scripts/quickstart.sh runs it.
 "$host" sft --config configs/quickstart_format.yaml train.model_path="$work/model" experiment.output_dir="$work/runs" \
   experiment.trial=format 2> "$work/format.log" || { tail -20 "$work/format.log"; exit 1; }
