@@ -398,8 +398,8 @@ void StateDb::writer() {
     for (const auto& w : woken) {
       {
         std::lock_guard<std::mutex> lock(w->mutex);
+        w->error = error;  // before ready: a copy that throws must not wake it as committed
         w->ready = true;
-        w->error = error;
       }
       w->woken.notify_one();
     }

@@ -104,7 +104,7 @@ class StateDb final : public Journal {
   bool stopping_ = false;
 
   std::mutex commit_mutex_;  // guards the commit state below
-  Ticket done_ = 0;          // every ticket up to this one is committed or failed
+  Ticket done_ = 0;          // every ticket up to this one is committed or failed; written by the writer alone
   std::vector<Failed> failed_;
   std::vector<std::shared_ptr<Waiter>> waiters_;  // shared: the writer may still notify one that has returned
 
