@@ -2,13 +2,13 @@
 
 #include <chrono>
 #include <filesystem>
-#include <random>
 
 #include <Poco/DigestEngine.h>
 #include <Poco/SHA2Engine.h>
 #include <sqlite3.h>
 
 #include "core/plugin_host/error.hpp"
+#include "core/text/random_text.hpp"
 
 namespace areal::tenants {
 namespace {
@@ -82,17 +82,6 @@ Job job_of(const Statement& s) {
 }
 
 }  // namespace
-
-std::string random_hex(size_t bytes) {
-  static const char kHex[] = "0123456789abcdef";
-  std::random_device rd;  // the OS CSPRNG on Linux
-  std::string out;
-  for (size_t i = 0; i < bytes; ++i) {
-    const unsigned v = rd() & 0xffu;
-    out.push_back(kHex[v >> 4]), out.push_back(kHex[v & 15u]);
-  }
-  return out;
-}
 
 const char* job_state_name(JobState s) {
   switch (s) {
@@ -200,8 +189,8 @@ bool TenantStore::has_user(const std::string& name) {
 
 std::pair<ApiKey, std::string> TenantStore::create_key(const std::string& user) {
   if (!has_user(user)) throw Error(AREAL_CODE_NOT_FOUND, "no user '" + user + "' (add it first: areal-host tenants add-user)");
-  const std::string secret = "sk-areal-" + random_hex(24);
-  ApiKey k{"key-" + random_hex(6), user, secret.substr(0, 13), now_seconds(), false};
+  const std::string secret = "sk-areal-" + text::random_hex(48);
+  ApiKey k{"key-" + text::random_hex(12), user, secret.substr(0, 13), now_seconds(), false};
   std::lock_guard<std::mutex> lock(mutex_);
   Statement(db_, "INSERT INTO api_keys(id, user, hash, prefix, created) VALUES(?, ?, ?, ?, ?)")
       .bind(1, k.id).bind(2, k.user).bind(3, hash(secret)).bind(4, k.prefix).bind(5, k.created).step();
@@ -241,7 +230,7 @@ std::optional<std::string> TenantStore::user_of_key(const std::string& secret) {
 }
 
 Job TenantStore::add_job(Job job) {
-  job.id = "job-" + random_hex(8);
+  job.id = "job-" + text::random_hex(16);
   job.state = JobState::kQueued;
   job.created = job.updated = now_seconds();
   std::lock_guard<std::mutex> lock(mutex_);

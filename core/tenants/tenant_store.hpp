@@ -107,10 +107,6 @@ class TenantStore {
   std::mutex mutex_;
 };
 
-// `bytes` random bytes from the OS CSPRNG as lowercase hex: key secrets,
-// ids, link tokens.
-std::string random_hex(size_t bytes);
-
 // Whether `name` may name a user (1-64 of [a-z0-9_-], starting with a letter or digit).
 bool valid_user_name(const std::string& name);
 // Whether `name` may be an experiment or trial name (1-128 of [A-Za-z0-9._-], not "." or "..").

@@ -6,7 +6,6 @@
 // /v1/models, /flush_cache. Errors are {"error": {"message"}} with 400.
 #include <atomic>
 #include <chrono>
-#include <random>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -16,6 +15,7 @@
 
 #include "core/plugin_host/error.hpp"
 #include "routes.hpp"
+#include "core/text/random_text.hpp"
 
 namespace areal::engine_server {
 namespace {
@@ -204,7 +204,7 @@ class SGLangRoutes : public Routes {
 
   static std::string random_rid() {
     static std::atomic<uint64_t> n{0};
-    return "rid-" + std::to_string(std::random_device{}()) + "-" + std::to_string(++n);
+    return "rid-" + text::random_hex(8) + "-" + std::to_string(++n);
   }
 
   Engine& engine_;

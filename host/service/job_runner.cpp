@@ -16,6 +16,7 @@
 #include "core/plugin_host/string_writer.hpp"
 #include "core/telemetry/guarded_thread.hpp"
 #include "core/telemetry/logging.hpp"
+#include "core/text/random_text.hpp"
 
 namespace areal::host::service {
 namespace {
@@ -26,7 +27,7 @@ using tenants::JobState;
 }  // namespace
 
 JobRunner::JobRunner(JobPlan plan, StateSink on_state)
-    : plan_(std::move(plan)), on_state_(std::move(on_state)), admin_key_("sk-job-" + tenants::random_hex(24)), state_(plan_.job.state) {
+    : plan_(std::move(plan)), on_state_(std::move(on_state)), admin_key_("sk-job-" + text::random_hex(48)), state_(plan_.job.state) {
   run_dir_ = (fs::path(plan_.output_dir) / plan_.job.experiment / plan_.job.trial).string();
 }
 

@@ -28,6 +28,7 @@
 #include "request.hpp"
 #include "server/http_server.hpp"
 #include "upstream.hpp"
+#include "core/text/random_text.hpp"
 
 namespace areal::host::service {
 namespace {
@@ -458,7 +459,7 @@ void ServiceFront::jobs_route(const std::string& user, const std::string& path, 
     require_method(req, res, "POST");
     auto j = store_.job(id);
     if (!j || j->user != user) throw HttpError(404, "No job '" + id + "' (GET /v1/jobs lists yours)", "not_found");
-    std::string token = tenants::random_hex(32);
+    std::string token = text::random_hex(64);
     {
       std::lock_guard<std::mutex> lock(links_mutex_);
       const auto now = std::chrono::steady_clock::now();

@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <random>
 #include <cstdint>
 #include <string_view>
 #include <stdexcept>
@@ -17,6 +16,7 @@
 #include "areal/sdk.hpp"
 #include "areal/sdk_json.hpp"
 #include "peft_folder.hpp"
+#include "core/text/random_text.hpp"
 
 namespace areal::remote {
 
@@ -107,18 +107,10 @@ std::vector<Url> parse_servers(const std::vector<std::string>& texts) {
   return out;
 }
 
-std::string random_hex(size_t n) {
-  std::random_device rd;
-  std::string s;
-  const char* digits = "0123456789abcdef";
-  for (size_t i = 0; i < n; ++i) s += digits[rd() % 16];
-  return s;
-}
-
 }  // namespace
 
 RemoteEngine::RemoteEngine(std::unique_ptr<BackendProtocol> protocol, EngineOptions options)
-    : protocol_(std::move(protocol)), opt_(std::move(options)), pool_(parse_servers(opt_.servers)), rid_prefix_("areal-" + random_hex(8)) {
+    : protocol_(std::move(protocol)), opt_(std::move(options)), pool_(parse_servers(opt_.servers)), rid_prefix_("areal-" + text::random_hex(8)) {
   wait_for_servers();
   if (opt_.verify_logprobs) verify_logprob_convention();
   if (opt_.max_context == 0) opt_.max_context = fetch_max_context();

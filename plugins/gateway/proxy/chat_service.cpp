@@ -11,6 +11,7 @@
 #include "core/plugin_host/generation.hpp"
 #include "core/structured_output/json_schema_matcher.hpp"
 #include "core/text/json_depth.hpp"
+#include "core/text/random_text.hpp"
 
 namespace areal::proxy {
 namespace {
@@ -334,7 +335,7 @@ ChatRequest choice_request(const ChatRequest& req, int32_t choice) {
   return r;
 }
 
-std::string new_call_id(const std::string& prefix) { return prefix + random_hex(29); }
+std::string new_call_id(const std::string& prefix) { return prefix + text::random_hex(29); }
 
 std::string choice_call_id(const std::string& response_id, int32_t choice) {
   return choice == 0 ? response_id : response_id + "-" + std::to_string(choice);

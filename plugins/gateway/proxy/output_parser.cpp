@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <cctype>
 #include <optional>
-#include <random>
 
 #include "core/plugin_host/error.hpp"
+#include "core/text/random_text.hpp"
 
 namespace areal::proxy {
 namespace {
@@ -475,14 +475,6 @@ OutputParserConfig resolve_parsers(const OutputParserConfig& config, const std::
   return out;
 }
 
-std::string random_hex(size_t n) {
-  static thread_local std::mt19937_64 rng{std::random_device{}()};
-  static const char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (size_t i = 0; i < n; ++i) out.push_back(kHex[rng() & 15]);
-  return out;
-}
-
 std::vector<std::string> tool_call_markers(const OutputParserConfig& config) {
   const std::string& p = config.tool_call_parser;
   if (is_qwen_format(p) || p == "qwen3_coder") return {kToolCall};
@@ -644,7 +636,7 @@ ParsedOutput parse_output(const std::string& text, const OutputParserConfig& con
       Attempt a = read_attempt(rest, b, config, tools);
       kept += rest.substr(pos, b - pos);
       if (a.ok) {
-        for (auto& c : a.calls) out.tool_calls.push_back({tool_call_id_prefix + random_hex(24), std::move(c.name), std::move(c.arguments)});
+        for (auto& c : a.calls) out.tool_calls.push_back({tool_call_id_prefix + text::random_hex(24), std::move(c.name), std::move(c.arguments)});
       } else {
         kept += rest.substr(b, a.end - b);
         if (a.counted) ++out.unreadable_tool_calls;

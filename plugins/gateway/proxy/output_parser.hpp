@@ -160,6 +160,4 @@ size_t first_tool_call_marker(const std::string& content, const OutputParserConf
 // stream that could still become one).
 std::vector<std::string> tool_call_markers(const OutputParserConfig& config);
 
-std::string random_hex(size_t n);
-
 }  // namespace areal::proxy

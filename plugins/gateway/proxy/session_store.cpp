@@ -1,9 +1,9 @@
 #include "plugins/gateway/proxy/session_store.hpp"
 
 #include <algorithm>
-#include <random>
 
 #include "core/plugin_host/error.hpp"
+#include "core/text/random_text.hpp"
 
 namespace areal::proxy {
 
@@ -25,11 +25,7 @@ std::chrono::steady_clock::time_point Session::last_access() const {
 }
 
 std::string mint_session_key() {
-  static const char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-  std::random_device rd;  // the OS CSPRNG on Linux
-  std::string key = "sk-sess-";
-  for (int i = 0; i < 43; ++i) key.push_back(kAlphabet[rd() % 64]);
-  return key;
+  return "sk-sess-" + text::random_text(43, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_");
 }
 
 SessionStore::SessionStore(SessionStoreConfig config) : config_(std::move(config)), capacity_(config_.capacity) {
