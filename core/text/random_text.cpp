@@ -4,9 +4,11 @@
 
 #include <cerrno>
 #include <cstdint>
-#include <cstring>
+#include <fstream>
+#include <ios>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <vector>
 
 #include "core/plugin_host/error.hpp"
@@ -14,16 +16,24 @@
 namespace areal::text {
 
 namespace {
-// Fills `buf` from getrandom, retrying short reads and interrupted calls.
+// Fills `buf` from the OS CSPRNG: getrandom, retrying short reads and
+// interrupted calls; /dev/urandom where the call is missing or filtered
+// (an old kernel, a seccomp profile that refuses it).
 void fill_random(std::vector<uint8_t>& buf) {
   size_t got = 0;
   while (got < buf.size()) {
     const ssize_t r = ::getrandom(buf.data() + got, buf.size() - got, 0);
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      throw Error(AREAL_CODE_INTERNAL, std::string("getrandom failed: ") + std::strerror(errno));
+    if (r >= 0) {
+      got += static_cast<size_t>(r);
+      continue;
     }
-    got += static_cast<size_t>(r);
+    const int e = errno;
+    if (e == EINTR) continue;
+    if (e != ENOSYS && e != EPERM) throw Error(AREAL_CODE_INTERNAL, "getrandom failed: " + std::generic_category().message(e));
+    std::ifstream urandom("/dev/urandom", std::ios::binary);
+    if (!urandom.read(reinterpret_cast<char*>(buf.data() + got), static_cast<std::streamsize>(buf.size() - got)))
+      throw Error(AREAL_CODE_INTERNAL, "getrandom is unavailable (" + std::generic_category().message(e) + ") and /dev/urandom cannot be read");
+    return;
   }
 }
 }  // namespace

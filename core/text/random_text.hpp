@@ -9,9 +9,9 @@
 
 namespace areal::text {
 
-// `n` characters, each uniform over `alphabet` (1 to 256 characters; no
-// modulo bias). Throws areal::Error INTERNAL if the OS cannot supply
-// randomness.
+// `n` characters, each uniform over `alphabet` (no modulo bias). Throws
+// areal::Error INVALID_ARGUMENT for an alphabet of 0 or more than 256
+// characters, INTERNAL if the OS cannot supply randomness.
 std::string random_text(size_t n, std::string_view alphabet);
 
 // `n` lowercase hex digits (4 bits each).
