@@ -6,6 +6,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -358,6 +359,50 @@ TEST(StateDb, FullDiskRefusesWritesAndLosesNothing) {
   const auto t = g.store.export_session(kept_id, 1.0, ExportStyle::kIndividual);
   ASSERT_EQ(t.rows.size(), 1u);
   EXPECT_DOUBLE_EQ(t.rows[0].reward, 9.0);
+}
+
+// A full disk under concurrent writers: a batch that fails refuses every
+// request waiting in it (each gets the error, none hangs), and what was
+// refused is not there after a restart while everything answered is.
+TEST(StateDb, AFailedBatchRefusesEachOfItsWaitersAndKeepsWhatWasAnswered) {
+  TempDir dir;
+  constexpr int kThreads = 6;
+  std::atomic<int> refused{0}, other_errors{0};
+  std::vector<std::vector<std::string>> started(kThreads);
+  {
+    Gateway g(dir.path, -1);
+    g.store.start("before", "", "");
+    rlimit old{};
+    ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
+    rlimit tiny = old;
+    tiny.rlim_cur = 1024;  // as in FullDiskRefusesWritesAndLosesNothing: no write that extends a file succeeds
+    ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &tiny), 0);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t)
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < 200; ++i) {
+          try {
+            started[t].push_back(g.store.start("t" + std::to_string(t), "", "").session->id);
+          } catch (const StateUnavailable&) {
+            ++refused;
+            return;
+          } catch (...) {
+            ++other_errors;
+            return;
+          }
+        }
+      });
+    for (auto& th : threads) th.join();
+    ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &old), 0);
+  }
+  EXPECT_GE(refused.load(), 1);
+  EXPECT_EQ(other_errors.load(), 0);
+  size_t answered = 1;  // "before"
+  for (const auto& ids : started) answered += ids.size();
+  Gateway g(dir.path, -1);
+  EXPECT_EQ(g.recovered.active, answered);
+  for (const auto& ids : started)
+    for (const auto& id : ids) EXPECT_NO_THROW(g.store.find(id)) << id;
 }
 
 // The online seed's fixed-key refresh at zero capacity, journaled: the old
