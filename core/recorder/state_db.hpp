@@ -70,8 +70,8 @@ class StateDb final : public Journal {
   // A thread blocked in wait(): the writer wakes it alone, once, when the
   // batch holding its ticket is committed. One condition for every waiter
   // woke them all at each commit, most of them to sleep again, each
-  // retaking one mutex in turn (a quarter of the online quickstart's wall
-  // time went to that hand-off).
+  // retaking one mutex in turn (a quarter of the online quickstart's
+  // context switches).
   struct Waiter {
     Ticket ticket = 0;
     std::mutex mutex;

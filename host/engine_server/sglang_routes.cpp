@@ -14,8 +14,8 @@
 #include <exception>
 
 #include "core/plugin_host/error.hpp"
-#include "routes.hpp"
 #include "core/text/random_text.hpp"
+#include "routes.hpp"
 
 namespace areal::engine_server {
 namespace {

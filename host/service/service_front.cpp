@@ -23,12 +23,12 @@
 #include "core/plugin_host/error.hpp"
 #include "core/telemetry/logging.hpp"
 #include "core/telemetry/metrics.hpp"
+#include "core/text/random_text.hpp"
 #include "http_error.hpp"
 #include "proxy/session_store.hpp"
 #include "request.hpp"
 #include "server/http_server.hpp"
 #include "upstream.hpp"
-#include "core/text/random_text.hpp"
 
 namespace areal::host::service {
 namespace {

@@ -15,8 +15,8 @@
 
 #include "areal/sdk.hpp"
 #include "areal/sdk_json.hpp"
-#include "peft_folder.hpp"
 #include "core/text/random_text.hpp"
+#include "peft_folder.hpp"
 
 namespace areal::remote {
 
