@@ -293,7 +293,12 @@ class LocalInference {
           break;
         }
       for (auto& r : active_)
-        if (r->id == id) r->aborted = true;  // ends before its next token
+        if (r->id == id) {
+          // Ends at the end of the scheduler's round; a step already in
+          // flight may still deliver one token before on_done(ABORT).
+          r->aborted = true;
+          aborts_waiting_ = true;
+        }
     }
     cv_.notify_all();
     if (queued) queued->sink.on_done(queued->sink.ctx, AREAL_FINISH_ABORT, nullptr);
@@ -364,10 +369,7 @@ class LocalInference {
       throw sdk::invalid_argument("update_weights: 'path' and integer 'version' are required");
     // Read on the host, then copied in: a second copy of the weights never sits on the GPU.
     auto fresh = areal::torch_model::DecoderModel::load(spec["path"].get<std::string>(), dtype_, torch::kCPU);
-    if (fresh.config().to_hf_json() != model_->config().to_hf_json() &&
-        (fresh.config().hidden_size != model_->config().hidden_size || fresh.config().num_hidden_layers != model_->config().num_hidden_layers ||
-         fresh.config().vocab_size != model_->config().vocab_size))
-      throw sdk::invalid_argument("update_weights: the new weights are for a different architecture");
+    check_same_computation(fresh);  // before anything is copied: a refused update leaves the served weights whole
     // Between two decode steps: the scheduler holds the lock while stepping.
     const StepWaiter waiting(*this);
     std::lock_guard<std::mutex> step(step_mutex_);
@@ -378,6 +380,32 @@ class LocalInference {
     contents_->invalidate();  // cached rows are of the old weights
     std::lock_guard<std::mutex> lock(mutex_);
     version_ = spec["version"].get<int64_t>();
+  }
+
+  // Whether weights read from disk compute what the served model computes
+  // with new values: the same config (up to keys that change no result:
+  // initializer_range, torch_dtype, the bos/eos ids, max_position_embeddings,
+  // use_cache) and the same parameter names and shapes. Otherwise the update
+  // is refused whole: copying until the first mismatch would leave a mix.
+  void check_same_computation(const areal::torch_model::DecoderModel& fresh) const {
+    auto computing = [](json j) {
+      for (const char* k : {"initializer_range", "torch_dtype", "bos_token_id", "eos_token_id", "max_position_embeddings", "use_cache"}) j.erase(k);
+      return j;
+    };
+    const json now = computing(model_->config().to_hf_json()), next = computing(fresh.config().to_hf_json());
+    std::string differ;
+    for (const auto& [key, value] : now.items())
+      if (!next.contains(key) || next[key] != value) differ += (differ.empty() ? "" : ", ") + key + " (" + value.dump() + " served, " + (next.contains(key) ? next[key].dump() : "absent") + " new)";
+    for (const auto& [key, value] : next.items())
+      if (!now.contains(key)) differ += (differ.empty() ? "" : ", ") + key + " (absent served, " + value.dump() + " new)";
+    if (!differ.empty()) throw sdk::invalid_argument("update_weights: the new weights are for a different architecture: " + differ);
+    const auto& served = model_->named_parameters();
+    for (const auto& [name, t] : fresh.named_parameters()) {
+      auto it = served.find(name);
+      if (it == served.end()) throw sdk::invalid_argument("update_weights: the new weights have '" + name + "', which the served model does not");
+      if (it->second.sizes() != t.sizes()) throw sdk::invalid_argument("update_weights: '" + name + "' has the wrong shape");
+    }
+    if (fresh.named_parameters().size() != served.size()) throw sdk::invalid_argument("update_weights: the new weights lack some of the served model's tensors");
   }
 
   // In-memory weight update from an in-process trainer (ABI 1.1): every
@@ -423,7 +451,7 @@ class LocalInference {
                 {"device", areal::torch_model::device_name(device_)},
                 {"dtype", areal::torch_model::dtype_name(dtype_)},
                 {"peak_device_memory_bytes", areal::torch_model::peak_memory_bytes(device_)},
-                {"cuda_graphs", graphs_on_},
+                {"cuda_graphs", graphs_on_.load()},
                 {"overlap", overlap_},
                 // Which of libtorch's CUDA-only kernels this engine runs (torch_model/fused_kernels.hpp).
                 {"fused_kernels", json{{"varlen_flash_attention", areal::torch_model::fused::varlen_attention_applies(device_, dtype_, c.head_dim)},
@@ -1099,21 +1127,24 @@ class LocalInference {
       {
         std::unique_lock<std::mutex> lock(mutex_);
         // A step in flight is read even while paused (its tokens are computed); a weight update waiting for the step lock goes first.
+        // An abort while paused wakes it too: the aborted request ends now, not at resume().
         cv_.wait(lock, [&] {
-          return stopping_ || (step_waiters_.load() == 0 && (pending_.has_value() || (!paused_ && (!queue_.empty() || !active_.empty()))));
+          return stopping_ ||
+                 (step_waiters_.load() == 0 && (pending_.has_value() || aborts_waiting_ || (!paused_ && (!queue_.empty() || !active_.empty()))));
         });
         if (stopping_) break;
         paused = paused_;
-        while (!paused && !queue_.empty() && active_.size() + admitted.size() < static_cast<size_t>(max_batch_)) {
+        aborts_waiting_ = false;  // this round's finish_done ends them
+        // Into the active set in the same critical section that takes them
+        // off the queue: an abort() in between finds them there (one that
+        // found neither would be lost: the request would run to its end).
+        while (!paused && !queue_.empty() && active_.size() < static_cast<size_t>(max_batch_)) {
           admitted.push_back(queue_.front());
+          active_.push_back(queue_.front());
           queue_.pop_front();
         }
       }
       std::lock_guard<std::mutex> step(step_mutex_);
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        for (auto& r : admitted) active_.push_back(r);
-      }
       try {
         if (fault_.round > 0 && ++rounds_ == fault_.round) throw std::runtime_error("injected step fault (AREAL_TEST_LOCAL_STEP_FAULT)");
         step_once(admitted, paused);
@@ -1290,7 +1321,7 @@ class LocalInference {
   bool overlap_ = false;         // a decode step may stay in flight while the host reads the one before
   std::optional<LaunchedStep> pending_;  // that step (scheduler thread only)
   areal::local_inference::CudaGraphCache graphs_;
-  bool graphs_on_ = false;       // decode steps replay captured graphs (CUDA, cuda_graphs: true)
+  std::atomic<bool> graphs_on_{false};  // decode steps replay captured graphs (CUDA, cuda_graphs: true); info() reads it
   std::atomic<int64_t> decode_steps_{0};  // read by info() on other threads
   struct {
     int64_t round = 0;  // AREAL_TEST_LOCAL_STEP_FAULT's round (0: none)
@@ -1334,6 +1365,7 @@ class LocalInference {
   };
   std::condition_variable cv_;
   bool paused_ = false, stopping_ = false;
+  bool aborts_waiting_ = false;  // an active request was aborted since the scheduler last woke
   std::deque<std::shared_ptr<Request>> queue_;
   std::vector<std::shared_ptr<Request>> active_;
   std::set<uint64_t> ids_;
