@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "areal/sdk.hpp"
+#include "device.hpp"
 
 namespace areal::fsdp {
 
@@ -69,12 +70,12 @@ torch::Tensor rows_logprobs(const torch_model::DecoderModel& model, const std::v
   for (int64_t b = mb.first; b < mb.end; ++b) rows.emplace_back(ids.begin() + bounds[b], ids.begin() + bounds[b + 1]);
   const trainer::PrefixTree t = trainer::PrefixTree::build(rows);
   const torch_model::DecoderModel::Tree tree = model_tree(t);
-  const torch::Tensor row_index = torch::tensor(t.row_index, i64).to(model.device());
+  const torch::Tensor row_index = torch_model::upload(torch::tensor(t.row_index, i64), model.device());  // not waiting for the last backward
   if (routing != nullptr && routing->replay.defined()) {
     // A shared token's experts: those recorded for the first row through it.
     std::vector<int64_t> first_row_token(static_cast<size_t>(t.tokens()), -1);
     for (int64_t r = static_cast<int64_t>(t.row_index.size()) - 1; r >= 0; --r) first_row_token[static_cast<size_t>(t.row_index[r])] = r;
-    routing->replay = routing->replay.index_select(0, torch::tensor(first_row_token, i64).to(routing->replay.device()));
+    routing->replay = routing->replay.index_select(0, torch_model::upload(torch::tensor(first_row_token, i64), routing->replay.device()));
   }
   torch::Tensor lp = model.logprobs_tree(tree, torch::tensor(t.previous, i64), temperature, checkpoint, routing).index_select(0, row_index);
   if (routing != nullptr) {

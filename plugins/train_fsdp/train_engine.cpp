@@ -308,7 +308,7 @@ class FsdpTrain {
       const int64_t s = rows.bounds[plan.first], len = rows.bounds[plan.end] - s;
       areal::torch_model::MoeRouting part;
       part.record = routing->record;
-      if (routing->replay.defined()) part.replay = routing->replay.narrow(0, s, len);
+      if (routing->replay.defined()) part.replay = areal::torch_model::upload(routing->replay.narrow(0, s, len).contiguous(), device_);
       parts.push_back(fsdp::rows_logprobs(*model_, rows.ids, rows.bounds, plan, temperature, false, &part));
       if (part.record) chosen.push_back(std::move(part.chosen));
     }
@@ -384,7 +384,8 @@ class FsdpTrain {
       }
     }
     first_pass_ = {};
-    double loss_sum = 0, aux_sum = 0;
+    double loss_sum = 0;
+    torch::Tensor aux_total;  // the balancing loss, share-weighted, on the device
     int64_t micro = 0, computed = 0;
     // Whole rows up to the token budget (at least one), each micro-batch a
     // prefix tree where that pays (train.prefix_sharing).
@@ -394,7 +395,7 @@ class FsdpTrain {
       // MoE: the routers' logits come back for the load-balancing loss.
       areal::torch_model::MoeRouting routing;
       routing.keep_logits = aux_loss_coef_ > 0;
-      if (replay.defined()) routing.replay = replay.narrow(0, s, len);
+      if (replay.defined()) routing.replay = areal::torch_model::upload(replay.narrow(0, s, len).contiguous(), device_);  // once, not a blocking copy a layer
       torch::Tensor lp = fsdp::rows_logprobs(*model_, rows.ids, rows.bounds, plan, temperature, checkpointing_, &routing);
       computed += plan.computed_tokens;
       torch::Tensor lp_value = lp.detach().to(torch::kCPU, torch::kFloat32).contiguous();  // the ABI carries float32 host tensors
@@ -427,24 +428,39 @@ class FsdpTrain {
       } else {
         const auto& mc = model_->config();
         const torch::Tensor aux = areal::torch_model::load_balancing_loss(routing.logits, mc.num_experts, mc.num_experts_per_tok);
-        aux_sum += aux.item<double>() * share;
+        aux_total = aux_total.defined() ? aux_total + aux.detach() * share : aux.detach() * share;  // read once after the loop, not a sync a micro-batch
         torch::autograd::backward({lp, aux * (aux_loss_coef_ * share)}, {(grad * share).to(lp.device(), lp.scalar_type()), torch::Tensor()});
       }
       if (shards_->mixed_precision()) shards_->accumulate_gradients();  // micro-batches sum in float32
       loss_sum += value * share;
       ++micro;
     }
+    const double aux_sum = aux_total.defined() ? aux_total.item<double>() : 0.0;
     torch::Tensor grad = shards_->reduce_gradients();  // this rank's slice of the global gradient
     const double local_norm = grad.norm().item<double>();  // no float64 copy of the gradient
     torch::Tensor sums = torch::tensor({local_norm * local_norm, loss_sum, aux_sum, static_cast<double>(computed)}, torch::kFloat64);
     group_->all_reduce_sum(sums);
     const double norm = std::sqrt(sums[0].item<double>());
-    if (const double k = areal::fsdp::clip_coefficient(norm, clip_); k < 1.0) grad.mul_(k);
     const double lr = current_lr();
-    ++step_;
-    optimizer_->step(shards_->shard(), grad, lr, step_);
-    shards_->master_updated();
+    // A gradient with an inf or NaN (an overflow in the backward pass; the
+    // loss itself was checked above) is not applied: AdamW would write NaN
+    // into the master weights and both moments, for good. Every rank reads
+    // the same reduced norm, so all skip together; the optimizer's step
+    // count (bias correction, the lr schedule) counts applied updates only.
+    const bool applied = std::isfinite(norm);
+    if (applied) {
+      if (const double k = areal::fsdp::clip_coefficient(norm, clip_); k < 1.0) grad.mul_(k);
+      ++step_;
+      optimizer_->step(shards_->shard(), grad, lr, step_);
+      shards_->master_updated();
+    } else {
+      ++skipped_updates_;
+      sdk::log(AREAL_LOG_WARN, "fsdp",
+               "the gradient norm is " + std::to_string(norm) + ": this step's update is skipped, the weights and optimizer state are unchanged (" +
+                   std::to_string(skipped_updates_) + " skipped so far; dtype float16 has no loss scaling, bfloat16 or float32 avoid most overflows)");
+    }
     json stats = {{"loss", sums[1].item<double>()}, {"grad_norm", norm}, {"lr", lr}, {"tokens", counts[1].item<double>()}, {"computed_tokens", sums[3].item<double>()},
+                  {"update_skipped", applied ? 0 : 1}, {"skipped_updates", skipped_updates_},
                   {"loss_tokens", total_loss_tokens}, {"micro_batches", micro}, {"step", step_}, {"world_size", group_->world_size()},
                   {"resident_state_bytes", resident_state_bytes()}, {"peak_device_memory_bytes", areal::torch_model::peak_memory_bytes(device_)},
                   {"device", areal::torch_model::device_name(device_)}, {"dtype", areal::torch_model::dtype_name(dtype_)}};
@@ -613,6 +629,7 @@ class FsdpTrain {
   std::string model_path_, schedule_;
   double lr_ = 1e-5, min_lr_ratio_ = 0, clip_ = 1.0;
   int64_t warmup_ = 0, total_ = 1000, micro_tokens_ = 8192, step_ = 0, version_ = 0;
+  int64_t skipped_updates_ = 0;  // steps whose gradient was not finite (not applied)
   std::string routing_replay_ = "none";  // train.moe.routing_replay
   std::pair<torch::Tensor, torch::Tensor> first_pass_;  // recompute: the input ids and experts of the last compute_logprobs
   bool checkpointing_ = false;

@@ -1,8 +1,10 @@
 // A train step whose loss fails part-way (on its second micro-batch) is
 // refused, and the next step is exactly the step a fresh engine takes: the
 // first micro-batch's gradients, held on the parameters (float32) or in the
-// float32 accumulator (bfloat16), must not leak into it.
+// float32 accumulator (bfloat16), must not leak into it. A step whose
+// gradient overflows is not applied, and leaves no trace either.
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -50,6 +52,20 @@ struct FailingLoss {
   areal_loss_fn fn() { return areal_loss_fn{AREAL_OFFSET_OF_END(areal_loss_fn, eval), this, eval}; }
 };
 
+// A finite loss whose gradient is float32's largest value on every loss
+// token: the backward pass overflows (as a float16 step without loss
+// scaling can), so the parameters' gradients hold inf or NaN.
+areal_status* overflowing_eval(void*, const areal_tensor_map* m, double* loss, DLTensor* grad, const areal_writer*) {
+  const DLTensor* lm = nullptr;
+  for (size_t i = 0; i < m->count; ++i)
+    if (std::string(m->names[i].data, m->names[i].size) == "loss_mask") lm = m->tensors[i];
+  const auto* k = static_cast<const int32_t*>(lm->data);
+  auto* g = static_cast<float*>(grad->data);
+  for (int64_t i = 0; i < lm->shape[0]; ++i) g[i] = k[i] ? -std::numeric_limits<float>::max() : 0.0f;
+  *loss = 1.0;
+  return nullptr;
+}
+
 nlohmann::json step(const areal::LoadedPlugin& p, void* self, const areal_loss_fn& loss, areal_status** failed = nullptr) {
   Batch batch;
   auto b = batch.map();
@@ -94,6 +110,40 @@ TEST_P(FsdpFailedStep, LeavesNoGradientsForTheNextStep) {
   EXPECT_EQ(got["step"], want["step"]) << "the failed step must not count";
   EXPECT_EQ(got["loss"].get<double>(), want["loss"].get<double>());
   EXPECT_EQ(got["grad_norm"].get<double>(), want["grad_norm"].get<double>()) << "the failed step's first micro-batch leaked into this one";
+}
+
+// A step whose gradient is not finite is not applied (AdamW would write NaN
+// into the weights and both moments for good): it reports so, and the next
+// two steps are exactly a fresh engine's first two (weights, moments and
+// the step count untouched).
+TEST_P(FsdpFailedStep, ANonFiniteGradientIsNotApplied) {
+  areal::PluginCatalog catalog({AREAL_TEST_PLUGIN_DIR});
+  auto fsdp = catalog.resolve("fsdp", AREAL_KIND_TRAIN);
+  std::string name = "train";
+  auto services = areal::make_services(name);
+  const std::string config = nlohmann::json{{"model_path", model_dir()}, {"device", "cpu"}, {"dtype", GetParam()}, {"lr", 1e-3}}.dump();
+  const areal_loss_fn nll = areal::testing::mean_nll_loss();
+
+  areal::PluginInstance fresh(fsdp, config, &services);
+  const nlohmann::json want1 = step(*fsdp, fresh.self(), nll), want2 = step(*fsdp, fresh.self(), nll);
+  EXPECT_EQ(want1["update_skipped"], 0);
+  ASSERT_NE(want1["loss"].get<double>(), want2["loss"].get<double>()) << "the first step must change the weights for this test to see a skip";
+
+  areal::PluginInstance overflowed(fsdp, config, &services);
+  const areal_loss_fn overflowing{AREAL_OFFSET_OF_END(areal_loss_fn, eval), nullptr, overflowing_eval};
+  const nlohmann::json skipped = step(*fsdp, overflowed.self(), overflowing);
+  EXPECT_TRUE(skipped["grad_norm"].is_null()) << "the gradient did not overflow: " << skipped.dump();
+  EXPECT_EQ(skipped["update_skipped"], 1) << skipped.dump();
+  EXPECT_EQ(skipped["skipped_updates"], 1);
+  EXPECT_EQ(skipped["step"], 0) << "a skipped update must not count as an optimizer step";
+
+  const nlohmann::json got1 = step(*fsdp, overflowed.self(), nll), got2 = step(*fsdp, overflowed.self(), nll);
+  EXPECT_EQ(got1["loss"].get<double>(), want1["loss"].get<double>()) << "the skipped step changed the weights";
+  EXPECT_EQ(got1["grad_norm"].get<double>(), want1["grad_norm"].get<double>());
+  EXPECT_EQ(got2["loss"].get<double>(), want2["loss"].get<double>()) << "the skipped step changed the optimizer state or its step count";
+  EXPECT_EQ(got2["step"], want2["step"]);
+  EXPECT_EQ(got2["update_skipped"], 0);
+  EXPECT_EQ(got2["skipped_updates"], 1);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, FsdpFailedStep, ::testing::Values("float32", "bfloat16"));
