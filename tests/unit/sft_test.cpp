@@ -15,7 +15,9 @@
 #include "core/hf/tokenizer/tokenizer.hpp"
 #include "core/plugin_host/error.hpp"
 #include "core/plugin_host/host_api.hpp"
+#include "core/plugin_host/host_tensor.hpp"
 #include "core/plugin_host/plugin_instance.hpp"
+#include "core/trainer/algorithm_loss.hpp"
 #include "core/trainer/sft_loop.hpp"
 #include "sft_dataset.hpp"
 #include "tests/support/error_code.hpp"
@@ -117,6 +119,31 @@ TEST(SftLoop, TrainsTheRepliesOnlyAndVisitsEveryExampleOncePerEpoch) {
   EXPECT_EQ(code_of([&] { areal::trainer::run_sft(opt, p, {}); }), AREAL_CODE_INVALID_ARGUMENT);
   EXPECT_EQ(code_of([&] { areal::trainer::run_sft(opt, p, {{{1, 2}, 2}}); }), AREAL_CODE_INVALID_ARGUMENT);
   fs::remove_all(run);
+}
+
+// The step's algo_nll is a mean over all its loss tokens, as the loss the
+// train plugin optimises is: a micro-batch of one loss token weighs a
+// quarter of one with four (it used to weigh as much).
+TEST(SftLoss, MicroBatchesWeighByTheirLossTokens) {
+  auto sft_plugin = areal::PluginLoader::load_file(std::string(AREAL_TEST_PLUGIN_DIR) + "/libareal-sft.so");
+  std::string an = "algorithm";
+  areal_services as = areal::make_services(an);
+  areal::PluginInstance algo(sft_plugin, "{}", &as);
+  areal::trainer::AlgorithmLoss loss(sft_plugin->algorithm(), algo.self());
+  auto eval = [&](std::vector<int32_t> mask, std::vector<float> logprobs) {
+    areal::HostTensor<int32_t> m(std::move(mask));
+    areal::HostTensor<float> lp(std::move(logprobs)), grad(std::vector<float>(lp.values().size(), 0.0f));
+    areal::TensorMapBuilder b;
+    b.add("loss_mask", m.dl()).add("new_logprobs", lp.dl());
+    double value = 0;
+    areal::throw_if_status(loss.fn()->eval(loss.fn()->ctx, b.get(), &value, grad.dl(), nullptr), "loss");
+    return value;
+  };
+  EXPECT_DOUBLE_EQ(eval({0, 1, 0, 0}, {-9.0f, -2.0f, -9.0f, -9.0f}), 2.0);
+  EXPECT_DOUBLE_EQ(eval({1, 1, 1, 1}, {-1.0f, -1.0f, -1.0f, -1.0f}), 1.0);
+  const nlohmann::json avg = loss.averages();
+  EXPECT_DOUBLE_EQ(avg["nll"].get<double>(), (2.0 + 4 * 1.0) / 5) << avg.dump();
+  EXPECT_DOUBLE_EQ(loss.sums()["tokens"].get<double>(), 5.0);
 }
 
 }  // namespace

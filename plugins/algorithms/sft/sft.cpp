@@ -54,7 +54,8 @@ class Sft {
       g[i] = static_cast<float>(-1.0 / n);
     }
     const double l = n == 0 ? 0.0 : -sum / n;
-    stats = nlohmann::json{{"nll", l}, {"tokens", n}}.dump();
+    // loss_tokens weighs this micro-batch in the step's mean (core/trainer/algorithm_loss.cpp).
+    stats = nlohmann::json{{"nll", l}, {"loss_tokens", n}}.dump();
     return l;
   }
 };
