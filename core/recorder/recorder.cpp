@@ -110,7 +110,13 @@ int Recorder::find_parent(const Json& messages) const {
   return find_parent_locked(normalize(messages));
 }
 
+void Recorder::close() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  closed_ = true;
+}
+
 size_t Recorder::insert_locked(const std::string& id, Json messages, int parent) {
+  if (closed_) throw SessionClosed("the session was exported while this call arrived: it is not recorded (start a new session)");
   for (const auto& it : items_)
     if (it.id == id) throw Error(AREAL_CODE_ALREADY_EXISTS, "interaction '" + id + "' already exists");
   Interaction it;
@@ -216,6 +222,7 @@ void Recorder::set_reward(const std::string& id, double reward) {
   uint64_t ticket = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (closed_) throw SessionClosed("the session was exported while this reward arrived: it is not recorded");
     index = reward_target_locked(id);
     // Bounded before anything changes: the sum of the magnitudes bounds every
     // return however calls link or fail (fail() moves a reward, never copies

@@ -21,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/plugin_host/error.hpp"
 #include "core/recorder/expert_routing.hpp"
 #include "core/recorder/trajectory.hpp"
 
@@ -45,6 +46,15 @@ struct Interaction {
   bool failed = false;           // the backend failed: no output; never rewarded, discounted or exported
   std::optional<double> reward;  // as set by the client or the workflow
   bool complete() const { return output.has_value(); }
+};
+
+// A call or reward for a session that was exported (handed to the trainer
+// or to /export_trajectories) after the request was let in: recording it
+// would answer the client for something nobody receives. The gateway
+// answers 410, as for any ended session.
+class SessionClosed : public Error {
+ public:
+  explicit SessionClosed(const std::string& message) : Error(AREAL_CODE_FAILED_PRECONDITION, message) {}
 };
 
 class Recorder {
@@ -119,6 +129,11 @@ class Recorder {
   // no call recorded are kNotRecorded; no recorded call: empty.
   std::vector<TrajectoryRow> export_rows(ExportStyle style, double gamma, size_t* skipped_incomplete = nullptr) const;
 
+  // The record was exported: from now on insert(), insert_next_turn() and
+  // set_reward() throw SessionClosed (a call in flight may still complete;
+  // the export counted it as skipped_incomplete).
+  void close();
+
   size_t size() const;
   size_t completed() const;             // calls that answered and did not fail: the rows an export holds now
   size_t unrewarded() const;            // complete calls without a reward
@@ -149,6 +164,7 @@ class Recorder {
   std::string journal_id_;
   mutable std::mutex mutex_;
   std::deque<Interaction> items_;  // deque: completed interactions keep their address
+  bool closed_ = false;            // close()
 };
 
 }  // namespace areal::recorder

@@ -149,9 +149,12 @@ void StateDb::create_or_check_schema() {
   if (version == 1) exec("ALTER TABLE calls ADD COLUMN routing BLOB");
   exec(("PRAGMA user_version=" + std::to_string(kFormatVersion)).c_str());
   exec("COMMIT");
+  // Only while its session is there: a call that finishes after its session
+  // was exported (and deleted) must not come back as a row nobody owns.
   put_call_ = prepare(
       "INSERT OR REPLACE INTO calls(session_id, idx, id, parent, state, messages, output, concat, prompt_ids, output_ids, logprobs, "
-      "versions, finish_reason, reward, routing) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)");
+      "versions, finish_reason, reward, routing) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15 "
+      "WHERE EXISTS (SELECT 1 FROM sessions WHERE id = ?1)");
   put_reward_ = prepare("UPDATE calls SET reward = ?3 WHERE session_id = ?1 AND idx = ?2");
   put_session_ = prepare(
       "INSERT INTO sessions(id, task_id, group_id, api_key, state, end_reason) VALUES(?1, ?2, ?3, ?4, ?5, ?6) "
@@ -162,11 +165,52 @@ void StateDb::create_or_check_schema() {
   mark_trained_ = prepare("UPDATE sessions SET state = 'trained', trained_step = ?2 WHERE id = ?1 AND state = 'taken'");
 }
 
+// A reward set for "the last call" while that call was still generating
+// was committed (and answered 200) on it. The call comes back failed, and a
+// failed call has nothing to reward: as Recorder::fail does in a running
+// gateway, the reward goes to the last earlier call that answered, unless
+// that one has its own. Later calls first, so each keeps the nearest reward.
+void StateDb::move_rewards_of_in_flight_calls() {
+  sqlite3_stmt* pending = prepare("SELECT session_id, idx, reward FROM calls WHERE state = 'in_flight' AND reward IS NOT NULL ORDER BY session_id, idx DESC");
+  sqlite3_stmt* target = prepare("SELECT idx, reward IS NOT NULL FROM calls WHERE session_id = ?1 AND idx < ?2 AND state = 'complete' ORDER BY idx DESC LIMIT 1");
+  struct Move {
+    std::string session;
+    int64_t from;
+    double reward;
+  };
+  std::vector<Move> moves;
+  while (sqlite3_step(pending) == SQLITE_ROW) moves.push_back({column_text(pending, 0), sqlite3_column_int64(pending, 1), sqlite3_column_double(pending, 2)});
+  sqlite3_finalize(pending);
+  try {
+    for (const Move& m : moves) {
+      sqlite3_reset(target);
+      bind_text(target, 1, m.session);
+      sqlite3_bind_int64(target, 2, m.from);
+      if (sqlite3_step(target) != SQLITE_ROW || sqlite3_column_int(target, 1) != 0) continue;  // no call answered before it, or it has a reward
+      const int64_t to = sqlite3_column_int64(target, 0);
+      sqlite3_reset(put_reward_);
+      bind_text(put_reward_, 1, m.session);
+      sqlite3_bind_int64(put_reward_, 2, to);
+      sqlite3_bind_double(put_reward_, 3, m.reward);
+      step_done(put_reward_);
+    }
+  } catch (...) {
+    sqlite3_finalize(target);
+    throw;
+  }
+  sqlite3_finalize(target);
+}
+
 void StateDb::recover() {
   // One write transaction: it also proves at start that the directory takes writes.
   exec("BEGIN IMMEDIATE");
   try {
     exec("UPDATE sessions SET state = 'ended' WHERE state = 'taken'");
+    // Rows a late call wrote after its session was exported (before the
+    // write above checked for the session): another session reusing the id
+    // would take them for its own.
+    exec("DELETE FROM calls WHERE session_id NOT IN (SELECT id FROM sessions)");
+    move_rewards_of_in_flight_calls();
     exec("UPDATE calls SET state = 'failed', reward = NULL WHERE state = 'in_flight'");
     recovered_.failed_in_flight = static_cast<size_t>(sqlite3_changes(db_));
     bind_text(put_meta_, 1, "opened_by_pid");
@@ -192,7 +236,7 @@ void StateDb::recover() {
       "routing FROM calls ORDER BY session_id, idx");
   while (sqlite3_step(s) == SQLITE_ROW) {
     auto owner = by_id.find(column_text(s, 0));
-    if (owner == by_id.end()) continue;  // cannot happen: calls are deleted with their session
+    if (owner == by_id.end()) continue;  // cannot happen: deleted above, and no call is written without its session
     Interaction c;
     c.id = column_text(s, 2);
     c.parent = sqlite3_column_int(s, 3);

@@ -87,6 +87,7 @@ class StateDb final : public Journal {
   std::string error_text() const;
   void create_or_check_schema();
   void recover();
+  void move_rewards_of_in_flight_calls();  // recover()'s, inside its transaction
   void put_capacity(int64_t capacity);
 
   StateDbOptions options_;

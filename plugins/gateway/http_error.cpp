@@ -6,6 +6,7 @@
 
 #include "areal/abi.h"
 #include "core/recorder/journal.hpp"
+#include "core/recorder/recorder.hpp"
 
 namespace areal::gateway {
 
@@ -33,6 +34,7 @@ int http_status_for(int32_t c) {
 
 int http_status_of(const sdk::Error& e) {
   if (dynamic_cast<const recorder::StateUnavailable*>(&e) != nullptr) return 503;
+  if (dynamic_cast<const recorder::SessionClosed*>(&e) != nullptr) return 410;  // as an ended session's key is answered
   return http_status_for(e.code());
 }
 

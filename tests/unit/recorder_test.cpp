@@ -289,3 +289,21 @@ TEST(Recorder, CompletedCountsTheCallsAnExportHolds) {
   EXPECT_EQ(c.completed(), 1u);
   EXPECT_EQ(c.export_rows(ExportStyle::kIndividual, 1.0).size(), c.completed());
 }
+
+// After its session was exported, a call or reward that was let in before
+// (and arrives now) is refused, not answered for nothing: a call already
+// in flight still completes (the export counted it as skipped).
+TEST(Recorder, AClosedRecordRefusesNewCallsAndRewards) {
+  Recorder r;
+  const size_t done = r.insert("c1", Json::array({{{"role", "user"}, {"content", "a"}}}));
+  r.complete(done, {{"role", "assistant"}, {"content", "b"}}, {1}, {2}, {-0.5f}, {0}, "stop", false);
+  const size_t flying = r.insert("c2", Json::array({{{"role", "user"}, {"content", "c"}}}));
+  r.close();
+  EXPECT_THROW(r.insert("c3", Json::array({{{"role", "user"}, {"content", "d"}}})), areal::recorder::SessionClosed);
+  EXPECT_THROW(r.insert_next_turn("w"), areal::recorder::SessionClosed);
+  EXPECT_THROW(r.set_reward("c1", 1.0), areal::recorder::SessionClosed);
+  EXPECT_THROW(r.set_reward("", 1.0), areal::recorder::SessionClosed);
+  EXPECT_NO_THROW(r.complete(flying, {{"role", "assistant"}, {"content", "e"}}, {3}, {4}, {-0.5f}, {0}, "stop", false));
+  EXPECT_EQ(r.size(), 2u);
+  EXPECT_FALSE(r.get(0).reward.has_value());
+}

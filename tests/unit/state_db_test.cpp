@@ -15,9 +15,11 @@
 #include <thread>
 #include <vector>
 #include <memory>
+#include <optional>
 
 #include "core/plugin_host/error.hpp"
 #include "tests/support/error_code.hpp"
+#include "core/recorder/recorder.hpp"
 #include "core/recorder/state_db.hpp"
 #include "plugins/gateway/proxy/session_store.hpp"
 
@@ -113,6 +115,77 @@ TEST(StateDb, RestartRecoversSessionsCallsRewardsAndKeys) {
 // Many threads committing and waiting at once (the gateway under load):
 // each is woken for its own batch, none is lost or left waiting, and every
 // session, call and reward is back after a restart.
+// A reward for "the last call" set while that call was still generating
+// was answered 200. After a crash the call comes back failed; the reward
+// goes where a running gateway's Recorder::fail puts it (the last earlier
+// call that answered, unless that one has its own), not away.
+TEST(StateDb, ARewardOnACallInFlightAtTheCrashGoesToTheLastAnsweredCall) {
+  TempDir dir;
+  std::string moved_id, kept_id, nowhere_id;
+  {
+    Gateway g(dir.path, -1);
+    auto moved = g.store.start("t1", "", "").session;
+    answer(*moved, "m1", "one", {1}, {2});
+    moved->record.insert("m2", {{{"role", "user"}, {"content", "in flight"}}});
+    moved->record.set_reward("", 2.5);  // lands on m2, still generating
+    auto kept = g.store.start("t2", "", "").session;
+    answer(*kept, "k1", "one", {1}, {2});
+    kept->record.set_reward("k1", 0.5);
+    kept->record.insert("k2", {{{"role", "user"}, {"content", "in flight"}}});
+    kept->record.set_reward("", 9.0);  // k1 has its own: this one has nowhere to go
+    auto nowhere = g.store.start("t3", "", "").session;
+    nowhere->record.insert("n1", {{{"role", "user"}, {"content", "in flight"}}});
+    nowhere->record.set_reward("", 1.0);
+    moved_id = moved->id, kept_id = kept->id, nowhere_id = nowhere->id;
+  }
+  for (int restart = 0; restart < 2; ++restart) {  // and the same again after a second restart
+    Gateway g(dir.path, -1);
+    EXPECT_EQ(g.recovered.failed_in_flight, restart == 0 ? 3u : 0u);
+    auto get = [&](const std::string& id) { return g.store.find(id); };
+    auto moved = get(moved_id), kept = get(kept_id), nowhere = get(nowhere_id);
+    ASSERT_TRUE(moved && kept && nowhere);
+    ASSERT_EQ(moved->record.size(), 2u);
+    EXPECT_TRUE(moved->record.get(1).failed);
+    EXPECT_FALSE(moved->record.get(1).reward.has_value());
+    ASSERT_TRUE(moved->record.get(0).reward.has_value()) << "the committed reward was lost in the crash";
+    EXPECT_EQ(*moved->record.get(0).reward, 2.5);
+    EXPECT_EQ(kept->record.get(0).reward, std::optional<double>(0.5));
+    EXPECT_FALSE(kept->record.get(1).reward.has_value());
+    EXPECT_FALSE(nowhere->record.get(0).reward.has_value());
+  }
+}
+
+// A call that finishes after its session was exported writes no row: a
+// later session that reuses the id after a restart starts empty (a stray row
+// would have been attached to it as its own first call).
+TEST(StateDb, ACallFinishingAfterItsSessionWasExportedLeavesNothingBehind) {
+  TempDir dir;
+  std::string exported_id;
+  {
+    Gateway g(dir.path, -1);
+    auto s = g.store.start("reused", "", "").session;
+    const size_t late = s->record.insert("late", {{{"role", "user"}, {"content", "slow"}}});
+    g.store.end(s);
+    g.store.export_session(s->id, 1.0, ExportStyle::kIndividual);
+    s->record.complete(late, {{"role", "assistant"}, {"content", "too late"}}, {1}, {2}, {-0.5f}, {3}, "stop", false);
+    EXPECT_THROW(s->record.set_reward("late", 1.0), areal::recorder::SessionClosed);  // 410 over HTTP
+    exported_id = s->id;
+  }
+  std::string reused_id;
+  {
+    Gateway g(dir.path, -1);
+    EXPECT_EQ(g.recovered.active + g.recovered.ended, 0u);
+    auto again = g.store.start("reused", "", "").session;
+    reused_id = again->id;
+    EXPECT_EQ(reused_id, exported_id) << "the test needs the id reused (ids restart per task after a restart)";
+    EXPECT_EQ(again->record.size(), 0u);
+  }
+  Gateway g(dir.path, -1);
+  auto again = g.store.find(reused_id);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->record.size(), 0u) << "the exported session's late call came back as this session's";
+}
+
 TEST(StateDb, ConcurrentWritersAreEachWokenAndLoseNothing) {
   TempDir dir;
   constexpr int kThreads = 12, kSessionsEach = 25;

@@ -294,6 +294,7 @@ std::vector<std::string> SessionStore::expire_idle(std::chrono::steady_clock::ti
 
 recorder::SessionTrajectory SessionStore::export_detached(Session& s, double discount, recorder::ExportStyle style) {
   recorder::SessionTrajectory out{s.id, s.task_id, s.group_id, s.end_reason(), style, discount, 0, {}};
+  s.record.close();  // a call or reward let in before the session left the store, and arriving now, gets 410, not a 200 nobody delivers
   out.rows = s.record.export_rows(style, discount, &out.skipped_incomplete);
   return out;
 }
