@@ -2,6 +2,7 @@
 // and chat template, the mock backend generating: validation, streaming,
 // token-exact recording and concat export of a multi-turn tool conversation.
 #include <unistd.h>
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -225,6 +226,46 @@ TEST_F(Chat, EachChoiceOfSeveralIsRewardedByTheResponseIdAndItsIndex) {
     ASSERT_TRUE(rewarded.count(id)) << id;
     EXPECT_DOUBLE_EQ(row["reward"].get<double>(), rewarded[id]) << id;
   }
+}
+
+// The mock backend's table with a submit that refuses every second request
+// (a backend failing mid-way through a request's choices).
+namespace {
+std::atomic<int> submits{0};
+const areal_inference_vtable* plugin_table = nullptr;
+areal_status* refusing_every_second_submit(void* self, const areal_gen_request* r, const areal_gen_sink* sink) {
+  if (++submits % 2 == 0) return areal::make_status(AREAL_CODE_UNAVAILABLE, "the backend refused this request (a test)");
+  return plugin_table->submit(self, r, sink);
+}
+const areal_inference_vtable* failing_every_second(const areal_inference_vtable* plugin) {
+  static areal_inference_vtable table;
+  plugin_table = plugin;
+  table = *plugin;
+  table.submit = refusing_every_second_submit;
+  return &table;
+}
+}  // namespace
+
+// n > 1 unstreamed, failing at its second choice: the client gets the error
+// and no id, so the first choice is no call of the session either (not
+// exported, not the target of a reward for "the last call").
+TEST_F(Chat, ARequestWhoseLaterChoiceFailsLeavesNoCallBehind) {
+  wrap_inference_ = failing_every_second;
+  start("hf");
+  const std::string key = start_session("partial");
+  submits = 0;
+  auto [ok_status, ok] = post("/v1/chat/completions", {{"messages", {user("first")}}, {"max_tokens", 2}}, key);  // submit 1
+  ASSERT_EQ(ok_status, 200) << ok.dump();
+  submits = 2;  // the next is submit 3 (served), then 4 (refused)
+  auto [status, reply] = post("/v1/chat/completions", {{"messages", {user("second")}}, {"max_tokens", 2}, {"n", 2}}, key);
+  ASSERT_EQ(status, 502) << reply.dump();
+  // A reward for "the last call" goes to the call the client saw answered.
+  auto [rs, rr] = post("/rl/set_reward", {{"reward", 0.75}}, key);
+  ASSERT_EQ(rs, 200) << rr.dump();
+  const auto exported = end_and_export(key, "partial-0");
+  ASSERT_EQ(exported["rows"].size(), 1u) << exported.dump();
+  EXPECT_EQ(exported["rows"][0]["interaction_id"], ok["id"]);
+  EXPECT_DOUBLE_EQ(exported["rows"][0]["reward"].get<double>(), 0.75);
 }
 
 // A streamed response's items carry the same ids in the stream and in the

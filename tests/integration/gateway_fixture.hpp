@@ -45,7 +45,9 @@ class GatewayFixture : public ::testing::Test {
     const nlohmann::json inf_cfg = {{"model", "mock-qwen"}, {"vocab_size", 151669}, {"eos_token_id", -1}, {"max_context", 4096},
                                     {"token_delay_ms", 0}, {"workers", 2}, {"weights_seed", 0}, {"script", script_ids}};
     inference_ = std::make_unique<areal::PluginInstance>(inference_plugin_, inf_cfg.dump(), &inf_services_);
-    ref_ = {AREAL_OFFSET_OF_END(areal_inference_ref, self), inference_plugin_->inference(), inference_->self()};
+    // A test may serve through a table of its own that wraps the plugin's (set before start()).
+    const areal_inference_vtable* table = wrap_inference_ ? wrap_inference_(inference_plugin_->inference()) : inference_plugin_->inference();
+    ref_ = {AREAL_OFFSET_OF_END(areal_inference_ref, self), table, inference_->self()};
     gateway_plugin_ = areal::load_builtin("gateway");
     gw_services_ = areal::make_services(gw_name_);
     gw_services_.inference = &ref_;
@@ -114,6 +116,7 @@ class GatewayFixture : public ::testing::Test {
   std::shared_ptr<areal::LoadedPlugin> inference_plugin_, gateway_plugin_;
   areal_services inf_services_{}, gw_services_{};
   areal_inference_ref ref_{};
+  const areal_inference_vtable* (*wrap_inference_)(const areal_inference_vtable* plugin) = nullptr;
   std::unique_ptr<areal::PluginInstance> inference_, gateway_;
   std::string url_;
   std::shared_ptr<const areal::tokenizer::Tokenizer> tok_;

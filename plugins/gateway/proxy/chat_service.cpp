@@ -420,9 +420,11 @@ ChatService::Completed ChatService::run(const ChatRequest& req, const std::share
     c.message["tool_calls"] = calls;
     if (c.finish_reason == "stop") c.finish_reason = "tool_calls";
   }
-  if (record)
+  if (record) {
     session->record.complete(index, c.message, c.gen.prompt_ids, c.gen.output_ids, c.gen.logprobs, c.gen.versions, c.finish_reason, linked,
                              c.gen.routing);
+    c.recorded = index;
+  }
   return c;
 }
 
@@ -446,8 +448,19 @@ J ChatService::logprobs_json(const Completed& c) const {
 J ChatService::complete(const ChatRequest& req, const std::shared_ptr<Session>& session, const std::string& id) {
   J choices = J::array();
   size_t prompt_tokens = 0, completion_tokens = 0;
+  std::vector<size_t> recorded;  // the choices so far, by record index
   for (int32_t i = 0; i < req.n; ++i) {
-    Completed c = run(choice_request(req, i), session, choice_call_id(id, i), nullptr);
+    Completed c;
+    try {
+      c = run(choice_request(req, i), session, choice_call_id(id, i), nullptr);
+    } catch (...) {
+      // The client gets the error and never sees the earlier choices' ids:
+      // they are no calls of its session (not exported, no target of a
+      // reward for "the last call"), as a call whose client got an error.
+      for (size_t k : recorded) session->record.fail(k);
+      throw;
+    }
+    if (c.recorded) recorded.push_back(*c.recorded);
     if (i == 0) prompt_tokens = c.gen.prompt_ids.size();
     completion_tokens += c.gen.output_ids.size();
     J message = c.message;

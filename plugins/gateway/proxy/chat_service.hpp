@@ -13,6 +13,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 #include <cstdint>
@@ -95,6 +96,7 @@ class ChatService {
     ParsedOutput parsed;
     nlohmann::ordered_json message;  // the assistant message returned
     std::string finish_reason;       // after tool-call detection
+    std::optional<size_t> recorded;  // its index in the session's record (none: the admin key's calls)
   };
   // `call_id`: the id the client sees for this call; the call is recorded
   // under it (Recorder::insert: ALREADY_EXISTS if the session has it).
