@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 #include <exception>
+#include <fstream>
 
 #include <sys/resource.h>
 
@@ -291,7 +292,7 @@ class Gateway {
     "turn_discount": {"type": "number", "default": 1.0, "minimum": 0, "maximum": 1, "doc": "Default reward discount along a conversation for /export_trajectories."},
     "export_style": {"type": "string", "enum": ["individual", "concat"], "default": "individual", "doc": "Default export style: a row per call, or a row per conversation."},
     "export_format": {"type": "string", "enum": ["rows", "areal", "both"], "default": "both", "doc": "What /export_trajectories answers by default: rows (our token arrays), areal (AReaL's base64 tensor dicts under interactions, which AReaL's OpenAIProxyClient.export_interactions reads) or both. A request's own format field overrides it."},
-    "trajectories_jsonl": {"type": "string", "default": "", "doc": "Append every exported session to this JSONL file (empty: off)."},
+    "trajectories_jsonl": {"type": "string", "default": "", "doc": "Append every exported session to this JSONL file (empty: off). Opened at start (a path that cannot be opened is refused then); a later write that fails (a full disk) is logged and counted in areal_gateway_trajectories_jsonl_errors_total, and the session still goes to whoever exported it."},
     "max_request_bytes": {"type": "integer", "default": 33554432, "minimum": 1024, "doc": "Larger request bodies are refused with 413."},
     "tokenizer": {"type": "string", "format": "path", "default": "", "doc": "Hugging Face tokenizer folder (tokenizer.json + tokenizer_config.json with its chat_template); required for chat completions."},
     "prompt_mode": {"type": "string", "enum": ["hf", "concat"], "default": "hf", "doc": "hf: re-render the conversation each call; concat: extend the previous call's exact tokens (needed for concat export)."},
@@ -333,6 +334,8 @@ class Gateway {
     settings.export_style = c.value("export_style", std::string("individual"));
     settings.export_format = c.value("export_format", std::string("both"));
     settings.trajectories_jsonl = c.value("trajectories_jsonl", std::string());
+    if (!settings.trajectories_jsonl.empty() && !std::ofstream(settings.trajectories_jsonl, std::ios::app))
+      throw sdk::invalid_argument("gateway: trajectories_jsonl '" + settings.trajectories_jsonl + "' cannot be opened for appending");
     settings.max_request_bytes = c.value("max_request_bytes", size_t{32u << 20});
     state_->max_request_bytes = settings.max_request_bytes;
     server_options_.limits.max_body_bytes = settings.max_request_bytes;

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <memory>
 
+#include "areal/sdk.hpp"
 #include "core/plugin_host/error.hpp"
 #include "http_error.hpp"
 #include "request.hpp"
@@ -53,10 +54,18 @@ std::shared_ptr<proxy::Session> SessionRoutes::session_of(const Poco::Net::HTTPS
 
 void SessionRoutes::append_jsonl(const nlohmann::ordered_json& exported) {
   if (settings_.trajectories_jsonl.empty()) return;
+  const std::string line = exported.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
   std::lock_guard<std::mutex> lock(jsonl_mutex_);
   std::ofstream out(settings_.trajectories_jsonl, std::ios::app);
-  if (!out) throw Error(AREAL_CODE_UNAVAILABLE, "cannot append to " + settings_.trajectories_jsonl);
-  out << exported.dump() << "\n";
+  if (out) out << line << std::flush;
+  if (out) return;
+  // The session has left the store by now and still reaches whoever took it
+  // (the HTTP answer, the trainer): failing here would lose it for the sake
+  // of its copy.
+  sdk::log(AREAL_LOG_ERROR, "gateway",
+           "could not append session " + exported.value("session_id", std::string("?")) + " to " + settings_.trajectories_jsonl +
+               " (full disk?): it was delivered, but this copy of it is missing");
+  sdk::host().metric_add(sdk::str("areal_gateway_trajectories_jsonl_errors_total"), 1.0);
 }
 
 bool SessionRoutes::handle(const std::string& path, Poco::Net::HTTPServerRequest& req, const std::string& raw_body,

@@ -35,6 +35,8 @@ class SessionRoutes {
   std::shared_ptr<proxy::Session> session_of(const Poco::Net::HTTPServerRequest& req) const;
 
   // Appends an exported session to settings().trajectories_jsonl (if set).
+  // Never throws: a write that fails is logged and counted
+  // (areal_gateway_trajectories_jsonl_errors_total), the session delivered.
   void append_jsonl(const nlohmann::ordered_json& exported);
   const SessionSettings& settings() const { return settings_; }
 

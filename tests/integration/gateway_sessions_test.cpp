@@ -19,6 +19,7 @@
 #include "core/plugin_host/error.hpp"
 #include "core/plugin_host/plugin_instance.hpp"
 #include "core/plugin_host/string_writer.hpp"
+#include "core/telemetry/metrics.hpp"
 #include "gateway_builtin.h"
 
 using nlohmann::ordered_json;
@@ -35,8 +36,10 @@ class Gateway : public ::testing::Test {
   void start(const std::string& extra = "") {
     areal::register_builtin("gateway", &areal_builtin_gateway_init);
     plugin_ = areal::load_builtin("gateway");
-    jsonl_ = (std::filesystem::temp_directory_path() / ("areal-gw-" + std::to_string(::getpid()) + ".jsonl")).string();
-    std::filesystem::remove(jsonl_);
+    if (jsonl_.empty()) {  // a test may name its own before start()
+      jsonl_ = own_jsonl_ = (std::filesystem::temp_directory_path() / ("areal-gw-" + std::to_string(::getpid()) + ".jsonl")).string();
+      std::filesystem::remove(jsonl_);
+    }
     const std::string cfg = R"({"host": "127.0.0.1", "port": 0, "admin_api_key": "test-admin", "max_threads": 8, "max_queued": 16,
       "capacity": 2, "session_timeout_seconds": 3600, "turn_discount": 1.0, "export_style": "individual",
       "max_request_bytes": 4096, "trajectories_jsonl": ")" + jsonl_ + "\"" + extra + "}";
@@ -48,7 +51,7 @@ class Gateway : public ::testing::Test {
   }
   void TearDown() override {
     inst_.reset();
-    std::filesystem::remove(jsonl_);
+    if (!own_jsonl_.empty()) std::filesystem::remove(own_jsonl_);  // only the file this fixture made (never /dev/full)
   }
 
   Reply call(const std::string& method, const std::string& path, const std::string& body, const std::string& token,
@@ -80,7 +83,7 @@ class Gateway : public ::testing::Test {
   std::shared_ptr<areal::LoadedPlugin> plugin_;
   areal_services services_{};
   std::unique_ptr<areal::PluginInstance> inst_;
-  std::string url_, jsonl_;
+  std::string url_, jsonl_, own_jsonl_;
 };
 
 void expect_error(const Reply& r, int status, const std::string& message_part) {
@@ -113,6 +116,33 @@ TEST_F(Gateway, SessionLifecycleAndExport) {
   ASSERT_TRUE(std::getline(jsonl, line));
   EXPECT_EQ(ordered_json::parse(line)["session_id"], "math-7-0");
   expect_error(post("/export_trajectories", {{"session_id", "math-7-0"}}, "test-admin"), 404, "not found");
+}
+
+// gateway.trajectories_jsonl is a copy: a full disk loses the copy (logged
+// and counted), never the session, which the export still answers whole.
+TEST_F(Gateway, AFullDiskUnderTheJsonlCopyLosesTheCopyNotTheSession) {
+  jsonl_ = "/dev/full";  // opens for appending; every write fails with ENOSPC
+  start();
+  const double before = areal::Metrics::global().get("areal_gateway_trajectories_jsonl_errors_total");
+  auto s = post("/rl/start_session", {{"task_id", "full"}}, "test-admin");
+  ASSERT_EQ(s.status, 200) << s.body.dump();
+  ASSERT_EQ(post("/rl/end_session", {}, s.body["api_key"].get<std::string>()).status, 200);
+  auto exported = post("/export_trajectories", {{"session_id", "full-0"}}, "test-admin");
+  ASSERT_EQ(exported.status, 200) << exported.body.dump();
+  EXPECT_EQ(exported.body["session_id"], "full-0");
+  EXPECT_EQ(areal::Metrics::global().get("areal_gateway_trajectories_jsonl_errors_total") - before, 1.0);
+}
+
+// A trajectories_jsonl that cannot be opened is refused at start, not at the first export.
+TEST_F(Gateway, AnUnopenableJsonlPathIsRefusedAtStart) {
+  jsonl_ = "/nonexistent-areal-dir/trajectories.jsonl";
+  try {
+    start();
+    FAIL() << "the gateway started with an unopenable trajectories_jsonl";
+  } catch (const areal::Error& e) {
+    EXPECT_EQ(e.code(), AREAL_CODE_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(e.what()).find("trajectories_jsonl"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(Gateway, AuthErrors) {
