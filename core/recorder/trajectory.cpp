@@ -13,6 +13,13 @@ int64_t TrajectoryRow::oldest_version() const {
   return oldest;
 }
 
+int64_t TrajectoryRow::newest_version() const {
+  int64_t newest = -1;
+  for (size_t t = 0; t < versions.size(); ++t)
+    if (loss_mask[t]) newest = std::max(newest, versions[t]);
+  return newest;
+}
+
 size_t TrajectoryRow::sampled_tokens() const {
   return static_cast<size_t>(std::count_if(loss_mask.begin(), loss_mask.end(), [](int32_t m) { return m != 0; }));
 }

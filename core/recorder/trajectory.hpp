@@ -30,6 +30,7 @@ struct TrajectoryRow {
 
   // The oldest policy version among the sampled tokens (-1 if none).
   int64_t oldest_version() const;
+  int64_t newest_version() const;  // the newest (-1 if none)
   size_t sampled_tokens() const;
 };
 

@@ -23,6 +23,12 @@ int64_t RolloutGroup::oldest_version() const {
   return oldest;
 }
 
+int64_t RolloutGroup::newest_version() const {
+  int64_t newest = -1;
+  for (const auto& r : rows) newest = std::max(newest, r.newest_version());
+  return newest;
+}
+
 RolloutController::RolloutController(RolloutOptions options, EpisodeTarget target)
     : opt_(std::move(options)),
       target_(std::move(target)),
@@ -240,6 +246,22 @@ std::vector<RolloutGroup> RolloutController::take(size_t n) {
     handed_out_.insert(g.task);
     while (handed_out_.count(untrained_watermark_)) handed_out_.erase(untrained_watermark_++);
     if (!g.session_id.empty()) settled_sessions_.push_back(g.session_id);  // trained in this step, or dropped below
+    // Tokens of a version the trainer has not reached were sampled by weights
+    // this run does not have: a run resumed from an earlier checkpoint than
+    // the one its gateway's recovered sessions were sampled after. No
+    // staleness bound can hold for them (the weights they came from are
+    // gone); in a run that never resumed, none can exist (the engine takes a
+    // version only after the trainer has).
+    if (const int64_t newest = g.newest_version(); newest > version_) {
+      ++stats_.groups_dropped_stale;
+      staleness_.on_dropped();
+      records_ << nlohmann::json{{"task", g.task}, {"session_id", g.session_id}, {"status", "dropped_lost_version"}, {"newest_version", newest},
+                                 {"trainer_version", version_}}.dump()
+               << "\n";
+      logging::get("rollout")->warn("dropped group of task {}: its newest token is from version {}, which this run (at version {}) never had: "
+                                    "sampled before a resume from an earlier checkpoint", g.task, newest, version_);
+      continue;
+    }
     const int64_t oldest = g.oldest_version();
     if (oldest >= 0 && version_ - oldest > opt_.max_head_offpolicyness) {
       ++stats_.groups_dropped_stale;

@@ -66,6 +66,7 @@ struct RolloutGroup {
   size_t failed_episodes = 0;
   size_t unrewarded = 0;
   int64_t oldest_version() const;
+  int64_t newest_version() const;
 };
 
 struct RolloutStats {

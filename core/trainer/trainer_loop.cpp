@@ -46,6 +46,23 @@ std::string newest_checkpoint(const std::string& run_dir, int64_t* step) {
   return best;
 }
 
+// A fresh run (trainer.resume false) in a folder an earlier run used: its
+// checkpoints would be taken for this run's by a later resume (the newest
+// step wins, whichever run wrote it), and a step folder this run saves into
+// would mix both runs' files. They are kept, not deleted, as the gateway's
+// state is (gateway_state.previous).
+void set_aside_previous_checkpoints(const std::string& run_dir) {
+  const fs::path root = fs::path(run_dir) / "checkpoints";
+  std::error_code ec;
+  if (!fs::exists(root, ec) || fs::is_empty(root, ec)) return;
+  const fs::path previous = root.string() + ".previous";
+  fs::remove_all(previous, ec);
+  fs::rename(root, previous, ec);
+  if (ec) throw Error(AREAL_CODE_FAILED_PRECONDITION, "cannot move the previous run's checkpoints " + root.string() + " aside: " + ec.message());
+  logging::get("trainer")->warn("trainer.resume is false: the previous run's checkpoints moved to {} (set trainer.resume=true to continue that run)",
+                                previous.string());
+}
+
 }  // namespace
 
 double TrainSummary::first_mean(size_t window) const {
@@ -163,6 +180,7 @@ std::pair<int64_t, int64_t> resume_or_start(const TrainerOptions& opt, const Tra
     if (!opt.shared_engine) call(inf.set_version(parts.inference_self, version), "inference set_version");
     if (sync == WeightSync::kAdapter) hand_off_adapter(opt, parts, version);  // e.g. a lora_path the run starts from
     fs::remove(rollout.records_path);  // a fresh run starts fresh records; a resumed one appends
+    set_aside_previous_checkpoints(opt.run_dir);
     return {0, version};
   }
   int64_t ckpt_step = -1;
@@ -312,6 +330,7 @@ void checkpoint_if_due(const TrainerOptions& opt, const TrainerParts& parts, int
     return;
   }
   const fs::path dir = fs::path(opt.run_dir) / "checkpoints" / ("step_" + std::to_string(steps_done));
+  fs::remove(dir / "host_state.json");  // a folder saved into again counts only once this save is whole
   call(parts.train->save(parts.train_self, to_str(json_str({{"path", dir.string()}, {"optimizer", true}}))), "train save checkpoint");
   // Written last and renamed into place: a checkpoint counts only once whole (a kill mid-save leaves none).
   {

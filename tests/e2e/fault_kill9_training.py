@@ -64,6 +64,10 @@ def check(run, work, total, ckpt, max_stale):
             problems.append(f"step {r['step']} trained version {r['policy_version']}, not {r['step'] - 1}")
         if r["staleness_max"] > max_stale:
             problems.append(f"step {r['step']} trained a sample {r['staleness_max']} versions stale (bound {max_stale})")
+        # A token newer than the weights trained was sampled by weights the
+        # killed run made after its checkpoint, which the resumed run never had.
+        if any(v > r["policy_version"] for v in r.get("sample_versions", [])):
+            problems.append(f"step {r['step']} (version {r['policy_version']}) trained samples of versions {r['sample_versions']}")
     before_lines = open(f"{work}/rollouts_before_kill.jsonl").read().splitlines()
     all_lines = open(f"{run}/rollouts.jsonl").read().splitlines()
     after_lines = all_lines[len(before_lines):]
@@ -71,7 +75,8 @@ def check(run, work, total, ckpt, max_stale):
     redone = trained([r for r in rows if r["step"] > ckpt], takes(after_lines), "after the resume")
     everything = kept + redone
     twice = len(everything) - len(set(everything))
-    dropped_ids = {json.loads(l)["session_id"] for l in after_lines if json.loads(l).get("status") == "dropped_stale"}
+    dropped_ids = {json.loads(l)["session_id"] for l in after_lines if json.loads(l).get("status") in ("dropped_stale", "dropped_lost_version")}
+    lost_version = sum(1 for l in after_lines if json.loads(l).get("status") == "dropped_lost_version")
     pending_calls = {tuple(p["calls"]) for p in pending.values()}
     after_set = set(redone)
     stale = {c for c in pending_calls - after_set if any(sid in dropped_ids for sid, p in pending.items() if tuple(p["calls"]) == c)}
@@ -81,7 +86,8 @@ def check(run, work, total, ckpt, max_stale):
     if not pending:
         problems.append("the gateway held nothing at the kill: the test did not test a crash")
     print(f"kill -9 mid-training: {len(pending)} sessions pending at the kill ({lost_steps} trained in steps after the checkpoint, "
-          f"lost with the process); after the resume {len(pending_calls & after_set)} of them trained, {len(stale)} dropped as stale; "
+          f"lost with the process); after the resume {len(pending_calls & after_set)} of them trained, {len(stale)} dropped as stale "
+          f"({lost_version} of them sampled after the checkpoint by weights the resumed run never had); "
           f"lost {len(lost)}, trained twice {twice}")
     if lost:
         problems.append(f"lost sessions (their calls): {sorted(lost)[:5]}")

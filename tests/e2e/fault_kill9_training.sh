@@ -5,7 +5,8 @@
 # fault_kill9_training.py then checks, and counts what was lost:
 #   - every session the gateway held at the kill (ended, or handed to the
 #     trainer in a step after the last checkpoint) with a call that answered
-#     is trained after the resume or dropped as stale, on the record;
+#     is trained after the resume or dropped on the record: as stale, or as
+#     sampled after the checkpoint by weights the resumed run never had;
 #   - no session is trained twice (sessions are told apart by their calls'
 #     ids: a restarted agent may reuse task ids, and with them session
 #     ids); steps run once each, in order, with

@@ -75,8 +75,18 @@ if "$host" run --config cfg.yaml experiment.trial=two train.world_size=3 trainer
   echo "FAIL: resuming 2 ranks' checkpoint with 3 ranks was accepted"; exit 1
 fi
 grep -q "was saved by 2 rank(s) and this run has 3: resume with train.world_size=2" wrong.log || { echo "FAIL: unclear error"; tail wrong.log; exit 1; }
+# A fresh run in that folder sets the old run's checkpoints aside: a later
+# resume continues the fresh run, not the old run's newer step_12.
+"$host" run --config cfg.yaml experiment.trial=two train.world_size=2 trainer.checkpoint_every=1 trainer.total_steps=2 2> fresh.log ||
+  { tail -30 fresh.log; exit 1; }
+grep -q "previous run's checkpoints moved to .*checkpoints.previous" fresh.log || { echo "FAIL: the fresh run did not say it set the checkpoints aside"; exit 1; }
+[ -f runs/dp/two/checkpoints.previous/step_12/host_state.json ] && [ ! -e runs/dp/two/checkpoints/step_12 ] ||
+  { echo "FAIL: the old run's checkpoints were not set aside"; ls runs/dp/two/checkpoints*; exit 1; }
+"$host" run --config cfg.yaml experiment.trial=two train.world_size=2 trainer.checkpoint_every=1 trainer.total_steps=3 trainer.resume=true 2> fresh_resume.log ||
+  { tail -30 fresh_resume.log; exit 1; }
+grep -q "resumed from .*step_2 at step 2" fresh_resume.log || { echo "FAIL: the resume did not continue the fresh run"; grep resumed fresh_resume.log; exit 1; }
 no_leftovers "after the runs"
-echo "checkpoint resume with 2 ranks, and 3 ranks refused: ok"
+echo "checkpoint resume with 2 ranks, 3 ranks refused, a fresh run sets old checkpoints aside: ok"
 
 # 3: kill rank 1 in the middle of a long run.
 "$host" run --config cfg.yaml experiment.trial=kill train.world_size=2 trainer.total_steps=100000 2> kill.log & run=$!
