@@ -4,6 +4,7 @@
 // /pause_generation (modes abort, retract, in_place), /continue_generation,
 // /update_weights_from_disk, weight versions, /health, /get_model_info,
 // /v1/models, /flush_cache. Errors are {"error": {"message"}} with 400.
+#include <thread>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -28,7 +29,7 @@ class SGLangRoutes : public Routes {
     const std::string path = path_of(req);
     try {
       if (path == "/generate") return generate(req, resp);
-      if (path == "/health" || path == "/health_generate") return send_text(resp, 200, "");
+      if (path == "/health" || path == "/health_generate") return health(resp);
       if (path == "/abort_request") {
         const Json b = read_json(req);
         const std::string rid = b.value("rid", std::string());
@@ -101,6 +102,17 @@ class SGLangRoutes : public Routes {
     }
     if (!version.empty()) set_weight_version(version);
     send_json(resp, 200, {{"success", true}, {"message", "Succeeded to update model weights."}, {"num_paused_requests", 0}});
+  }
+
+  // SGLang's /health (and /health_generate) generate one token, which a
+  // paused server holds until it resumes, failing after
+  // SGLANG_HEALTH_CHECK_TIMEOUT (20 s): answered the same way here, so the
+  // plugins' health checks meet what they meet on a real server.
+  void health(Response& resp) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (engine_.paused() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (engine_.paused()) return send_text(resp, 503, "health check timed out: generation is paused");
+    send_text(resp, 200, "");
   }
 
   void generate(Request& req, Response& resp) {

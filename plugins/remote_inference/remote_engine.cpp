@@ -706,6 +706,7 @@ void RemoteEngine::update_weights(std::string_view spec_text) {
     }
   }
   if (updated > 0) {
+    last_disk_update_ = std::make_pair(path, version);
     std::lock_guard<std::mutex> lock(mutex_);
     version_ = version;
   }
@@ -731,7 +732,7 @@ std::string RemoteEngine::info() {
   json servers = json::array();
   for (const auto& s : opt_.servers) servers.push_back(s);
   json out = {{"model", opt_.model.empty() ? protocol_->name() : opt_.model}, {"max_context", opt_.max_context}, {"backend", protocol_->name()},
-              {"servers", servers}};
+              {"servers", servers}, {"server_states", pool_.describe()}};
   if (protocol_->serves_adapters()) out["adapters"] = true, out["loaded_adapters"] = adapters_.describe();
   return out.dump();
 }
@@ -854,6 +855,30 @@ void RemoteEngine::health_loop() {
     if (stopping_) return;
     lock.unlock();
     for (size_t i = 0; i < pool_.size(); ++i) {
+      const int s = static_cast<int>(i);
+      bool engine_paused;
+      uint64_t epoch;
+      {
+        std::lock_guard<std::mutex> state(mutex_);
+        engine_paused = paused_;
+        epoch = pause_epoch_;
+      }
+      // SGLang's /health generates one token, which a paused server holds
+      // until it resumes: a probe now would take a healthy server out of
+      // rotation, and the requests resubmitted at resume would find none.
+      if (engine_paused) continue;
+      if (pool_.held(s)) {  // its resume failed: it is still paused there, so a probe would hang too
+        std::unique_lock<std::mutex> control(control_mutex_, std::try_to_lock);  // not during a pause/update
+        if (!control.owns_lock()) continue;
+        try {
+          protocol_->resume(pool_.url(i), opt_.control_timeout_s);
+          pool_.set_held(s, false);
+          log(AREAL_LOG_INFO, "server " + pool_.url(i).text + " resumed; back in rotation");
+        } catch (const std::exception& e) {
+          log(AREAL_LOG_WARN, "server " + pool_.url(i).text + ": resume still fails: " + e.what());
+        }
+        continue;
+      }
       std::string why;
       try {
         const HttpResult r = http_call(pool_.url(i), "GET", protocol_->health_path(), "", std::min(opt_.connect_timeout_s, opt_.health_check_interval_s + 1));
@@ -863,26 +888,29 @@ void RemoteEngine::health_loop() {
       } catch (const std::exception& e) {
         why = e.what();
       }
-      const int s = static_cast<int>(i);
-      if (why.empty() && pool_.held(s)) {
+      if (!why.empty()) {
+        std::lock_guard<std::mutex> state(mutex_);
+        if (paused_ || pause_epoch_ != epoch) continue;  // a pause began while it probed: no verdict
+      }
+      if (why.empty() && !pool_.healthy(s)) {
+        // Back from down. If it restarted it serves the weights it was
+        // launched with, which tokens tagged with the current version must
+        // not come from: the last update goes to it before it serves again.
         std::unique_lock<std::mutex> control(control_mutex_, std::try_to_lock);  // not during a pause/update
-        bool engine_paused;
-        {
-          std::lock_guard<std::mutex> lock(mutex_);
-          engine_paused = paused_;
-        }
-        if (control.owns_lock() && !engine_paused) {
+        if (!control.owns_lock()) continue;  // decided next round
+        if (last_disk_update_) {
           try {
-            protocol_->resume(pool_.url(i), opt_.control_timeout_s);
-            pool_.set_held(s, false);
-            log(AREAL_LOG_INFO, "server " + pool_.url(i).text + " resumed; back in rotation");
+            protocol_->update_weights_from_disk(pool_.url(i), last_disk_update_->first, last_disk_update_->second, opt_.control_timeout_s);
+            pool_.set_stale(s, false);
           } catch (const std::exception& e) {
-            why = std::string("resume still fails: ") + e.what();
+            pool_.set_stale(s, true);  // no requests until an update reaches it
+            log(AREAL_LOG_WARN, "server " + pool_.url(i).text + " is reachable again but could not load the current weights (version " +
+                                    std::to_string(last_disk_update_->second) + "): " + e.what() + "; it gets no requests until a weight update reaches it");
           }
         }
-      }
-      if (why.empty()) {
         if (pool_.mark_up(s)) log(AREAL_LOG_INFO, "server " + pool_.url(i).text + " is back in rotation");
+      } else if (why.empty()) {
+        pool_.mark_up(s);
       } else if (pool_.healthy(s)) {
         pool_.mark_down(s, why);
         log(AREAL_LOG_WARN, "server " + pool_.url(i).text + " failed its health check: " + why);

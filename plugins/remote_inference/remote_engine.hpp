@@ -21,7 +21,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <utility>
 #include <thread>
 #include <vector>
 #include <cstdint>
@@ -143,6 +145,10 @@ class RemoteEngine {
   std::string adapter_root_;  // adapter_dir, or the temporary folder made on the first adapter from memory
   bool adapter_root_owned_ = false;
   std::mutex control_mutex_;  // one pause/resume/update at a time
+  // The last weights a disk update put on the servers (path, version), under
+  // control_mutex_: a server back from down may have restarted on the
+  // weights it was launched with, and gets these again first.
+  std::optional<std::pair<std::string, int64_t>> last_disk_update_;
   std::thread health_;
   std::condition_variable health_cv_;
 };

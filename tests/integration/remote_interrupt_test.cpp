@@ -28,6 +28,7 @@
 #include "core/plugin_host/generation.hpp"
 #include "core/plugin_host/plugin_catalog.hpp"
 #include "core/plugin_host/plugin_instance.hpp"
+#include "core/plugin_host/string_writer.hpp"
 #include "sampled_request.hpp"
 
 namespace {
@@ -178,6 +179,32 @@ TEST_P(RemoteInterrupt, ARequestTheServerRefusesEndsWithInvalidArgument) {
   submit(next, areal::next_request_id(), 4);  // the server is still in rotation
   ASSERT_TRUE(next.wait(10s));
   EXPECT_EQ(next.result().finish_reason, AREAL_FINISH_LENGTH) << next.result().error_message;
+}
+
+// A pause longer than a health probe's timeout leaves the servers in
+// rotation: SGLang's /health generates a token, which the paused server
+// holds (areal-engine-server answers it the same way), so a probe then used
+// to mark the server down and the requests resubmitted at resume found none.
+// (vLLM's /health answers at once: there the check holds trivially.)
+TEST_P(RemoteInterrupt, AHealthCheckDuringAPauseKeepsTheServerInRotation) {
+  const auto& vt = *plugin_->inference();
+  areal::PluginInstance probing(plugin_, nlohmann::json{{"servers", {server_->url}}, {"health_check_interval_s", 0.1}, {"connect_timeout_s", 0.4}}.dump(),
+                                &services_);
+  auto states = [&] {
+    areal::StringCollector info;
+    areal::throw_if_status(vt.info(probing.self(), info.writer()), "info");
+    return nlohmann::json::parse(info.text)["server_states"].get<std::string>();
+  };
+  areal::throw_if_status(vt.pause(probing.self()), "pause");
+  std::this_thread::sleep_for(1500ms);  // several probe timeouts
+  const std::string during = states();
+  areal::throw_if_status(vt.resume(probing.self()), "resume");
+  EXPECT_EQ(during.find("down"), std::string::npos) << "a probe during the pause took the server out of rotation: " << during;
+  areal::CollectingSink sink;
+  areal::testing::submit_sampled(vt, probing.self(), sink.sink(), areal::next_request_id(), prompt_, 5, nullptr);
+  ASSERT_TRUE(sink.wait(30s));
+  EXPECT_EQ(sink.result().finish_reason, AREAL_FINISH_LENGTH) << sink.result().error_message;
+  EXPECT_EQ(states().find("down"), std::string::npos) << states();
 }
 
 INSTANTIATE_TEST_SUITE_P(Protocols, RemoteInterrupt, ::testing::Values("sglang", "vllm"));
