@@ -19,7 +19,7 @@ json SGLangProtocol::generate_body(const Segment& seg) const {
              {"no_stop_trim", true}};
   if (!s.stop_ids.empty()) sp["stop_token_ids"] = s.stop_ids;
   if (!s.stop_strings.empty()) sp["stop"] = s.stop_strings;
-  if (s.has_seed) sp["sampling_seed"] = s.seed;
+  if (s.has_seed) sp["sampling_seed"] = s.server_seed();
   if (s.frequency_penalty != 0) sp["frequency_penalty"] = s.frequency_penalty;
   if (s.presence_penalty != 0) sp["presence_penalty"] = s.presence_penalty;
   if (!s.logit_bias.empty()) sp["logit_bias"] = s.logit_bias_json();

@@ -25,7 +25,7 @@ json VLLMProtocol::generate_body(const Segment& seg) const {
   if (!seg.adapter.empty()) b["model"] = seg.adapter;
   else if (!model_.empty()) b["model"] = model_;
   if (s.top_k > 0) b["top_k"] = s.top_k;  // absent: off (0 and -1 mean off in different versions)
-  if (s.has_seed) b["seed"] = s.seed;
+  if (s.has_seed) b["seed"] = s.server_seed();
   if (!s.stop_ids.empty()) b["stop_token_ids"] = s.stop_ids;
   if (!s.stop_strings.empty()) b["stop"] = s.stop_strings;
   if (s.frequency_penalty != 0) b["frequency_penalty"] = s.frequency_penalty;

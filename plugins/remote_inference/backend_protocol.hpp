@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,12 @@ struct Sampling {
   std::vector<std::pair<int32_t, float>> logit_bias;
   int32_t structured_output = 0;  // areal_structured_output
   std::string json_schema;        // with AREAL_STRUCTURED_JSON_SCHEMA
+
+  // The seed as both servers take it: vLLM validates it as a signed 64-bit
+  // integer (a larger one is a 400) and SGLang keeps it in an int64 tensor.
+  // The ABI's seed is 64 unsigned bits (derived seeds wrap, a client's -1
+  // arrives as 2^64 - 1): its low 63 bits, the same seed every time.
+  int64_t server_seed() const { return static_cast<int64_t>(seed & static_cast<uint64_t>(std::numeric_limits<int64_t>::max())); }
 
   // logit_bias as both servers take it: {"<token id>": bias}.
   nlohmann::json logit_bias_json() const {
