@@ -53,8 +53,11 @@ areal_status* EpisodeRecorder::generate(void* ctx, const areal_gen_request* requ
     }
     req.request_id = next_request_id();  // the host owns request ids
     areal_sampling_params sampling{};
-    std::memcpy(&sampling, request->sampling, std::min<size_t>(request->sampling->struct_size, sizeof sampling));
-    sampling.struct_size = AREAL_OFFSET_OF_END(areal_sampling_params, stop_strings_count);
+    // What the workflow's ABI has of it (penalties, logit_bias and structured
+    // output since 1.3), and no more than this host knows.
+    const size_t known = std::min<size_t>(request->sampling->struct_size, sizeof sampling);
+    std::memcpy(&sampling, request->sampling, known);
+    sampling.struct_size = static_cast<uint32_t>(known);
     // The call's place in the episode: its id, and its seed when the workflow gave none.
     const size_t index = self->record_.insert_next_turn(self->episode_id_);
     if (!sampling.has_seed) {

@@ -1,4 +1,6 @@
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 #include <memory>
@@ -83,6 +85,43 @@ TEST_F(EpisodeRecording, SeedsAreDerivedFromTheEpisodeSoRunsReproduce) {
   const areal_completion* b = nullptr;
   areal::throw_if_status(again.api()->generate(again.api()->ctx, &r, &b), "generate");
   EXPECT_EQ(first, std::vector<int32_t>(b->output_ids, b->output_ids + b->count));
+}
+
+// What a workflow's generate asks of the sampling reaches the engine: the
+// ABI 1.3 fields (penalties, logit_bias, structured output) too, which the
+// host used to cut off at the 1.2 size.
+const areal_inference_vtable* wrapped = nullptr;
+areal_sampling_params seen{};
+areal_status* capturing_submit(void* self, const areal_gen_request* r, const areal_gen_sink* sink) {
+  seen = areal_sampling_params{};
+  std::memcpy(&seen, r->sampling, std::min<size_t>(r->sampling->struct_size, sizeof seen));
+  return wrapped->submit(self, r, sink);
+}
+
+TEST_F(EpisodeRecording, TheWorkflowsSamplingReachesTheEngineWhole) {
+  wrapped = plugin_->inference();
+  areal_inference_vtable table = *wrapped;
+  table.submit = capturing_submit;
+  areal::EpisodeRecorder rec("ep9", &table, inst_->self(), 7);
+  const areal_logit_bias bias{5, 2.5f};
+  const std::string schema = R"({"type": "object"})";
+  areal_sampling_params s{};
+  s.struct_size = AREAL_OFFSET_OF_END(areal_sampling_params, json_schema);
+  s.temperature = 1.0f, s.top_p = 1.0f, s.max_new_tokens = 2;
+  s.presence_penalty = 0.5f, s.frequency_penalty = -0.25f;
+  s.logit_bias = &bias, s.logit_bias_count = 1;
+  s.structured_output = AREAL_STRUCTURED_JSON_SCHEMA, s.json_schema = areal_str{schema.data(), schema.size()};
+  std::vector<int32_t> in{3};
+  areal_gen_request r{AREAL_OFFSET_OF_END(areal_gen_request, sampling), 0, {}, in.data(), 1, &s};
+  const areal_completion* c = nullptr;
+  areal::StatusPtr st(rec.api()->generate(rec.api()->ctx, &r, &c));  // the mock may refuse structured output; what it was asked is the point
+  EXPECT_EQ(seen.struct_size, AREAL_OFFSET_OF_END(areal_sampling_params, json_schema));
+  EXPECT_EQ(seen.presence_penalty, 0.5f);
+  EXPECT_EQ(seen.frequency_penalty, -0.25f);
+  ASSERT_EQ(seen.logit_bias_count, 1u);
+  EXPECT_EQ(seen.structured_output, AREAL_STRUCTURED_JSON_SCHEMA);
+  EXPECT_EQ(std::string(seen.json_schema.data, seen.json_schema.size), schema);
+  EXPECT_TRUE(seen.has_seed) << "the episode's derived seed";
 }
 
 }  // namespace
