@@ -92,7 +92,7 @@ void AnthropicRoutes::stream(const proxy::ChatRequest& r, const std::shared_ptr<
     const J block = type == "thinking" ? J{{"type", "thinking"}, {"thinking", ""}, {"signature", ""}} : J{{"type", "text"}, {"text", ""}};
     send("content_block_start", {{"type", "content_block_start"}, {"index", index}, {"content_block", block}});
   };
-  StreamSplitter splitter(chat_->config().parsers, r.tools_enabled());
+  StreamSplitter splitter(chat_->parsers_for(r), r.tools_enabled());
   auto emit = [&](const std::string& raw_delta, bool final) {
     std::string reasoning, content;
     splitter.push(raw_delta, final, reasoning, content);

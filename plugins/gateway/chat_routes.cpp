@@ -59,7 +59,7 @@ void ChatRoutes::stream(const proxy::ChatRequest& r, const std::shared_ptr<proxy
   try {
     // n > 1: the choices are generated one after another, each a call of its own.
     for (choice = 0; choice < r.n; ++choice) {
-      StreamSplitter splitter(chat_->config().parsers, r.tools_enabled());
+      StreamSplitter splitter(chat_->parsers_for(r), r.tools_enabled());
       auto emit = [&](const std::string& raw_delta, bool final) {
         std::string reasoning_delta, content_delta;
         splitter.push(raw_delta, final, reasoning_delta, content_delta);

@@ -146,7 +146,7 @@ void ResponsesRoutes::stream(const proxy::ChatRequest& r, const J& body, const s
             {"part", {{"type", "output_text"}, {"text", ""}, {"annotations", J::array()}}}});
     }
   };
-  StreamSplitter splitter(chat_->config().parsers, r.tools_enabled());
+  StreamSplitter splitter(chat_->parsers_for(r), r.tools_enabled());
   auto emit = [&](const std::string& raw_delta, bool final) {
     std::string reasoning, content;
     splitter.push(raw_delta, final, reasoning, content);

@@ -633,3 +633,70 @@ TEST_F(Compat, StoreFalseIsRecordedAndMessagesWorkWithoutV1) {
   EXPECT_EQ(exported["rows"][0]["interaction_id"], chat["id"]);
   EXPECT_EQ(exported["rows"][1]["interaction_id"], message["id"]);
 }
+
+// A template whose generation prompt opens <think> by default and writes a
+// closed <think></think> when thinking is off (Qwen3.5's way; here Qwen3's
+// template with that one change). reasoning_parser auto is then deepseek_r1
+// for requests that think, and qwen3 for those that turn thinking off: their
+// reply starts outside a think block, so a tool call in it is a tool call
+// (it used to be read as reasoning: no call, and the agent's loop stopped).
+class OpensThinkTemplate : public Compat {
+ protected:
+  void SetUp() override {
+    dir_ = areal::testing::test_temp_dir("opens-think-template");
+    std::filesystem::create_directories(dir_);
+    std::filesystem::copy_file(kQwen + "/tokenizer.json", dir_ + "/tokenizer.json", std::filesystem::copy_options::overwrite_existing);
+    nlohmann::json config = nlohmann::json::parse(std::ifstream(kQwen + "/tokenizer_config.json"));
+    std::string t = config["chat_template"];
+    const std::string closed = "        {{- '<think>\\n\\n</think>\\n\\n' }}\n    {%- endif %}\n{%- endif %}";
+    ASSERT_NE(t.find(closed), std::string::npos) << "Qwen3's template changed: this test edits its generation prompt";
+    t.replace(t.find(closed), closed.size(),
+              "        {{- '<think>\\n\\n</think>\\n\\n' }}\n    {%- else %}\n        {{- '<think>\\n' }}\n    {%- endif %}\n{%- endif %}");
+    config["chat_template"] = t;
+    std::ofstream(dir_ + "/tokenizer_config.json") << config.dump();
+  }
+  std::string dir_;
+};
+
+TEST_F(OpensThinkTemplate, ARequestThatTurnsThinkingOffGetsItsToolCallParsed) {
+  const std::string call = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+  start("hf", {"Still weighing it", call, call, call}, {{"tokenizer", dir_}, {"reasoning_parser", "auto"}});
+  const std::string key = start_session("think");
+  const ordered_json tools = {{{"type", "function"},
+                               {"function", {{"name", "get_weather"}, {"parameters", {{"type", "object"}, {"properties", {{"city", {{"type", "string"}}}}}}}}}}};
+  // Thinking on (the default): the prompt opened <think>, so a reply that
+  // has not closed it yet is all reasoning (deepseek_r1 was chosen).
+  auto [s1, r1] = post("/v1/chat/completions", {{"messages", {user("Hi")}}, {"max_tokens", 20}}, key);
+  ASSERT_EQ(s1, 200) << r1.dump();
+  ASSERT_TRUE(r1["choices"][0]["message"].contains("reasoning_content")) << "the template must open <think> for this test: " << r1.dump();
+  EXPECT_EQ(r1["choices"][0]["message"]["reasoning_content"], "Still weighing it") << r1.dump();
+  // Thinking off, unstreamed and streamed: the reply is a tool call.
+  const ordered_json off = {{"messages", {user("Weather in Paris?")}}, {"max_tokens", 40}, {"tools", tools},
+                            {"chat_template_kwargs", {{"enable_thinking", false}}}};
+  auto [s2, r2] = post("/v1/chat/completions", off, key);
+  ASSERT_EQ(s2, 200) << r2.dump();
+  ASSERT_TRUE(r2["choices"][0]["message"].contains("tool_calls")) << r2.dump();
+  EXPECT_EQ(r2["choices"][0]["message"]["tool_calls"][0]["function"]["name"], "get_weather");
+  EXPECT_EQ(r2["choices"][0]["finish_reason"], "tool_calls");
+  EXPECT_FALSE(r2["choices"][0]["message"].contains("reasoning_content")) << r2.dump();
+  ordered_json streamed = off;
+  streamed["stream"] = true;
+  auto [s3, text] = raw("/v1/chat/completions", streamed.dump(), key);
+  ASSERT_EQ(s3, 200) << text;
+  std::string name, reasoning;
+  for (const auto& chunk : sse_data(text)) {
+    const auto& delta = chunk["choices"][0]["delta"];
+    if (delta.contains("tool_calls")) name = delta["tool_calls"][0]["function"]["name"];
+    if (delta.contains("reasoning_content")) reasoning += delta["reasoning_content"].get<std::string>();
+  }
+  EXPECT_EQ(name, "get_weather") << text;
+  EXPECT_EQ(reasoning, "") << text;
+  // Anthropic's thinking disabled: a tool_use block.
+  const ordered_json message = {{"model", "m"}, {"max_tokens", 40}, {"thinking", {{"type", "disabled"}}},
+                                {"tools", {{{"name", "get_weather"}, {"input_schema", {{"type", "object"}, {"properties", {{"city", {{"type", "string"}}}}}}}}}},
+                                {"messages", {user("Weather in Paris?")}}};
+  auto [s4, r4] = request("POST", "/v1/messages", message.dump(), {{"x-api-key", key}});
+  ASSERT_EQ(s4, 200) << r4;
+  const auto m = ordered_json::parse(r4);
+  EXPECT_EQ(m["stop_reason"], "tool_use") << r4;
+}

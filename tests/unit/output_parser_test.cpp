@@ -4,6 +4,8 @@
 // the streaming splitter agreeing with the non-streaming split.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -20,7 +22,9 @@ using areal::proxy::forced_tool_call_prefix;
 using areal::proxy::OutputParserConfig;
 using areal::proxy::parse_output;
 using areal::proxy::ParsedOutput;
+using areal::proxy::parsers_for_request;
 using areal::proxy::resolve_parsers;
+using areal::proxy::structured_output_prefix;
 using J = nlohmann::ordered_json;
 
 namespace {
@@ -289,6 +293,49 @@ TEST(OutputParser, MistralJsonArrayAndCompactForms) {
   const auto s = parse("[TOOL_CALLS]get_weather[CALL_ID]abc123XYZ[ARGS]{\"city\": \"Rome\"}", config("mistral"));
   ASSERT_EQ(s.tool_calls.size(), 1u);
   EXPECT_EQ(args_of(s, 0), (J{{"city", "Rome"}}));
+}
+
+// Mistral's templates raise "Tool call IDs should be alphanumeric strings
+// with length 9!" on any other id, in the calls and in the tool results
+// that answer them: the next turn of a tool loop would be refused.
+TEST(OutputParser, MistralCallIdsAreNineLettersAndDigitsOthersKeepTheApisPrefix) {
+  const auto p = parse("[TOOL_CALLS]a[ARGS]{}[TOOL_CALLS]b[ARGS]{}", config("mistral"));
+  ASSERT_EQ(p.tool_calls.size(), 2u);
+  for (const auto& c : p.tool_calls) {
+    EXPECT_EQ(c.id.size(), 9u) << c.id;
+    EXPECT_TRUE(std::all_of(c.id.begin(), c.id.end(), [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) != 0; })) << c.id;
+  }
+  EXPECT_NE(p.tool_calls[0].id, p.tool_calls[1].id);
+  const auto q = parse("<tool_call>\n{\"name\": \"a\", \"arguments\": {}}\n</tool_call>", config("qwen"));
+  ASSERT_EQ(q.tool_calls.size(), 1u);
+  EXPECT_EQ(q.tool_calls[0].id.rfind("call_", 0), 0u) << q.tool_calls[0].id;
+  EXPECT_EQ(q.tool_calls[0].id.size(), 5u + 24u);
+}
+
+// A template that opens <think> by default and closes it when thinking is
+// off (Qwen3.5's): requests that turn thinking off are parsed as replies
+// that start outside a think block.
+TEST(OutputParser, ThinkingOffHasItsOwnReasoningParserWhenTheTemplateClosesTheBlock) {
+  OutputParserConfig c;
+  c.tool_call_parser = "qwen";
+  const std::string src = "... <think> ... </think> ...";
+  const auto r = resolve_parsers(c, src, "<|im_start|>assistant\n<think>\n", "<|im_start|>assistant\n<think>\n\n</think>\n\n");
+  EXPECT_EQ(r.reasoning_parser, "deepseek_r1");
+  EXPECT_EQ(r.reasoning_parser_thinking_off, "qwen3");
+  EXPECT_EQ(parsers_for_request(r, J::object()).reasoning_parser, "deepseek_r1");
+  EXPECT_EQ(parsers_for_request(r, J{{"enable_thinking", true}}).reasoning_parser, "deepseek_r1");
+  const OutputParserConfig off = parsers_for_request(r, J{{"enable_thinking", false}});
+  EXPECT_EQ(off.reasoning_parser, "qwen3");
+  const auto p = parse_output("<tool_call>\n{\"name\": \"a\", \"arguments\": {}}\n</tool_call>", off, true, "call_", J());
+  EXPECT_EQ(p.tool_calls.size(), 1u);
+  EXPECT_EQ(structured_output_prefix(off), "") << "the template closed the block already";
+  // A template that ignores enable_thinking (DeepSeek R1's) keeps one parser.
+  const auto same = resolve_parsers(c, src, "<｜Assistant｜><think>\n", "<｜Assistant｜><think>\n");
+  EXPECT_EQ(parsers_for_request(same, J{{"enable_thinking", false}}).reasoning_parser, "deepseek_r1");
+  // An explicit choice stands.
+  OutputParserConfig fixed = c;
+  fixed.reasoning_parser = "deepseek_r1";
+  EXPECT_EQ(parsers_for_request(resolve_parsers(fixed, src, "x<think>\n", "y"), J{{"enable_thinking", false}}).reasoning_parser, "deepseek_r1");
 }
 
 TEST(OutputParser, MistralUnreadableAndInsideReasoning) {

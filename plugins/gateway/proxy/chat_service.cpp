@@ -173,14 +173,18 @@ ChatService::ChatService(std::shared_ptr<const tokenizer::Tokenizer> tok, std::s
   // "auto" parsers are chosen once from the chat template (its source, and
   // whether its generation prompt opens <think>); the names are checked here,
   // not at the first request.
-  std::string generation_prompt;
+  std::string generation_prompt, thinking_off_prompt;
   try {
-    generation_prompt = template_->render(J::array({{{"role", "user"}, {"content", "Hi"}}}), nullptr, true);
+    const J hi = J::array({{{"role", "user"}, {"content", "Hi"}}});
+    generation_prompt = template_->render(hi, nullptr, true);
+    thinking_off_prompt = template_->render(hi, nullptr, true, J{{"enable_thinking", false}});
   } catch (const std::exception&) {
     // A template that wants more than one user message: the source alone decides.
   }
-  config_.parsers = resolve_parsers(config_.parsers, template_->source(), generation_prompt);
+  config_.parsers = resolve_parsers(config_.parsers, template_->source(), generation_prompt, thinking_off_prompt);
 }
+
+OutputParserConfig ChatService::parsers_for(const ChatRequest& req) const { return parsers_for_request(config_.parsers, req.chat_template_kwargs); }
 
 std::vector<int32_t> ChatService::build_prompt(const ChatRequest& req, const std::shared_ptr<Session>& session, int continues,
                                                bool* concat_linked) const {
@@ -310,13 +314,13 @@ size_t ChatService::count_prompt_tokens(const ChatRequest& req) const {
 }
 
 ForcedCallGrammar ChatService::forced_call_grammar(const ChatRequest& req) const {
-  ForcedCallGrammar g = forced_tool_call_grammar(config_.parsers, req.tool_choice == "function" ? req.forced_tool : "", req.tools);
+  ForcedCallGrammar g = forced_tool_call_grammar(parsers_for(req), req.tool_choice == "function" ? req.forced_tool : "", req.tools);
   if (!g.constrained) return g;
   try {  // a tool schema the compiler does not take: the call is prompted, not constrained
     structured_output::Schema::compile(text::parse_json_bounded(g.schema.dump()));
   } catch (const std::exception&) {
     g.constrained = false;
-    g.prefix = forced_tool_call_prefix(config_.parsers, req.tool_choice == "function" ? req.forced_tool : "");
+    g.prefix = forced_tool_call_prefix(parsers_for(req), req.tool_choice == "function" ? req.forced_tool : "");
     g.suffix.clear();
   }
   return g;
@@ -324,7 +328,7 @@ ForcedCallGrammar ChatService::forced_call_grammar(const ChatRequest& req) const
 
 std::string ChatService::forced_prefix(const ChatRequest& req) const {
   if (req.forces_tool_call()) return forced_call_grammar(req).prefix;
-  if (req.structured_output != AREAL_STRUCTURED_NONE) return structured_output_prefix(config_.parsers);
+  if (req.structured_output != AREAL_STRUCTURED_NONE) return structured_output_prefix(parsers_for(req));
   return "";
 }
 
@@ -409,7 +413,7 @@ ChatService::Completed ChatService::run(const ChatRequest& req, const std::share
       }
     }
   }
-  c.parsed = parse_output(text, config_.parsers, req.tools_enabled(), req.tool_call_id_prefix, req.tools);
+  c.parsed = parse_output(text, parsers_for(req), req.tools_enabled(), req.tool_call_id_prefix, req.tools);
   c.finish_reason = c.gen.finish_reason;
   c.message = {{"role", "assistant"}, {"content", c.parsed.content}};
   if (c.parsed.has_reasoning) c.message["reasoning_content"] = c.parsed.reasoning;

@@ -119,6 +119,9 @@ class ChatService {
   nlohmann::ordered_json usage(const Completed& c) const;
   nlohmann::ordered_json logprobs_json(const Completed& c) const;
   const ChatServiceConfig& config() const { return config_; }
+  // The output parsers for `req` (output_parser.hpp parsers_for_request):
+  // a request that turns thinking off may start its reply outside <think>.
+  OutputParserConfig parsers_for(const ChatRequest& req) const;
   const tokenizer::Tokenizer& tokenizer() const { return *tok_; }
   // The backend's LoRA adapters a request's `model` may name.
   AdapterNames& adapters() const { return *adapters_; }

@@ -449,7 +449,39 @@ const std::vector<std::string>& tool_call_parser_names() {
   return names;
 }
 
-OutputParserConfig resolve_parsers(const OutputParserConfig& config, const std::string& src, const std::string& generation_prompt) {
+namespace {
+
+// reasoning_parser auto's rule (output_parser.hpp), for one generation prompt.
+std::string auto_reasoning_parser(const std::string& src, const std::string& generation_prompt) {
+  if (!contains(src, kThinkOpen) && !contains(src, kThinkClose)) return "none";
+  const std::string g = rtrim(generation_prompt);
+  const bool opens = !g.empty() ? g.size() >= kThinkOpen.size() && g.compare(g.size() - kThinkOpen.size(), kThinkOpen.size(), kThinkOpen) == 0
+                                : source_opens_think(src);
+  return opens ? "deepseek_r1" : "qwen3";
+}
+
+}  // namespace
+
+std::string tool_call_id(const OutputParserConfig& config, const std::string& prefix) {
+  // Mistral's templates raise on any tool-call id that is not 9 letters and
+  // digits, in the assistant's calls and in the tool results that answer
+  // them: the next turn of every tool loop would be refused (vLLM issues
+  // such ids for this family too).
+  if (config.tool_call_parser == "mistral") return text::random_text(9, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789");
+  return prefix + text::random_hex(24);
+}
+
+OutputParserConfig parsers_for_request(const OutputParserConfig& resolved, const nlohmann::ordered_json& kwargs) {
+  const bool thinking_off = kwargs.is_object() && kwargs.contains("enable_thinking") && kwargs["enable_thinking"].is_boolean() &&
+                            !kwargs["enable_thinking"].get<bool>();
+  if (!thinking_off || resolved.reasoning_parser_thinking_off.empty()) return resolved;
+  OutputParserConfig out = resolved;
+  out.reasoning_parser = resolved.reasoning_parser_thinking_off;
+  return out;
+}
+
+OutputParserConfig resolve_parsers(const OutputParserConfig& config, const std::string& src, const std::string& generation_prompt,
+                                   const std::string& thinking_off_prompt) {
   check_names(config, true);
   OutputParserConfig out = config;
   if (out.tool_call_parser == "auto") {
@@ -462,14 +494,11 @@ OutputParserConfig resolve_parsers(const OutputParserConfig& config, const std::
     else out.tool_call_parser = "none";
   }
   if (out.reasoning_parser == "auto") {
-    if (!contains(src, kThinkOpen) && !contains(src, kThinkClose)) {
-      out.reasoning_parser = "none";
-    } else {
-      const std::string g = rtrim(generation_prompt);
-      const bool opens = !g.empty() ? g.size() >= kThinkOpen.size() && g.compare(g.size() - kThinkOpen.size(), kThinkOpen.size(), kThinkOpen) == 0
-                                    : source_opens_think(src);
-      out.reasoning_parser = opens ? "deepseek_r1" : "qwen3";
-    }
+    out.reasoning_parser = auto_reasoning_parser(src, generation_prompt);
+    // Rendered or not, a prompt with thinking off that the template wrote
+    // no differently decides nothing new.
+    out.reasoning_parser_thinking_off =
+        thinking_off_prompt.empty() || thinking_off_prompt == generation_prompt ? std::string() : auto_reasoning_parser(src, thinking_off_prompt);
   }
   out.mistral_compact = contains(src, "[ARGS]");
   return out;
@@ -636,7 +665,7 @@ ParsedOutput parse_output(const std::string& text, const OutputParserConfig& con
       Attempt a = read_attempt(rest, b, config, tools);
       kept += rest.substr(pos, b - pos);
       if (a.ok) {
-        for (auto& c : a.calls) out.tool_calls.push_back({tool_call_id_prefix + text::random_hex(24), std::move(c.name), std::move(c.arguments)});
+        for (auto& c : a.calls) out.tool_calls.push_back({tool_call_id(config, tool_call_id_prefix), std::move(c.name), std::move(c.arguments)});
       } else {
         kept += rest.substr(b, a.end - b);
         if (a.counted) ++out.unreadable_tool_calls;

@@ -60,6 +60,12 @@ struct OutputParserConfig {
   std::string reasoning_parser = "auto";
   // "auto" | "qwen" | "hermes" | "qwen3_coder" | "llama3" | "mistral" | "deepseek_v3" | "none"
   std::string tool_call_parser = "auto";
+  // The reasoning parser for requests that turn thinking off
+  // (chat_template_kwargs.enable_thinking false; empty: reasoning_parser).
+  // A template whose generation prompt opens <think> by default may write a
+  // closed <think></think> instead when thinking is off (Qwen3.5's): the
+  // reply then starts outside a think block. Set by resolve_parsers.
+  std::string reasoning_parser_thinking_off;
   // mistral only: the template writes calls as [TOOL_CALLS]NAME[ARGS]{...}
   // (newer Mistral models) rather than a JSON array; decides the forced-call
   // prefix (both forms are read). Set by resolve_parsers from the template.
@@ -95,8 +101,20 @@ const std::vector<std::string>& tool_call_parser_names();
 //   followed by <think> ("<｜Assistant｜><think>" or
 //   "<|im_start|>assistant\n<think>" inside one string).
 // Also sets mistral_compact when the template contains "[ARGS]".
+// reasoning_parser auto also decides reasoning_parser_thinking_off by the
+// same rule from `thinking_off_prompt` (the generation prompt rendered with
+// enable_thinking false), when the caller could render it.
 OutputParserConfig resolve_parsers(const OutputParserConfig& config, const std::string& chat_template_source,
-                                   const std::string& generation_prompt = "");
+                                   const std::string& generation_prompt = "", const std::string& thinking_off_prompt = "");
+
+// A new tool call's id: `prefix` ("call_", "toolu_") and 24 hex digits;
+// with the mistral parser 9 letters and digits, no prefix (the only ids
+// Mistral's templates accept).
+std::string tool_call_id(const OutputParserConfig& config, const std::string& prefix);
+
+// The parsers for one request: with thinking turned off
+// (`enable_thinking` false), reasoning_parser_thinking_off where set.
+OutputParserConfig parsers_for_request(const OutputParserConfig& resolved, const nlohmann::ordered_json& chat_template_kwargs);
 
 // `tools`: the request's OpenAI tools array (or null); qwen3_coder uses each
 // function's parameters schema to type its string values:

@@ -225,7 +225,7 @@ J responses_output(const ChatService::Completed& c) {
     items.push_back({{"type", "message"}, {"id", response_item_id(c.id, "msg")}, {"status", "completed"}, {"role", "assistant"},
                      {"content", J::array({{{"type", "output_text"}, {"text", c.parsed.content}, {"annotations", J::array()}}})}});
   for (const auto& t : c.parsed.tool_calls)
-    items.push_back({{"type", "function_call"}, {"id", "fc_" + t.id.substr(5)}, {"call_id", t.id}, {"name", t.name},
+    items.push_back({{"type", "function_call"}, {"id", "fc_" + (t.id.rfind("call_", 0) == 0 ? t.id.substr(5) : t.id)}, {"call_id", t.id}, {"name", t.name},
                      {"arguments", t.arguments}, {"status", "completed"}});
   return items;
 }
