@@ -54,4 +54,8 @@ cp "$run/rollouts.jsonl" "$work/rollouts_before_kill.jsonl"  # what the killed p
 run_config "$src/configs/quickstart.yaml" "$work" "$work/second.log" "${common[@]}" trainer.resume=true
 grep -o "resumed from .*" "$work/second.log" | head -1
 grep -o "recovered [0-9]* active and [0-9]* ended sessions[^\"]*" "$work/second.log" || { echo "the gateway recovered nothing"; exit 1; }
-/usr/bin/python3 "$src/tests/e2e/fault_kill9_training.py" check "$run" "$work" 40 10 2
+# The checkpoint the run resumed from: step_10 at least; a later one when a
+# loaded machine let the run pass step 20 before the kill landed.
+ckpt=$(grep -o "resumed from .*/step_[0-9]* at step [0-9]*" "$work/second.log" | head -1 | sed 's/.* at step //')
+[ -n "$ckpt" ] && [ "$ckpt" -ge 10 ] || { echo "the run did not resume from a checkpoint at step 10 or later"; tail -30 "$work/second.log"; exit 1; }
+/usr/bin/python3 "$src/tests/e2e/fault_kill9_training.py" check "$run" "$work" 40 "$ckpt" 2
