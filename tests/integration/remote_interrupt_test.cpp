@@ -29,50 +29,24 @@
 #include "core/plugin_host/plugin_catalog.hpp"
 #include "core/plugin_host/plugin_instance.hpp"
 #include "core/plugin_host/string_writer.hpp"
+#include "engine_server_process.hpp"
 #include "sampled_request.hpp"
 
 namespace {
 
 using namespace std::chrono_literals;
 
-// areal-engine-server in a child process, stopped at scope exit.
+// areal-engine-server over the mock engine, speaking `protocol`.
 struct TestServer {
-  pid_t pid = -1;
-  std::string url;
-  explicit TestServer(const std::string& protocol) {
-    int fds[2];
-    if (pipe(fds) != 0) throw std::runtime_error("pipe");
-    const std::string engine = R"({"vocab_size": 50, "token_delay_ms": 15, "workers": 2})";
-    pid = fork();
-    if (pid == 0) {
-      dup2(fds[1], STDOUT_FILENO);
-      close(fds[0]);
-      std::vector<std::string> args = {AREAL_TEST_BACKEND_BIN, "--protocol", protocol, "--plugin", "mock_inference", "--plugin-dir",
-                                       AREAL_TEST_PLUGIN_DIR, "--engine-config", engine};
-      if (protocol == "vllm") args.insert(args.end(), {"--logprobs-mode", "processed_logprobs"});
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    close(fds[1]);
-    FILE* out = fdopen(fds[0], "r");
-    char line[512];
-    while (fgets(line, sizeof line, out) != nullptr) {
-      const std::string s(line);
-      const size_t at = s.find("http://");
-      if (at != std::string::npos) {
-        url = s.substr(at, s.find_first_of(" \n", at) - at);
-        break;
-      }
-    }
-    fclose(out);
-    if (url.empty()) throw std::runtime_error("areal-engine-server did not start");
-  }
-  ~TestServer() {
-    kill(pid, SIGTERM);
-    waitpid(pid, nullptr, 0);
+  areal::testing::EngineServerProcess process;
+  const std::string& url;
+  explicit TestServer(const std::string& protocol)
+      : process(AREAL_TEST_BACKEND_BIN, arguments(protocol)), url(process.url()) {}
+  static std::vector<std::string> arguments(const std::string& protocol) {
+    std::vector<std::string> args = {"--protocol", protocol, "--plugin", "mock_inference", "--plugin-dir", AREAL_TEST_PLUGIN_DIR,
+                                     "--engine-config", R"({"vocab_size": 50, "token_delay_ms": 15, "workers": 2})"};
+    if (protocol == "vllm") args.insert(args.end(), {"--logprobs-mode", "processed_logprobs"});
+    return args;
   }
 };
 

@@ -5,14 +5,8 @@
 // weights on it before it serves again: areal-engine-server over the local
 // engine, launched on model A, updated to B, killed, relaunched on A at the
 // same address; a seeded request afterwards samples what B samples.
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <chrono>
-#include <cstdio>
 #include <memory>
-#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -28,6 +22,7 @@
 #include "core/plugin_host/plugin_instance.hpp"
 #include "core/plugin_host/string_writer.hpp"
 #include "model_dir_once.hpp"
+#include "engine_server_process.hpp"
 #include "sampled_request.hpp"
 
 namespace {
@@ -41,59 +36,24 @@ std::string model(uint64_t seed) {
   return areal::testing::model_dir_once("restart-qwen3-" + std::to_string(seed), o);
 }
 
-// areal-engine-server (SGLang's protocol, the local engine) in a child process.
-struct Server {
-  pid_t pid = -1;
-  std::string url;
-  Server(const std::string& model_dir, const std::string& port) {
-    int fds[2];
-    if (pipe(fds) != 0) throw std::runtime_error("pipe");
-    pid = fork();
-    if (pid == 0) {
-      dup2(fds[1], STDOUT_FILENO);
-      close(fds[0]);
-      std::vector<std::string> args = {AREAL_TEST_BACKEND_BIN, "--protocol", "sglang", "--port", port, "--plugin", "local", "--plugin-dir",
-                                       AREAL_TEST_PLUGIN_DIR, "--engine-config", nlohmann::json{{"model_path", model_dir}}.dump()};
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    close(fds[1]);
-    FILE* out = fdopen(fds[0], "r");
-    char line[512];
-    while (fgets(line, sizeof line, out) != nullptr) {
-      const std::string s(line);
-      const size_t at = s.find("http://");
-      if (at != std::string::npos) {
-        url = s.substr(at, s.find_first_of(" \n", at) - at);
-        break;
-      }
-    }
-    fclose(out);
-    if (url.empty()) throw std::runtime_error("areal-engine-server did not start");
-  }
-  void stop() {
-    if (pid < 0) return;
-    kill(pid, SIGKILL);
-    waitpid(pid, nullptr, 0);
-    pid = -1;
-  }
-  ~Server() { stop(); }
-};
+// areal-engine-server speaking SGLang's protocol over the local engine.
+std::unique_ptr<areal::testing::EngineServerProcess> server(const std::string& model_dir, const std::string& port) {
+  return std::make_unique<areal::testing::EngineServerProcess>(
+      AREAL_TEST_BACKEND_BIN, std::vector<std::string>{"--protocol", "sglang", "--port", port, "--plugin", "local", "--plugin-dir", AREAL_TEST_PLUGIN_DIR,
+                                                       "--engine-config", nlohmann::json{{"model_path", model_dir}}.dump()});
+}
 
 }  // namespace
 
 TEST(RemoteRestart, AServerBackFromARestartServesTheCurrentWeights) {
   const std::string a = model(1), b = model(2);
-  auto server = std::make_unique<Server>(a, "0");
-  const std::string port = server->url.substr(server->url.rfind(':') + 1);
+  auto running = server(a, "0");
+  const std::string port = running->port();
   areal::PluginCatalog catalog({AREAL_TEST_PLUGIN_DIR});
   auto plugin = catalog.resolve("sglang", AREAL_KIND_INFERENCE);
   std::string name = "inference";
   auto services = areal::make_services(name);
-  areal::PluginInstance inst(plugin, nlohmann::json{{"servers", {server->url}}, {"health_check_interval_s", 0.2}, {"connect_timeout_s", 1.0}}.dump(),
+  areal::PluginInstance inst(plugin, nlohmann::json{{"servers", {running->url()}}, {"health_check_interval_s", 0.2}, {"connect_timeout_s", 1.0}}.dump(),
                              &services);
   const auto& vt = *plugin->inference();
   const std::vector<int32_t> prompt = {9707, 11, 1879, 0};
@@ -116,10 +76,10 @@ TEST(RemoteRestart, AServerBackFromARestartServesTheCurrentWeights) {
   ASSERT_NE(on_a.logprobs, on_b.logprobs) << "models A and B must sample differently for this test to see which one serves";
 
   // Killed, and relaunched on A at the same address.
-  server->stop();
+  running->kill_now();
   for (int i = 0; i < 200 && states().find("down") == std::string::npos; ++i) std::this_thread::sleep_for(50ms);
   ASSERT_NE(states().find("down"), std::string::npos) << "the health check did not see the server go: " << states();
-  server = std::make_unique<Server>(a, port);
+  running = server(a, port);
   for (int i = 0; i < 400 && states().find("(up)") == std::string::npos; ++i) std::this_thread::sleep_for(50ms);
   ASSERT_NE(states().find("(up)"), std::string::npos) << states();
 
