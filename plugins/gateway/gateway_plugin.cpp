@@ -384,8 +384,7 @@ class Gateway {
                                               (chosen.reasoning_parser_thinking_off.empty() || chosen.reasoning_parser_thinking_off == chosen.reasoning_parser
                                                    ? ""
                                                    : " (" + chosen.reasoning_parser_thinking_off + " with enable_thinking false)") +
-                                              ", tool_call_parser " +
-                                              chat->config().parsers.tool_call_parser +
+                                              ", tool_call_parser " + chosen.tool_call_parser +
                                               (cc.parsers.reasoning_parser == "auto" || cc.parsers.tool_call_parser == "auto" ? " (auto: chosen from the chat template)" : ""));
       state_->model_name = cc.model_name;
       state_->chat = chat;

@@ -892,7 +892,8 @@ void RemoteEngine::health_loop() {
         std::lock_guard<std::mutex> state(mutex_);
         if (paused_ || pause_epoch_ != epoch) continue;  // a pause began while it probed: no verdict
       }
-      if (why.empty() && !pool_.healthy(s)) {
+      if (why.empty()) {
+        if (pool_.healthy(s)) continue;
         // Back from down. If it restarted it serves the weights it was
         // launched with, which tokens tagged with the current version must
         // not come from: the last update goes to it before it serves again.
@@ -908,9 +909,8 @@ void RemoteEngine::health_loop() {
                                     std::to_string(last_disk_update_->second) + "): " + e.what() + "; it gets no requests until a weight update reaches it");
           }
         }
-        if (pool_.mark_up(s)) log(AREAL_LOG_INFO, "server " + pool_.url(i).text + " is back in rotation");
-      } else if (why.empty()) {
         pool_.mark_up(s);
+        log(AREAL_LOG_INFO, "server " + pool_.url(i).text + " is back in rotation");
       } else if (pool_.healthy(s)) {
         pool_.mark_down(s, why);
         log(AREAL_LOG_WARN, "server " + pool_.url(i).text + " failed its health check: " + why);
