@@ -74,6 +74,7 @@ int run_training(const ResolvedConfig& rc, const RolloutPlan& plan, const Runnin
   ro_opt.seed = plan.seed;
   ro_opt.filter = h.rollout.dynamic_filter == "mixed_rewards" ? trainer::DynamicFilter::kMixedRewards : trainer::DynamicFilter::kNone;
   ro_opt.records_path = plan.output_path;
+  ro_opt.max_failed_groups_in_a_row = h.rollout.max_failed_groups_in_a_row;
   ro_opt.online = online;
   ro_opt.gateway = running.sessions;
 

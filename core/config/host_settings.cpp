@@ -27,6 +27,7 @@ HostSettings HostSettings::read(const nlohmann::json& c) {
   s.rollout.max_concurrent_rollouts = ro.at("max_concurrent_rollouts").get<size_t>();
   s.rollout.max_head_offpolicyness = ro.at("max_head_offpolicyness").get<int64_t>();
   s.rollout.dynamic_filter = ro.at("dynamic_filter").get<std::string>();
+  s.rollout.max_failed_groups_in_a_row = ro.at("max_failed_groups_in_a_row").get<int64_t>();
   s.rollout.record_routing = ro.at("record_routing").get<bool>();
   const auto& oa = ro.at("openai");
   s.rollout.openai.mode = oa.at("mode").get<std::string>();

@@ -34,7 +34,7 @@ struct HostSettings {
     std::string dataset, output;
     size_t episodes = 0, concurrency = 4, n_samples = 1, max_concurrent_rollouts = 0;
     bool record_routing = false;
-    int64_t max_head_offpolicyness = 0;
+    int64_t max_head_offpolicyness = 0, max_failed_groups_in_a_row = 16;
     std::string dynamic_filter = "none";
     OpenAI openai;
   } rollout;

@@ -94,6 +94,7 @@ void RolloutController::worker() {
       // Stopping ends an online wait early; anything else is logged and the slot freed.
       std::lock_guard<std::mutex> lock(mutex_);
       if (!stopped_) logging::get("rollout")->warn("rollout task {} ended without data: {}", task, e.what());
+      last_failure_ = "task " + std::to_string(task) + ": " + e.what();
     }
     const bool failed = g.rows.empty();
     bool accept = !failed;
@@ -105,6 +106,9 @@ void RolloutController::worker() {
     std::lock_guard<std::mutex> lock(mutex_);
     ++stats_.tasks_finished;
     finished_changed_.notify_all();
+    // A group with an ok episode (kept or filtered) shows the pipeline works.
+    if (!failed) failed_in_a_row_ = 0;
+    else if (!opt_.online && ++failed_in_a_row_ == opt_.max_failed_groups_in_a_row) ready_changed_.notify_all();
     if (accept) {
       ++stats_.groups_accepted;
       if (opt_.keep_groups) ready_.push_back(std::move(g));
@@ -216,6 +220,7 @@ RolloutGroup RolloutController::run_group(int64_t task) {
     Metrics::global().add("areal_rollout_episodes_total{status=\"" + std::string(o.ok ? "ok" : "error") + "\"}", 1);
     if (!o.ok) {
       ++g.failed_episodes, ++stats_.episodes_failed;
+      last_failure_ = "episode " + o.record.value("episode_id", std::string()) + " (dataset item " + std::to_string(g.data_index) + "): " + o.error;
       logging::get("rollout")->warn("episode {} (dataset item {}) failed: {}", o.record.value("episode_id", std::string()),
                                     g.data_index, o.error);
       continue;
@@ -233,7 +238,9 @@ std::vector<RolloutGroup> RolloutController::take(size_t n) {
   std::vector<RolloutGroup> out;
   std::unique_lock<std::mutex> lock(mutex_);
   while (out.size() < n) {
-    while (!ready_changed_.wait_for(lock, std::chrono::milliseconds(500), [&] { return stopped_ || !ready_.empty(); })) {
+    const auto too_many_failures = [&] { return opt_.max_failed_groups_in_a_row > 0 && failed_in_a_row_ >= opt_.max_failed_groups_in_a_row; };
+    while (!ready_changed_.wait_for(lock, std::chrono::milliseconds(500),
+                                    [&] { return stopped_ || !ready_.empty() || too_many_failures(); })) {
       if (!opt_.watchdog) continue;
       lock.unlock();
       const std::string problem = opt_.watchdog();
@@ -241,6 +248,9 @@ std::vector<RolloutGroup> RolloutController::take(size_t n) {
       if (!problem.empty()) throw Error(AREAL_CODE_UNAVAILABLE, problem);
     }
     if (stopped_) throw Error(AREAL_CODE_CANCELLED, "rollout stopped");
+    if (ready_.empty())
+      throw Error(AREAL_CODE_UNAVAILABLE, std::to_string(failed_in_a_row_) + " groups in a row had no successful episode "
+                                          "(rollout.max_failed_groups_in_a_row); the last error: " + last_failure_);
     RolloutGroup g = std::move(ready_.front());
     ready_.pop_front();
     handed_out_.insert(g.task);

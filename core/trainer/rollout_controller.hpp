@@ -54,6 +54,9 @@ struct RolloutOptions {
   // Called while the trainer waits; a non-empty answer aborts the run with
   // it (online mode: the agent process died).
   std::function<std::string()> watchdog;
+  // Inline groups: take() fails with the last episode's error once this
+  // many groups in a row ended without one successful episode (0: never).
+  int64_t max_failed_groups_in_a_row = 0;
 };
 
 struct RolloutGroup {
@@ -86,7 +89,8 @@ class RolloutController {
 
   void start();
   // The next `n` accepted groups in completion order, none staler than the
-  // bound at the current version. Blocks; throws areal::Error if stopped.
+  // bound at the current version. Blocks; throws areal::Error if stopped,
+  // if the watchdog reports a problem, or if too many groups failed in a row.
   std::vector<RolloutGroup> take(size_t n);
   // New tasks wait while paused; running ones continue.
   void pause();
@@ -136,6 +140,8 @@ class RolloutController {
   int64_t untrained_watermark_ = 0;  // every task below was handed out
   bool paused_ = false, stopped_ = false;
   RolloutStats stats_;
+  int64_t failed_in_a_row_ = 0;
+  std::string last_failure_;  // the newest failed episode's error, for take()'s message
   std::ofstream records_;
 };
 

@@ -55,4 +55,17 @@ for bound in (0, 1):
     print(f"bound {bound}: max staleness {max(stale)}, {len(episodes)} episodes recorded ({len(dropped)} dropped as stale)")
 PY
 test -f "$work/runs/inline/b0/final/model.safetensors" && test -s "$work/runs/inline/b0/reward_curve.svg"
+
+# A workflow whose every episode fails (here: data it refuses) must end the
+# run with the episodes' error after max_failed_groups_in_a_row groups, not
+# retry forever.
+echo '{"prompt": "no input_ids here"}' > "$work/bad.jsonl"
+set +e
+timeout 120 "$host" run --config "$work/cfg.yaml" rollout.dataset=bad.jsonl rollout.max_failed_groups_in_a_row=3 experiment.trial=bad \
+  2> "$work/bad.log"
+rc=$?
+set -e
+[ $rc -ne 0 ] && [ $rc -ne 124 ] || { echo "a run whose every episode fails exited $rc (124: it hung)"; tail -5 "$work/bad.log"; exit 1; }
+grep -q "groups in a row had no successful episode" "$work/bad.log" && grep -q "needs a non-empty integer array 'input_ids'" "$work/bad.log" \
+  || { echo "the failing run does not say why:"; tail -5 "$work/bad.log"; exit 1; }
 echo OK
