@@ -8,6 +8,7 @@
 
 #include "areal/sdk.hpp"
 #include "core/plugin_host/error.hpp"
+#include "core/recorder/recorder.hpp"
 #include "http_error.hpp"
 #include "request.hpp"
 
@@ -158,11 +159,14 @@ bool SessionRoutes::handle(const std::string& path, Poco::Net::HTTPServerRequest
     set_reward(*session, id, body["reward"].get<double>(), "reward");
     send_json(res, 200, J{{"message", "success"}}.dump());
     return true;
+  } catch (const recorder::SessionClosed& e) {
+    throw HttpError(410, e.what());  // exported while this request was on its way
   } catch (const Error& e) {
-    // Session-state conflicts are "gone" for the session endpoints (AReaL: 410).
-    if (e.code() == AREAL_CODE_FAILED_PRECONDITION && (path == "/rl/end_session")) throw HttpError(410, e.what());
-    if (e.code() == AREAL_CODE_FAILED_PRECONDITION && (path == "/rl/set_reward" || path == "/rl/v1/set_reward" || path == "/rl/v1/finalize"))
-      throw HttpError(400, e.what());
+    // Ending a session that ended meanwhile is "gone" (AReaL: 410); a reward
+    // with no call to land on is the client's mistake (400). Finalize's own
+    // reward refusals are answered above, so its conflicts are all ends.
+    if (e.code() == AREAL_CODE_FAILED_PRECONDITION && (path == "/rl/end_session" || path == "/rl/v1/finalize")) throw HttpError(410, e.what());
+    if (e.code() == AREAL_CODE_FAILED_PRECONDITION && (path == "/rl/set_reward" || path == "/rl/v1/set_reward")) throw HttpError(400, e.what());
     throw;
   }
 }

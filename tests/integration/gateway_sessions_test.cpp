@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 #include <memory>
+#include <thread>
 
 #include <Poco/Net/HTTPClientSession.h>
 #include <Poco/Net/HTTPRequest.h>
@@ -143,6 +144,36 @@ TEST_F(Gateway, AnUnopenableJsonlPathIsRefusedAtStart) {
     EXPECT_EQ(e.code(), AREAL_CODE_INVALID_ARGUMENT);
     EXPECT_NE(std::string(e.what()).find("trajectories_jsonl"), std::string::npos) << e.what();
   }
+}
+
+// Finalizes racing each other (an agent's retry, two workers): one ends the
+// session, every other is told it is gone (410), never a 400 for a request
+// that was valid when sent. The state dir's commit widens the window.
+TEST_F(Gateway, FinalizesRacingAnEndAreAnsweredGone) {
+  const auto dir = std::filesystem::temp_directory_path() / ("areal-gw-state-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  start(R"(, "state_dir": ")" + dir.string() + "\"");
+  for (int round = 0; round < 20; ++round) {
+    auto s = post("/rl/start_session", {{"task_id", "race"}}, "test-admin");
+    ASSERT_EQ(s.status, 200) << s.body.dump();
+    const std::string key = s.body["api_key"];
+    std::vector<Reply> replies(8);
+    std::vector<std::thread> clients;
+    for (size_t k = 0; k < replies.size(); ++k)
+      clients.emplace_back([&, k] {
+        replies[k] = post("/rl/v1/finalize", k % 2 ? ordered_json{{"final_reward", 1.0}} : ordered_json::object(), key);
+      });
+    for (auto& t : clients) t.join();
+    int ok = 0;
+    for (const auto& r : replies) {
+      if (r.status == 200) ++ok;
+      else EXPECT_EQ(r.status, 410) << r.body.dump();
+    }
+    EXPECT_EQ(ok, 1);
+    ASSERT_EQ(post("/grant_capacity", {}, "test-admin").status, 200);
+  }
+  inst_.reset();
+  std::filesystem::remove_all(dir);
 }
 
 TEST_F(Gateway, AuthErrors) {
