@@ -268,6 +268,52 @@ TEST_F(Chat, ARequestWhoseLaterChoiceFailsLeavesNoCallBehind) {
   EXPECT_DOUBLE_EQ(exported["rows"][0]["reward"].get<double>(), 0.75);
 }
 
+// The mock backend's table with a sink that reports every request as
+// aborted once the backend is done with it (an engine stopping mid-reply).
+namespace {
+struct AbortingSink {
+  areal_gen_sink inner, outer;
+};
+areal_status* forward_tokens(void* ctx, const areal_gen_chunk* c) {
+  auto* s = static_cast<AbortingSink*>(ctx);
+  return s->inner.on_tokens(s->inner.ctx, c);
+}
+void done_as_aborted(void* ctx, int32_t, const areal_status*) {
+  auto* s = static_cast<AbortingSink*>(ctx);
+  s->inner.on_done(s->inner.ctx, AREAL_FINISH_ABORT, nullptr);
+  delete s;
+}
+areal_status* submit_aborting(void* self, const areal_gen_request* r, const areal_gen_sink* sink) {
+  auto* s = new AbortingSink{*sink, {}};
+  s->outer = areal_gen_sink{AREAL_OFFSET_OF_END(areal_gen_sink, on_done), s, &forward_tokens, &done_as_aborted};
+  areal_status* st = plugin_table->submit(self, r, &s->outer);
+  if (st != nullptr) delete s;
+  return st;
+}
+const areal_inference_vtable* aborting_every_request(const areal_inference_vtable* plugin) {
+  static areal_inference_vtable table;
+  plugin_table = plugin;
+  table = *plugin;
+  table.submit = submit_aborting;
+  return &table;
+}
+}  // namespace
+
+// A generation the backend aborted (it is stopping) is a failed call, not a
+// reply cut at "length" that the trainer would learn from.
+TEST_F(Chat, AGenerationTheBackendAbortedIsNotRecordedAsAReply) {
+  wrap_inference_ = aborting_every_request;
+  start("hf");
+  const std::string key = start_session("aborted");
+  auto [status, reply] = post("/v1/chat/completions", {{"messages", {user("hi")}}, {"max_tokens", 2}}, key);
+  EXPECT_EQ(status, 502) << reply.dump();
+  EXPECT_NE(reply.dump().find("aborted"), std::string::npos) << reply.dump();
+  auto [rs, rr] = post("/rl/set_reward", {{"reward", 1.0}}, key);
+  EXPECT_EQ(rs, 400) << rr.dump();  // every call failed: nothing to reward
+  const auto exported = end_and_export(key, "aborted-0");
+  EXPECT_EQ(exported["rows"].size(), 0u) << exported.dump();
+}
+
 // A streamed response's items carry the same ids in the stream and in the
 // final response object, and its id continues the conversation.
 TEST_F(Chat, AStreamedResponsesIdsAgreeAndItsIdContinuesTheConversation) {

@@ -270,6 +270,12 @@ Generated ChatService::generate(std::vector<int32_t> prompt, const ChatRequest& 
     if (sink.error_code == AREAL_CODE_INVALID_ARGUMENT) throw Error(AREAL_CODE_INVALID_ARGUMENT, "the inference backend refused the request: " + sink.error);
     throw Error(AREAL_CODE_UNAVAILABLE, "inference backend failed: " + sink.error);
   }
+  // An abort the gateway did not ask for (a stop string's is stop_string_hit)
+  // is the backend stopping: the reply is cut short wherever it was, and
+  // recording it as a `length` finish would train on a cut the model never made.
+  if (sink.finish == AREAL_FINISH_ABORT && !sink.stop_string_hit)
+    throw Error(AREAL_CODE_UNAVAILABLE, "the inference backend aborted this generation after " + std::to_string(sink.ids.size()) +
+                                            " tokens (it is stopping or was told to abort); it is not recorded, retry it");
   Generated g;
   g.prompt_ids = std::move(prompt);
   g.output_ids = std::move(sink.ids);
