@@ -194,7 +194,9 @@ class SGLangRoutes : public Routes {
           finish = {{"type", "abort"}, {"message", "Abort in waiting queue"}, {"status_code", 200}, {"err_type", nullptr}};
         } else {
           if (sse) {
-            sse->event(Json{{"error", {{"message", e.error}}}}.dump()) && sse->event("[DONE]");
+            // SGLang's own stream error is {"error": {"message"}} for a request's
+            // ValueError; a backend failure adds its status, as vLLM's does.
+            sse->event(Json{{"error", {{"message", e.error}, {"code", 500}}}}.dump()) && sse->event("[DONE]");
             return;
           }
           return send_json(resp, 500, {{"error", {{"message", e.error}}}});

@@ -19,7 +19,7 @@ namespace areal::engine_server {
 namespace {
 
 Json error_body(int status, const std::string& message) {
-  return {{"error", {{"message", message}, {"type", status == 404 ? "NotFoundError" : "BadRequestError"}, {"param", nullptr}, {"code", status}}}};
+  return {{"error", {{"message", message}, {"type", status >= 500 ? "InternalServerError" : status == 404 ? "NotFoundError" : "BadRequestError"}, {"param", nullptr}, {"code", status}}}};
 }
 
 class VLLMRoutes : public Routes {

@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 #include <cstring>
+#include <stdexcept>
 
 #include <nlohmann/json.hpp>
 
@@ -50,6 +51,7 @@ class MockInference {
     "eos_token_id": {"type": "integer", "default": -1, "minimum": -1, "doc": "Sampling this id finishes with STOP; -1 disables."},
     "max_context": {"type": "integer", "default": 4096, "minimum": 1, "doc": "Prompt plus output may not exceed this; longer prompts are rejected."},
     "token_delay_ms": {"type": "number", "default": 0, "minimum": 0, "doc": "Sleep per generated token, to simulate a slow backend."},
+    "fail_after_tokens": {"type": "integer", "default": 0, "minimum": 0, "doc": "Tests of failure handling: every request fails (finish ERROR, code INTERNAL) after this many tokens of it; 0 never fails."},
     "workers": {"type": "integer", "default": 2, "minimum": 1, "maximum": 4096, "doc": "Requests decoded in parallel (one thread each)."},
     "weights_seed": {"type": "integer", "default": 0, "doc": "Selects the bigram table; update_weights may change it."},
     "logprob_mode": {"type": "string", "enum": ["sampling", "raw"], "default": "sampling", "doc": "sampling: log-probs of softmax(logits / temperature), the ABI's convention. raw: temperature-1 log-probs, which break that convention; only for test servers that emulate vLLM's or SGLang's raw mode."},
@@ -63,6 +65,7 @@ class MockInference {
     eos_ = c.value("eos_token_id", -1);
     max_context_ = c.value("max_context", 4096);
     delay_ms_ = c.value("token_delay_ms", 0.0);
+    fail_after_tokens_ = c.value("fail_after_tokens", int64_t{0});
     weights_seed_ = c.value("weights_seed", int64_t{0});
     raw_logprobs_ = c.value("logprob_mode", std::string("sampling")) == "raw";
     if (vocab_ < 2) throw sdk::invalid_argument("mock_inference: vocab_size must be >= 2");
@@ -223,6 +226,7 @@ class MockInference {
         reason = AREAL_FINISH_ABORT;
         break;
       }
+      if (fail_after_tokens_ > 0 && i == fail_after_tokens_) throw std::runtime_error("fail_after_tokens");  // ends it with ERROR
       if (delay_ms_ > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(delay_ms_));
       if (scripted && static_cast<size_t>(i) >= scripted->size()) {  // the script's reply is over
         reason = AREAL_FINISH_STOP;
@@ -257,6 +261,7 @@ class MockInference {
   int32_t eos_ = -1;
   int64_t max_context_ = 4096;
   double delay_ms_ = 0;
+  int64_t fail_after_tokens_ = 0;
   bool raw_logprobs_ = false;
   int64_t weights_seed_ = 0;
   int64_t version_ = 0;

@@ -86,6 +86,20 @@ std::string error_message(const std::string& body) {
   return body.size() > 300 ? body.substr(0, 300) + "..." : body;
 }
 
+bool error_is_server_side(const std::string& body) {
+  const auto j = nlohmann::json::parse(body, nullptr, false);
+  if (!j.is_object() || !j.contains("error")) return false;
+  const auto& e = j["error"];
+  int status = 0;
+  for (const char* key : {"code", "status_code"}) {
+    if (!e.is_object() || !e.contains(key)) continue;
+    if (e[key].is_number_integer()) status = e[key].get<int>();
+    else if (e[key].is_string()) status = std::atoi(e[key].get<std::string>().c_str());
+    if (status != 0) break;
+  }
+  return status >= 500 || status == 408 || status == 429;
+}
+
 StreamCall::StreamCall(const Url& url, double connect_timeout_s, double idle_timeout_s) : url_(url), session_(url.host, url.port) {
   session_.setTimeout(span(connect_timeout_s), span(idle_timeout_s), span(idle_timeout_s));
 }

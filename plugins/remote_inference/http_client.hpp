@@ -37,6 +37,11 @@ HttpResult http_call(const Url& url, const std::string& method, const std::strin
 // The message of an error body: {"error": {"message"}}, {"message"},
 // {"detail"}, or the text itself (cut to 300 characters).
 std::string error_message(const std::string& body);
+// Whether an error body names a server-side failure: an HTTP status it
+// carries (vLLM's error.code, SGLang's status_code) of 5xx, 408 or 429.
+// Without one it is the request's fault: SGLang reports only a request's
+// ValueError inside a stream.
+bool error_is_server_side(const std::string& body);
 
 // A streaming POST. post() sends and returns the status; read_line() then
 // yields the body line by line; cancel() (any thread) closes the socket so a

@@ -474,7 +474,10 @@ RemoteEngine::SegmentResult RemoteEngine::run_segment(Job& job, int64_t version,
       while (next_event(call, payload)) {
         const json event = json::parse(payload);
         if (event.is_object() && event.contains("error")) {
-          result.outcome = Outcome::kClientError;
+          // A server that failed mid-stream says so with a 5xx code: the
+          // request goes to another server; otherwise it is the request's fault.
+          if (error_is_server_side(payload)) server_failed = true;
+          else result.outcome = Outcome::kClientError;
           result.message = where + ": " + error_message(payload);
           finished = true;
           break;

@@ -7,6 +7,7 @@
 //    the bigram's given the token before it (so the resubmitted prompt ended
 //    with the partial output);
 //  - abort() ends a running request with ABORT, its tokens so far delivered.
+#include <algorithm>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -179,6 +180,36 @@ TEST_P(RemoteInterrupt, AHealthCheckDuringAPauseKeepsTheServerInRotation) {
   ASSERT_TRUE(sink.wait(30s));
   EXPECT_EQ(sink.result().finish_reason, AREAL_FINISH_LENGTH) << sink.result().error_message;
   EXPECT_EQ(states().find("down"), std::string::npos) << states();
+}
+
+// A server whose engine fails mid-stream (an error event with a 5xx code)
+// is taken out of rotation and the request continues on another server from
+// its tokens so far; it is not the caller's mistake.
+TEST_P(RemoteInterrupt, AServerFailingMidStreamHandsTheRequestToAnother) {
+  const auto& vt = *plugin_->inference();
+  auto args = TestServer::arguments(GetParam());
+  *(std::find(args.begin(), args.end(), "--engine-config") + 1) = R"({"vocab_size": 50, "token_delay_ms": 5, "workers": 4, "fail_after_tokens": 3})";
+  areal::testing::EngineServerProcess failing(AREAL_TEST_BACKEND_BIN, args);
+  areal::PluginInstance both(plugin_, nlohmann::json{{"servers", {failing.url(), server_->url}}}.dump(), &services_);
+  std::vector<std::unique_ptr<areal::CollectingSink>> sinks;
+  for (int i = 0; i < 4; ++i) {  // spread over both servers
+    sinks.push_back(std::make_unique<areal::CollectingSink>());
+    areal::testing::submit_sampled(vt, both.self(), sinks.back()->sink(), areal::next_request_id(), prompt_, 12, nullptr);
+  }
+  for (auto& sink : sinks) {
+    ASSERT_TRUE(sink->wait(30s));
+    const auto r = sink->result();
+    EXPECT_EQ(r.finish_reason, AREAL_FINISH_LENGTH) << r.error_message;
+    EXPECT_EQ(r.output_ids.size(), 12u);
+    int prev = prompt_.back();
+    for (size_t i = 0; i < r.output_ids.size(); ++i) {  // the continuation is the same model's, token by token
+      EXPECT_NEAR(r.logprobs[i], bigram_logprob(prev, r.output_ids[i], 50), 1e-4) << "token " << i;
+      prev = r.output_ids[i];
+    }
+  }
+  areal::StringCollector info;
+  areal::throw_if_status(vt.info(both.self(), info.writer()), "info");
+  EXPECT_NE(nlohmann::json::parse(info.text)["server_states"].get<std::string>().find("down"), std::string::npos) << info.text;
 }
 
 INSTANTIATE_TEST_SUITE_P(Protocols, RemoteInterrupt, ::testing::Values("sglang", "vllm"));
