@@ -489,9 +489,12 @@ class FsdpTrain {
     Gathered full(*shards_);
     std::vector<std::string> names;
     std::vector<torch::Tensor> held;
+    // Lent in host memory wherever it trains: an adapter is a few MB, and
+    // every taker copies it (the local engine into its own slots, SGLang and
+    // vLLM through a PEFT folder) - a GPU trainer beside a remote engine too.
     for (const auto& [name, t] : lora_->named_tensors()) {
       names.push_back(name);
-      held.push_back(t.detach().contiguous());
+      held.push_back(t.detach().to(torch::kCPU).contiguous());
     }
     const std::string config = lora_->peft_config(model_path_).dump();
     lend(names, held, [&](const areal_tensor_map& m) { fn(config, m); });

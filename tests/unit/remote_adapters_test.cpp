@@ -6,6 +6,8 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
+#include <chrono>
 #include <vector>
 
 #include <unistd.h>
@@ -17,6 +19,7 @@
 #include "core/hf/model_files/safetensors.hpp"
 #include "peft_folder.hpp"
 #include "served_adapters.hpp"
+#include "plugins/gateway/proxy/adapter_names.hpp"
 
 namespace {
 
@@ -149,3 +152,25 @@ TEST(PeftFolder, RefusesWhatIsNotALoraWeightAndWritesNothing) {
 }
 
 }  // namespace
+
+// The gateway's view of the backend's adapters: a name read once stays
+// valid only while the backend still lists it.
+namespace {
+std::string listed_adapters = R"({"adapters": true, "loaded_adapters": [{"name": "a"}]})";
+areal_status* info_listing(void*, const areal_writer* out) { return out->write(out->ctx, areal::sdk::str(listed_adapters)); }
+areal_status* no_load(void*, areal_str, const areal_tensor_map*) { return nullptr; }
+areal_status* no_unload(void*, areal_str) { return nullptr; }
+}  // namespace
+
+TEST(AdapterNames, AnAdapterUnloadedSinceFallsBackToTheBaseModel) {
+  areal_inference_vtable vt{};
+  vt.struct_size = AREAL_OFFSET_OF_END(areal_inference_vtable, unload_adapter);
+  vt.info = info_listing, vt.load_adapter = no_load, vt.unload_adapter = no_unload;
+  areal_inference_ref ref{AREAL_OFFSET_OF_END(areal_inference_ref, self), &vt, nullptr};
+  areal::proxy::AdapterNames names(&ref);
+  EXPECT_EQ(names.adapter_for("a"), "a");
+  EXPECT_EQ(names.adapter_for("gpt-4o"), "");
+  listed_adapters = R"({"adapters": true, "loaded_adapters": []})";
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // the list is read at most once a second
+  EXPECT_EQ(names.adapter_for("a"), "") << "an unloaded adapter is still chosen";
+}

@@ -34,7 +34,8 @@ void AdapterNames::refresh_locked() {
 std::string AdapterNames::adapter_for(const std::string& model) {
   if (model.empty() || !backend_serves_adapters()) return "";
   std::lock_guard<std::mutex> lock(mutex_);
-  if (names_.count(model)) return model;
+  // Read again on a hit too: an adapter unloaded since must fall back to the
+  // base model, not fail every later request naming it.
   if (!ever_refreshed_ || std::chrono::steady_clock::now() - refreshed_ > std::chrono::seconds(1)) refresh_locked();
   return names_.count(model) ? model : "";
 }

@@ -5,9 +5,9 @@
 // base model's name, or nothing) gets the base model, as before: the field
 // is never a reason to refuse a request.
 //
-// The list is read from the backend's info and read again, at most once a
-// second, when a name is not in it: adapters loaded while serving (a
-// trainer's new version) are found without a call per request.
+// The list is read from the backend's info, again at most once a second:
+// adapters loaded or unloaded while serving (a trainer's new version, a
+// finished job's) are seen without a call per request.
 #pragma once
 
 #include <chrono>
