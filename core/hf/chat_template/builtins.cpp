@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <cmath>
 #include <ctime>
+#include <cstdio>
+#include <cstdlib>
 #include <vector>
 #include <exception>
 
@@ -246,8 +248,11 @@ Value method(const Value& obj, const std::string& name, Pos p) {
 
 Value get_attr(const Value& obj, const std::string& name, Pos p) {
   if (obj.is_object()) {
+    // Jinja2 tries the attribute before the item: a dict's own methods win
+    // over keys of the same name (JSON Schema's "items" among them).
+    if (name == "items" || name == "keys" || name == "values" || name == "get") return method(obj, name, p);
     if (const Value* v = obj.as_object().find(name)) return *v;
-    return method(obj, name, p);  // dict.items() etc. when no such key
+    return method(obj, name, p);
   }
   if (obj.is_array() && !name.empty() && std::isdigit(static_cast<unsigned char>(name[0])))
     return get_item(obj, Value(static_cast<int64_t>(std::stoll(name))), p);
@@ -472,9 +477,27 @@ Value apply_filter(const std::string& name, Value& v, Array& args, Kwargs& kwarg
     runtime_error(p, "object of type '" + v.type_name() + "' has no len()");
   }
   if (name == "tojson") {
+    // transformers' tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False).
     if (v.is_undefined()) runtime_error(p, "tojson: the value is undefined");
-    const Value indent = arg("indent", 0, Value::none());
-    return Value(v.to_json(indent.is_int() ? static_cast<int>(indent.as_int()) : -1));
+    for (const auto& [k, _] : kwargs)
+      if (k != "ensure_ascii" && k != "indent" && k != "separators" && k != "sort_keys")
+        runtime_error(p, "tojson() got an unexpected keyword argument '" + k + "'");
+    if (args.size() > 4) runtime_error(p, "tojson() takes at most 4 arguments");
+    Value::JsonStyle style;
+    style.ensure_ascii = arg("ensure_ascii", 0, Value(false)).truthy();
+    const Value indent = arg("indent", 1, Value::none());
+    if (indent.is_int()) style.indent = static_cast<int>(std::max<int64_t>(indent.as_int(), 0));
+    else if (!indent.is_none() && !indent.is_undefined()) runtime_error(p, "tojson: indent must be an integer or None");
+    const Value separators = arg("separators", 2, Value::none());
+    if (separators.is_array()) {
+      if (separators.as_array().size() != 2 || !separators.as_array()[0].is_string() || !separators.as_array()[1].is_string())
+        runtime_error(p, "tojson: separators must be a pair of strings (item, key)");
+      style.item_separator = separators.as_array()[0].as_string(), style.key_separator = separators.as_array()[1].as_string();
+    } else if (!separators.is_none() && !separators.is_undefined()) {
+      runtime_error(p, "tojson: separators must be a pair of strings (item, key)");
+    }
+    style.sort_keys = arg("sort_keys", 3, Value(false)).truthy();
+    return Value(v.to_json(style));
   }
   if (name == "trim") return Value(strip(v.str(), arg("chars", 0), true, true));
   if (name == "upper" || name == "lower") return Value(map_case(v.str(), name == "upper"));
@@ -518,14 +541,34 @@ Value apply_filter(const std::string& name, Value& v, Array& args, Kwargs& kwarg
     return Value(replace_all(v.str(), args[0].str(), args[1].str(), to_index(arg("count", 2, Value(int64_t{-1})), p)));
   }
   if (name == "int") {
+    // Jinja2: int(s), else int(float(s)) ("42.23" is 42), else the default;
+    // a prefix of digits ("12abc") is no number.
     if (v.is_int()) return v;
     if (v.is_float()) return Value(static_cast<int64_t>(v.as_double()));
     if (v.is_bool()) return Value(int64_t{v.as_bool()});
-    try {
-      return Value(static_cast<int64_t>(std::stoll(strip(v.str(), Value(), true, true))));
-    } catch (const std::exception&) {
-      return arg("default", 0, Value(int64_t{0}));
+    const std::string text = strip(v.str(), Value(), true, true);
+    std::string digits;  // Python allows one '_' between digits
+    bool ok = !text.empty();
+    for (size_t k = 0; k < text.size() && ok; ++k) {
+      const char ch = text[k];
+      if ((ch == '+' || ch == '-') && k == 0) digits += ch;
+      else if (std::isdigit(static_cast<unsigned char>(ch))) digits += ch;
+      else ok = ch == '_' && k > 0 && k + 1 < text.size() && std::isdigit(static_cast<unsigned char>(text[k - 1])) &&
+                std::isdigit(static_cast<unsigned char>(text[k + 1]));
     }
+    if (ok && !digits.empty() && std::isdigit(static_cast<unsigned char>(digits.back()))) {
+      try {
+        return Value(static_cast<int64_t>(std::stoll(digits)));
+      } catch (const std::exception&) {
+        runtime_error(p, "int: " + text + " is out of range");
+      }
+    }
+    const bool hex_or_empty = text.empty() || text.find_first_of("xXpP") != std::string::npos;
+    char* end = nullptr;
+    const double d = hex_or_empty ? 0.0 : std::strtod(text.c_str(), &end);
+    if (!hex_or_empty && end == text.c_str() + text.size() && std::isfinite(d) && std::fabs(d) < 9.2e18)
+      return Value(static_cast<int64_t>(d));
+    return arg("default", 0, Value(int64_t{0}));
   }
   if (name == "float") {
     if (v.is_number()) return Value(v.as_double());
@@ -544,10 +587,25 @@ Value apply_filter(const std::string& name, Value& v, Array& args, Kwargs& kwarg
     if (!v.is_number()) runtime_error(p, "round needs a number");
     const int64_t precision = to_index(arg("precision", 0, Value(int64_t{0})), p);
     const std::string method_name = arg("method", 1, Value("common")).str();
+    if (method_name != "common" && method_name != "floor" && method_name != "ceil")
+      runtime_error(p, "method must be 'common', 'ceil' or 'floor'");
+    if (method_name == "common") {
+      // Python's round(): half to even on the double's exact value; an int stays an int.
+      if (v.is_int() && precision >= 0) return v;
+      if (precision >= 0 && precision <= 300) {
+        const int digits = static_cast<int>(precision);
+        std::string buf(static_cast<size_t>(std::snprintf(nullptr, 0, "%.*f", digits, v.as_double())) + 1, '\0');
+        std::snprintf(buf.data(), buf.size(), "%.*f", digits, v.as_double());  // correctly rounded, ties to even
+        const double r = std::strtod(buf.c_str(), nullptr);
+        return v.is_int() ? Value(static_cast<int64_t>(r)) : Value(r);
+      }
+      const double scale = std::pow(10.0, static_cast<double>(-precision));
+      const double r = std::nearbyint(v.as_double() / scale) * scale;
+      return v.is_int() ? Value(static_cast<int64_t>(r)) : Value(r);
+    }
     const double scale = std::pow(10.0, static_cast<double>(precision));
-    double x = v.as_double() * scale;
-    x = method_name == "floor" ? std::floor(x) : method_name == "ceil" ? std::ceil(x) : std::round(x);
-    return Value(x / scale);
+    const double x = v.as_double() * scale;
+    return Value((method_name == "floor" ? std::floor(x) : std::ceil(x)) / scale);
   }
   if (name == "list") return Value(iterate(v, p));
   if (name == "items") {
@@ -568,9 +626,15 @@ Value apply_filter(const std::string& name, Value& v, Array& args, Kwargs& kwarg
     return Value(items);
   }
   if (name == "sort" || name == "unique" || name == "min" || name == "max" || name == "sum") {
+    // Jinja2: sort(reverse, case_sensitive, attribute), unique/min/max(case_sensitive,
+    // attribute), sum(attribute, start); strings compare lower-cased unless case_sensitive.
     Array items = iterate(v, p);
-    const Value attribute = arg("attribute", name == "sum" ? 0 : 2);
-    auto key = [&](const Value& x) { return attribute.is_undefined() ? x : get_item(x, attribute, p); };
+    const Value attribute = arg("attribute", name == "sum" ? 0 : name == "sort" ? 2 : 1);
+    const bool case_sensitive = name == "sum" || arg("case_sensitive", name == "sort" ? 1 : 0, Value(false)).truthy();
+    auto key = [&](const Value& x) {
+      Value k = attribute.is_undefined() ? x : get_item(x, attribute, p);
+      return !case_sensitive && k.is_string() ? Value(map_case(k.as_string(), false)) : k;
+    };
     if (name == "sum") {
       Value total = arg("start", 1, Value(int64_t{0}));
       for (const auto& x : items) total = binary_op("+", total, key(x), p);
@@ -641,7 +705,19 @@ Value apply_filter(const std::string& name, Value& v, Array& args, Kwargs& kwarg
     return Value(out);
   }
   if (name == "wordcount") return Value(static_cast<int64_t>(split(v.str(), Value(), -1).size()));
-  if (name == "title" || name == "capitalize") {
+  if (name == "title") {
+    // Jinja2's filter (not str.title): words start after [-\s({[<] only, so
+    // "tool_call" stays one word.
+    std::string out;
+    bool start = true;
+    for (char32_t c : to_u32(v.str())) {
+      const bool boundary = c == '-' || c == '(' || c == '{' || c == '[' || c == '<' || py_space(c);
+      unicode::append_utf8(out, boundary ? c : start ? unicode::to_upper(c) : unicode::to_lower(c));
+      start = boundary;
+    }
+    return Value(out);
+  }
+  if (name == "capitalize") {
     Array none_args;
     Kwargs none_kw;
     return method(Value(v.str()), name, p).as_function()(none_args, none_kw);
@@ -650,7 +726,17 @@ Value apply_filter(const std::string& name, Value& v, Array& args, Kwargs& kwarg
     if (!v.is_object()) runtime_error(p, "dictsort needs a mapping");
     Array out;
     for (const auto& [k, x] : v.as_object().items) out.push_back(Value(Array{Value(k), x}));
-    std::stable_sort(out.begin(), out.end(), [&](const Value& a, const Value& b) { return less(a.as_array()[0], b.as_array()[0], p); });
+    // dictsort(case_sensitive=False, by='key', reverse=False)
+    const bool case_sensitive = arg("case_sensitive", 0, Value(false)).truthy();
+    const std::string by = arg("by", 1, Value("key")).str();
+    if (by != "key" && by != "value") runtime_error(p, "You can only sort by either 'key' or 'value'");
+    const size_t at = by == "key" ? 0 : 1;
+    auto key = [&](const Value& pair) {
+      const Value& k = pair.as_array()[at];
+      return !case_sensitive && k.is_string() ? Value(map_case(k.as_string(), false)) : k;
+    };
+    std::stable_sort(out.begin(), out.end(), [&](const Value& a, const Value& b) { return less(key(a), key(b), p); });
+    if (arg("reverse", 2, Value(false)).truthy()) std::reverse(out.begin(), out.end());
     return Value(out);
   }
   runtime_error(p, "unknown filter '" + name + "'");

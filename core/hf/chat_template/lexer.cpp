@@ -1,4 +1,5 @@
 #include <cctype>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -6,6 +7,7 @@
 
 #include "ast.hpp"
 #include "core/plugin_host/error.hpp"
+#include "core/hf/tokenizer/unicode.hpp"
 
 namespace areal::jinja {
 namespace {
@@ -101,15 +103,42 @@ char lex_tag(Cursor& c, const char* close, std::vector<Token>& out) {
         if (x == '\\' && c.i + 1 < c.src.size()) {
           const char e = c.src[c.i + 1];
           c.advance(2);
+          // Python's unicode-escape, as Jinja2 decodes string literals.
+          auto hex_digits = [&](size_t n) {
+            uint32_t cp = 0;
+            for (size_t k = 0; k < n; ++k, c.advance()) {
+              const char h = c.i < c.src.size() ? c.src[c.i] : 0;
+              if (!std::isxdigit(static_cast<unsigned char>(h))) fail(start, std::string("truncated \\") + e + " escape in a string literal");
+              cp = cp * 16 + static_cast<uint32_t>(std::isdigit(static_cast<unsigned char>(h)) ? h - '0' : (std::tolower(h) - 'a' + 10));
+            }
+            if (cp > 0x10FFFF) fail(start, "\\U escape past U+10FFFF in a string literal");
+            return cp;
+          };
           switch (e) {
             case 'n': value += '\n'; break;
             case 't': value += '\t'; break;
             case 'r': value += '\r'; break;
+            case 'a': value += '\a'; break;
+            case 'b': value += '\b'; break;
+            case 'f': value += '\f'; break;
+            case 'v': value += '\v'; break;
+            case '\n': break;  // a backslash-newline continues the line
             case '\\': value += '\\'; break;
             case '\'': value += '\''; break;
             case '"': value += '"'; break;
-            case '0': value += '\0'; break;
-            default: value += '\\', value += e;  // Python keeps unknown escapes verbatim
+            case 'x': unicode::append_utf8(value, hex_digits(2)); break;
+            case 'u': unicode::append_utf8(value, hex_digits(4)); break;
+            case 'U': unicode::append_utf8(value, hex_digits(8)); break;
+            case 'N': fail(start, "\\N{...} escapes are not supported in template string literals; write the character itself");
+            default:
+              if (e >= '0' && e <= '7') {
+                uint32_t cp = static_cast<uint32_t>(e - '0');
+                for (int k = 0; k < 2 && c.i < c.src.size() && c.src[c.i] >= '0' && c.src[c.i] <= '7'; ++k, c.advance())
+                  cp = cp * 8 + static_cast<uint32_t>(c.src[c.i] - '0');
+                unicode::append_utf8(value, cp);
+              } else {
+                value += '\\', value += e;  // Python keeps unknown escapes verbatim
+              }
           }
           continue;
         }
@@ -137,7 +166,18 @@ char lex_tag(Cursor& c, const char* close, std::vector<Token>& out) {
 
 }  // namespace
 
-std::vector<Token> lex(std::string_view src) {
+std::vector<Token> lex(std::string_view source) {
+  // Jinja2 reads "\r\n" and "\r" as "\n", and (keep_trailing_newline
+  // False, as transformers leaves it) drops one newline that ends the source.
+  std::string normalized;
+  normalized.reserve(source.size());
+  for (size_t k = 0; k < source.size(); ++k) {
+    if (source[k] != '\r') normalized += source[k];
+    else if (k + 1 < source.size() && source[k + 1] == '\n') continue;  // the '\n' comes next
+    else normalized += '\n';
+  }
+  if (!normalized.empty() && normalized.back() == '\n') normalized.pop_back();
+  const std::string_view src = normalized;
   std::vector<Token> out;
   Cursor c{src, 0, Pos{}};
   bool strip_next = false;    // a '-' closer: drop leading whitespace of the next text
@@ -166,12 +206,12 @@ std::vector<Token> lex(std::string_view src) {
     if (ctrl == '-') {
       while (!text.empty() && is_space(text.back())) text.pop_back();
     } else if (kind != '{' && ctrl != '+') {
-      // lstrip_blocks: spaces/tabs between a line start and a block or comment tag go.
+      // lstrip_blocks: whitespace between a line start and a block or comment tag goes.
       const size_t nl = text.rfind('\n');
       const size_t line_start = nl == std::string::npos ? 0 : nl + 1;
       if (nl != std::string::npos || line_starting) {
         bool blank = line_start < text.size();
-        for (size_t k = line_start; k < text.size(); ++k) blank = blank && (text[k] == ' ' || text[k] == '\t');
+        for (size_t k = line_start; k < text.size(); ++k) blank = blank && is_space(text[k]);
         if (blank) text.erase(line_start);
       }
     }

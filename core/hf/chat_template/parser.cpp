@@ -289,7 +289,7 @@ class Parser {
     return parse_compare();
   }
   ExprPtr parse_compare() {
-    ExprPtr e = parse_concat();
+    ExprPtr e = parse_math1();
     while (true) {
       std::string op;
       const Pos p = peek().pos;
@@ -308,7 +308,7 @@ class Parser {
       auto b = node(Expr::kBinary, p);
       b->name = op;
       b->kids.push_back(std::move(e));
-      b->kids.push_back(parse_concat());
+      b->kids.push_back(parse_math1());
       e = std::move(b);
     }
   }
@@ -319,19 +319,21 @@ class Parser {
     b->kids.push_back(std::move(r));
     return b;
   }
-  ExprPtr parse_concat() {
-    ExprPtr e = parse_math1();
-    while (is_op("~")) {
-      const Pos p = next().pos;
-      e = binary(std::move(e), "~", parse_math1(), p);
+  // Jinja2's precedence, loosest first: + and -, then ~, then * / // %,
+  // then **, then unary signs; a filter applies to the signed value (-1|abs is 1).
+  ExprPtr parse_math1() {
+    ExprPtr e = parse_concat();
+    while (is_op("+") || is_op("-")) {
+      const Token& t = next();
+      e = binary(std::move(e), t.text, parse_concat(), t.pos);
     }
     return e;
   }
-  ExprPtr parse_math1() {
+  ExprPtr parse_concat() {
     ExprPtr e = parse_math2();
-    while (is_op("+") || is_op("-")) {
-      const Token& t = next();
-      e = binary(std::move(e), t.text, parse_math2(), t.pos);
+    while (is_op("~")) {
+      const Pos p = next().pos;
+      e = binary(std::move(e), "~", parse_math2(), p);
     }
     return e;
   }
@@ -351,17 +353,18 @@ class Parser {
     }
     return e;
   }
-  ExprPtr parse_unary() {
+  ExprPtr parse_unary(bool with_filters = true) {
     const Nest nest(*this, peek().pos);  // `- - -x`
+    ExprPtr e;
     if (is_op("-") || is_op("+")) {
       const Token& t = next();
-      auto u = node(Expr::kUnary, t.pos);
-      u->name = t.text;
-      u->kids.push_back(parse_unary());
-      return u;
+      e = node(Expr::kUnary, t.pos);
+      e->name = t.text;
+      e->kids.push_back(parse_unary(false));
+    } else {
+      e = parse_postfix(parse_primary());
     }
-    ExprPtr e = parse_postfix(parse_primary());
-    return parse_filters(std::move(e));
+    return with_filters ? parse_filters(std::move(e)) : std::move(e);
   }
 
   void parse_call_args(Expr& call) {

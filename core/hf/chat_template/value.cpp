@@ -1,10 +1,13 @@
 #include "core/hf/chat_template/value.hpp"
 
+#include "core/hf/chat_template/builtins.hpp"
+
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <algorithm>
 #include <cstdlib>
+#include <vector>
 
 namespace areal::jinja {
 
@@ -140,14 +143,38 @@ std::string py_quote(const std::string& s) {
   return out + q;
 }
 
-void json_string(const std::string& s, std::string& out) {
-  out += nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+// Python's json string: ensure_ascii writes every non-ASCII code point as
+// \uXXXX (a surrogate pair past the BMP).
+void json_string(const std::string& s, bool ensure_ascii, std::string& out) {
+  const std::string quoted = nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (!ensure_ascii) {
+    out += quoted;
+    return;
+  }
+  for (char32_t c : to_u32(quoted)) {
+    if (c < 0x80) {
+      out += static_cast<char>(c);
+      continue;
+    }
+    auto hex = [&](uint32_t u) {
+      char b[8];
+      std::snprintf(b, sizeof b, "\\u%04x", u);
+      out += b;
+    };
+    if (c < 0x10000) {
+      hex(c);
+    } else {
+      const uint32_t v = static_cast<uint32_t>(c) - 0x10000;
+      hex(0xD800 + (v >> 10)), hex(0xDC00 + (v & 0x3FF));
+    }
+  }
 }
 
-void to_json_impl(const Value& v, int indent, int depth, std::string& out) {
+void to_json_impl(const Value& v, const Value::JsonStyle& st, int depth, std::string& out) {
+  const int indent = st.indent;
   const std::string nl = indent >= 0 ? "\n" + std::string(static_cast<size_t>(indent) * (depth + 1), ' ') : "";
   const std::string close_nl = indent >= 0 ? "\n" + std::string(static_cast<size_t>(indent) * depth, ' ') : "";
-  const std::string sep = indent >= 0 ? "," : ", ";
+  const std::string& sep = st.item_separator;
   switch (v.kind()) {
     case Value::Kind::kUndefined:
     case Value::Kind::kNone: out += "null"; return;
@@ -158,7 +185,7 @@ void to_json_impl(const Value& v, int indent, int depth, std::string& out) {
       out += std::isnan(d) ? "NaN" : std::isinf(d) ? (d > 0 ? "Infinity" : "-Infinity") : format_float(d);
       return;
     }
-    case Value::Kind::kString: json_string(v.as_string(), out); return;
+    case Value::Kind::kString: json_string(v.as_string(), st.ensure_ascii, out); return;
     case Value::Kind::kArray: {
       const auto& a = v.as_array();
       if (a.empty()) {
@@ -168,23 +195,27 @@ void to_json_impl(const Value& v, int indent, int depth, std::string& out) {
       out += "[";
       for (size_t i = 0; i < a.size(); ++i) {
         out += (i ? sep : "") + nl;
-        to_json_impl(a[i], indent, depth + 1, out);
+        to_json_impl(a[i], st, depth + 1, out);
       }
       out += close_nl + "]";
       return;
     }
     case Value::Kind::kObject: {
-      const auto& o = v.as_object().items;
-      if (o.empty()) {
+      const auto& items = v.as_object().items;
+      if (items.empty()) {
         out += "{}";
         return;
       }
+      std::vector<size_t> order(items.size());
+      for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+      // UTF-8 byte order is code point order, which is Python's str order.
+      if (st.sort_keys) std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return items[a].first < items[b].first; });
       out += "{";
-      for (size_t i = 0; i < o.size(); ++i) {
+      for (size_t i = 0; i < order.size(); ++i) {
         out += (i ? sep : "") + nl;
-        json_string(o[i].first, out);
-        out += ": ";
-        to_json_impl(o[i].second, indent, depth + 1, out);
+        json_string(items[order[i]].first, st.ensure_ascii, out);
+        out += st.key_separator;
+        to_json_impl(items[order[i]].second, st, depth + 1, out);
       }
       out += close_nl + "}";
       return;
@@ -227,10 +258,18 @@ std::string Value::repr() const {
   return "";
 }
 
-std::string Value::to_json(int indent) const {
+std::string Value::to_json(const JsonStyle& style) const {
+  JsonStyle st = style;
+  if (st.item_separator.empty()) st.item_separator = st.indent >= 0 ? "," : ", ";
   std::string out;
-  to_json_impl(*this, indent, 0, out);
+  to_json_impl(*this, st, 0, out);
   return out;
+}
+
+std::string Value::to_json(int indent) const {
+  JsonStyle st;
+  st.indent = indent;
+  return to_json(st);
 }
 
 std::string Value::type_name() const {

@@ -71,7 +71,14 @@ class Value {
   // Python str() (what {{ x }} prints) and repr() (inside containers).
   std::string str() const;
   std::string repr() const;
-  // Python json.dumps(x, ensure_ascii=False, indent=indent) as transformers' tojson.
+  // Python json.dumps(x, ensure_ascii=..., indent=..., separators=...,
+  // sort_keys=...) as transformers' tojson calls it.
+  struct JsonStyle {
+    int indent = -1;  // None
+    std::string item_separator, key_separator = ": ";  // item: ", " without indent, "," with it, unless given
+    bool sort_keys = false, ensure_ascii = false;
+  };
+  std::string to_json(const JsonStyle& style) const;
   std::string to_json(int indent = -1) const;
   std::string type_name() const;  // Python's: 'str', 'int', 'dict', 'NoneType', ...
 
