@@ -87,6 +87,9 @@ TEST(Safetensors, CorruptFilesAreRefusedWithTheReason) {
       {raw_file(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[2,6]}})", std::string(8, '\0')), "overlap or gap"},
       {raw_file(ok_header, std::string(12, '\0')), "bytes no tensor owns"},
       {raw_file(R"({"t":{"dtype":"F32","shape":[2]}})", ""), "needs dtype, shape and data_offsets"},
+      // 2^62 x 4 bytes wraps to 0: a shape that lies about its size.
+      {raw_file(R"({"t":{"dtype":"F32","shape":[4611686018427387904],"data_offsets":[0,0]}})", ""), "overflows"},
+      {raw_file(R"({"t":{"dtype":"U8","shape":[4294967296,4294967296],"data_offsets":[0,0]}})", ""), "overflows"},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     const fs::path p = temp("bad" + std::to_string(i) + ".safetensors");

@@ -63,7 +63,9 @@ TEST(Regex, TheQwenPatternSplitsLikeHf) {
 }
 
 TEST(Regex, UnsupportedSyntaxIsAnErrorNotAGuess) {
-  for (const char* p : {"(a)\\1", "(?<=a)b", "a++", "[a-z&&[^b]]", "(a*)*", "(?x)a", "[abc", "(ab", "\\p{NoSuchProperty}", "\\q"}) {
+  // Truncated ones too: each is an error, never a read past the pattern.
+  for (const char* p : {"(a)\\1", "(?<=a)b", "a++", "[a-z&&[^b]]", "(a*)*", "(?x)a", "[abc", "(ab", "\\p{NoSuchProperty}", "\\q",
+                        "(?", "[\\", "a{99999999999}", "a{2,99999999999}"}) {
     EXPECT_THROW(Regex{p}, areal::Error) << p;
   }
 }

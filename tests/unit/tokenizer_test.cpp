@@ -72,6 +72,15 @@ TEST(Tokenizer, BadFilesGiveErrorsNamingFileAndProblem) {
   EXPECT_NE(error_of([] { Tokenizer::from_json(R"({"nothing": 1})"); }).find("not a tokenizer.json"), std::string::npos);
 }
 
+// HF skips a null decoder in a Sequence; it must not become a null object here.
+TEST(Tokenizer, ANullDecoderInASequenceIsSkipped) {
+  std::string json = tiny_json();
+  const std::string plain = R"("decoder": {"type": "ByteLevel"})";
+  json.replace(json.find(plain), plain.size(), R"("decoder": {"type": "Sequence", "decoders": [null, {"type": "ByteLevel"}, null]})");
+  auto t = Tokenizer::from_json(json);
+  EXPECT_EQ(t->decode(t->encode("ab a", false), false), "ab a");
+}
+
 TEST(Tokenizer, TinyByteLevelTokenizerMergesAndDecodes) {
   auto t = Tokenizer::from_json(tiny_json());
   EXPECT_EQ(t->encode("ab"), std::vector<int32_t>({256}));

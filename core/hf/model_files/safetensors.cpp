@@ -68,6 +68,20 @@ size_t TensorInfo::numel() const {
   return n;
 }
 
+namespace {
+
+// The bytes a shape of `dt` holds; false when a dimension is negative or the
+// product overflows (a header could otherwise wrap a huge shape to its bytes).
+bool shape_bytes(const std::vector<int64_t>& shape, DType dt, size_t& out) {
+  size_t n = dtype_size(dt);
+  for (int64_t d : shape)
+    if (d < 0 || __builtin_mul_overflow(n, static_cast<size_t>(d), &n)) return false;
+  out = n;
+  return true;
+}
+
+}  // namespace
+
 SafetensorsFile SafetensorsFile::load(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(AREAL_CODE_NOT_FOUND, path + ": cannot read");
@@ -122,9 +136,10 @@ SafetensorsFile SafetensorsFile::load(const std::string& path) {
     }
     for (int64_t d : t.shape)
       if (d < 0) bad(path, "tensor '" + name + "' has a negative dimension");
-    if (t.numel() * dtype_size(t.dtype) != t.bytes)
-      bad(path, "tensor '" + name + "' has " + std::to_string(t.bytes) + " bytes but its shape and dtype need " +
-                    std::to_string(t.numel() * dtype_size(t.dtype)));
+    size_t need = 0;
+    if (!shape_bytes(t.shape, t.dtype, need)) bad(path, "tensor '" + name + "' has a shape whose size overflows");
+    if (need != t.bytes)
+      bad(path, "tensor '" + name + "' has " + std::to_string(t.bytes) + " bytes but its shape and dtype need " + std::to_string(need));
     f.tensors_.push_back(std::move(t));
   }
   std::sort(f.tensors_.begin(), f.tensors_.end(), [](const TensorInfo& a, const TensorInfo& b) { return a.offset < b.offset; });
@@ -172,7 +187,8 @@ void SafetensorsWriter::add(const std::string& name, DType dtype, std::vector<in
   t.shape = std::move(shape);
   t.offset = data_.size();
   t.bytes = bytes;
-  if (t.numel() * dtype_size(dtype) != bytes) throw Error(AREAL_CODE_INTERNAL, "safetensors writer: '" + name + "' size mismatch");
+  size_t need = 0;
+  if (!shape_bytes(t.shape, dtype, need) || need != bytes) throw Error(AREAL_CODE_INTERNAL, "safetensors writer: '" + name + "' size mismatch");
   for (const auto& x : tensors_)
     if (x.name == name) throw Error(AREAL_CODE_ALREADY_EXISTS, "safetensors writer: duplicate tensor '" + name + "'");
   const auto* p = static_cast<const uint8_t*>(data);

@@ -134,7 +134,8 @@ std::unique_ptr<Decoder> make_decoder(const nlohmann::json& spec) {
   if (type == "Strip") return std::make_unique<Strip>(spec.value("content", " "), spec.value("start", 0), spec.value("stop", 0));
   if (type == "Sequence") {
     std::vector<std::unique_ptr<Decoder>> items;
-    for (const auto& d : spec.at("decoders")) items.push_back(make_decoder(d));
+    for (const auto& d : spec.at("decoders"))
+      if (auto item = make_decoder(d)) items.push_back(std::move(item));  // a null entry decodes nothing, as in HF
     return std::make_unique<Sequence>(std::move(items));
   }
   throw Error(AREAL_CODE_UNSUPPORTED, "tokenizer.json: decoder type '" + type + "' is not supported");

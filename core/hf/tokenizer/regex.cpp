@@ -181,7 +181,7 @@ class Parser {
     auto number = [&](int& v) {
       size_t start = j;
       v = 0;
-      while (j < p_.size() && p_[j] >= '0' && p_[j] <= '9') v = v * 10 + static_cast<int>(p_[j++] - '0');
+      while (j < p_.size() && p_[j] >= '0' && p_[j] <= '9') v = std::min(v * 10 + static_cast<int>(p_[j++] - '0'), 100000);  // capped: no overflow
       return j > start;
     };
     int a = 0, b = -1;
@@ -228,6 +228,7 @@ class Parser {
         bool group_icase = icase;
         if (peek() == '?') {
           ++i_;
+          if (eof()) fail("unterminated group");
           const char32_t k = p_[i_];
           if (k == ':') {
             ++i_;
@@ -314,6 +315,7 @@ class Parser {
   // After a backslash (i_ at the escape letter): adds a class to `cc` and
   // returns true, or sets `literal` and returns false.
   bool class_escape(CharClass& cc, char32_t& literal) {
+    if (eof()) fail("trailing backslash");
     const char32_t e = p_[i_++];
     auto add_prop = [&](std::function<bool(char32_t)> f, bool neg) { cc.props.push_back({std::move(f), neg}); };
     switch (e) {
