@@ -24,7 +24,7 @@ constexpr size_t kMaxSchemaNodes = 20000;
 constexpr uint32_t kMaxWhitespace = 32;
 constexpr size_t kMaxFrames = 64;  // about 32 nested containers
 constexpr uint32_t kMaxNumberChars = 32;
-constexpr size_t kMaxThreads = 16;
+constexpr size_t kMaxThreads = 64;  // alternatives alive at once (a union's, flattened)
 constexpr size_t kTrackedProperties = 64;  // `seen` is a 64-bit mask
 
 enum FrameKind : uint8_t { kValue, kObjectFrame, kArrayFrame, kStringFrame, kNumberFrame, kLiteral };
@@ -279,6 +279,13 @@ class Compiler {
       const SchemaNode* n = todo.back();
       todo.pop_back();
       union_dfs(n, state);
+      // The matcher follows every alternative of a union at once, at most
+      // kMaxThreads of them: a wider union is refused here, never cut
+      // short while matching (a forced call over more tools than that is
+      // prompted instead of constrained).
+      if (union_width(n) > kMaxThreads)
+        fail("#", "a union (anyOf/oneOf) of more than " + std::to_string(kMaxThreads) + " distinct alternatives (at most " +
+                      std::to_string(kMaxThreads) + " are followed at once)");
       std::vector<const SchemaNode*> next = n->any_of;
       next.insert(next.end(), n->property_nodes.begin(), n->property_nodes.end());
       next.insert(next.end(), n->prefix_items.begin(), n->prefix_items.end());
@@ -289,6 +296,22 @@ class Compiler {
   }
 
  private:
+  // The distinct schemas a union stands for (alternatives reaching the same
+  // one are one thread), counted up to just past the bound.
+  size_t union_width(const SchemaNode* n) { return union_leaves(n).size(); }
+  const std::set<const SchemaNode*>& union_leaves(const SchemaNode* n) {
+    if (auto it = leaves_.find(n); it != leaves_.end()) return it->second;
+    std::set<const SchemaNode*> out;
+    if (n->any_of.empty()) out.insert(n);
+    for (const SchemaNode* alt : n->any_of) {  // acyclic: union_dfs checked first
+      for (const SchemaNode* leaf : union_leaves(alt)) {
+        if (out.size() > kMaxThreads) break;
+        out.insert(leaf);
+      }
+    }
+    return leaves_[n] = std::move(out);
+  }
+
   void union_dfs(const SchemaNode* n, std::map<const SchemaNode*, int>& state) {
     if (state[n] == 2) return;
     if (state[n] == 1) fail("#", "anyOf/oneOf/$ref refers back to itself without any input in between");
@@ -301,6 +324,7 @@ class Compiler {
   std::deque<SchemaNode>& nodes_;
   const SchemaNode* any_;
   std::map<std::string, const SchemaNode*> refs_;
+  std::map<const SchemaNode*, std::set<const SchemaNode*>> leaves_;
   size_t depth_ = 0;
 };
 

@@ -1023,7 +1023,9 @@ class LocalInference {
   void emit(Request& r, const torch::Tensor& raw_row, int64_t version) {
     const torch::Tensor row = r.reshaped() ? reshape(r, raw_row) : raw_row;
     if (!row.defined()) {
-      r.finish = AREAL_FINISH_STOP;
+      // A whole output nothing may extend (ignore_eos) stopped; one cut
+      // before it was valid JSON (no room left in max_tokens) is a length finish.
+      r.finish = r.matcher && !r.matcher->complete() ? AREAL_FINISH_LENGTH : AREAL_FINISH_STOP;
       return;
     }
     const torch::Tensor contiguous = row.contiguous();
@@ -1075,7 +1077,8 @@ class LocalInference {
   // The distribution actually sampled from, as normalised log-probs: the
   // raw row with logit_bias, OpenAI's penalties (on tokens generated so far)
   // and the structured-output mask applied. Undefined when the mask leaves
-  // nothing (only after a complete output with ignore_eos): the request ends.
+  // nothing (a complete output under ignore_eos, or no room left for any
+  // valid continuation): the request ends.
   torch::Tensor reshape(Request& r, const torch::Tensor& raw_row) {
     torch::Tensor row = raw_row.clone().contiguous();
     double* q = row.data_ptr<double>();
@@ -1098,23 +1101,31 @@ class LocalInference {
       else if (static_cast<int64_t>(rest->size()) > left - 2 || !r.trie->allowed_tokens(*r.matcher, allowed_, static_cast<size_t>(left - 2)))
         r.trie->prefix_tokens(*rest, allowed_);  // too little room: the fastest way to close
     }
-    if (r.generated < r.min_new && !(budgeted && r.matcher->complete())) {  // too short to end yet
-      const double kMasked = -std::numeric_limits<double>::infinity();
-      for (int32_t id : r.stop_ids) q[id] = kMasked;
-      if (model_->config().eos_token_id >= 0) q[model_->config().eos_token_id] = kMasked;
-    }
+    const int32_t eos = model_->config().eos_token_id;
+    const auto is_stop = [&](size_t id) {
+      return (eos >= 0 && id == static_cast<size_t>(eos)) || std::find(r.stop_ids.begin(), r.stop_ids.end(), static_cast<int32_t>(id)) != r.stop_ids.end();
+    };
+    bool only_stops_allowed = false;  // a complete output the schema lets nothing extend
     if (r.matcher) {
       if (r.matcher->complete()) {
         for (int32_t id : r.stop_ids) allowed_[id] = 1;
-        if (!s.ignore_eos && model_->config().eos_token_id >= 0) allowed_[model_->config().eos_token_id] = 1;
+        if (!s.ignore_eos && eos >= 0) allowed_[eos] = 1;
       }
       const double kMasked = -std::numeric_limits<double>::infinity();
       bool any = false;
+      only_stops_allowed = true;
       for (size_t i = 0; i < allowed_.size(); ++i) {
-        if (allowed_[i]) any = true;
+        if (allowed_[i]) any = true, only_stops_allowed = only_stops_allowed && is_stop(i);
         else q[i] = kMasked;
       }
-      if (!any) return torch::Tensor();  // nothing can follow (a complete output under ignore_eos): the output ends
+      if (!any) return torch::Tensor();  // nothing can follow: the output ends (emit() says how)
+    }
+    // Too short to end yet - unless the output is whole and only an end may
+    // follow (min_tokens cannot be met then; masking it would leave no token).
+    if (r.generated < r.min_new && !(budgeted && r.matcher->complete()) && !only_stops_allowed) {
+      const double kMasked = -std::numeric_limits<double>::infinity();
+      for (int32_t id : r.stop_ids) q[id] = kMasked;
+      if (eos >= 0) q[eos] = kMasked;
     }
     return torch::log_softmax(row, 0);
   }

@@ -48,7 +48,8 @@ std::string tiny_qwen3() {
 }
 
 struct Engine : areal::testing::LocalEngine {
-  explicit Engine(const std::string& model) : LocalEngine(nlohmann::json{{"model_path", model}}) {}
+  explicit Engine(const std::string& model, int64_t min_new_tokens = 0)
+      : LocalEngine(nlohmann::json{{"model_path", model}, {"min_new_tokens", min_new_tokens}}) {}
 
   areal::GenerationResult run(const std::vector<int32_t>& prompt, const areal_sampling_params& s) {
     areal_gen_request r{AREAL_OFFSET_OF_END(areal_gen_request, sampling), areal::next_request_id(), {nullptr, 0}, prompt.data(), prompt.size(), &s, {nullptr, 0}, 0};
@@ -249,6 +250,53 @@ TEST(LocalSampling, JsonSchemaOutputClosesWithinMaxTokens) {
                           "[jsonschema.validate(json.loads(t), s) for t in json.load(open(sys.argv[2]))]' " +
                           dir + "/schema.json " + dir + "/outputs.json";
   EXPECT_EQ(std::system(cmd.c_str()), 0);
+}
+
+// max_tokens too small for the shortest valid value: the output is cut, and
+// says so (length), as SGLang and vLLM say it; it is never a "stop".
+TEST(LocalSampling, AConstrainedOutputCutShortIsALengthFinish) {
+  const std::string model = tiny_qwen3();
+  Engine engine(model);
+  const auto tok = areal::tokenizer::Tokenizer::from_dir(model);
+  const std::string schema = R"({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]})";
+  const int32_t im_end = tok->token_to_id("<|im_end|>");
+  const std::vector<int32_t> prompt = tok->encode("<|im_start|>user\nCity?<|im_end|>\n<|im_start|>assistant\n", false);
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    areal_sampling_params s = base_params(1.0f, 3, seed);
+    s.stop_token_ids = &im_end;
+    s.stop_token_ids_count = 1;
+    s.structured_output = AREAL_STRUCTURED_JSON_SCHEMA;
+    s.json_schema = areal_str{schema.data(), schema.size()};
+    const auto res = engine.run(prompt, s);
+    EXPECT_EQ(res.finish_reason, AREAL_FINISH_LENGTH) << tok->decode_bytes(res.output_ids);
+    EXPECT_FALSE(nlohmann::json::accept(tok->decode_bytes(res.output_ids))) << tok->decode_bytes(res.output_ids);
+  }
+}
+
+// min_tokens (the engine's min_new_tokens) longer than the whole value: once
+// the value is complete and only an end may follow, the end is allowed (the
+// distribution was all -inf, and NaN log-probs were recorded).
+TEST(LocalSampling, MinTokensGivesWayToACompleteConstrainedOutput) {
+  const std::string model = tiny_qwen3();
+  Engine engine(model, /*min_new_tokens=*/64);
+  const auto tok = areal::tokenizer::Tokenizer::from_dir(model);
+  const std::string schema = R"({"enum": [1]})";
+  const int32_t im_end = tok->token_to_id("<|im_end|>");
+  const std::vector<int32_t> prompt = tok->encode("<|im_start|>user\nOne?<|im_end|>\n<|im_start|>assistant\n", false);
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    // Far from max_tokens (outside the closing window, where min_tokens yields anyway).
+    areal_sampling_params s = base_params(1.0f, 400, seed);
+    s.stop_token_ids = &im_end;
+    s.stop_token_ids_count = 1;
+    s.structured_output = AREAL_STRUCTURED_JSON_SCHEMA;
+    s.json_schema = areal_str{schema.data(), schema.size()};
+    const auto res = engine.run(prompt, s);
+    ASSERT_EQ(res.finish_reason, AREAL_FINISH_STOP) << tok->decode_bytes(res.output_ids);
+    ASSERT_EQ(res.output_ids.back(), im_end);
+    for (size_t i = 0; i < res.logprobs.size(); ++i) EXPECT_TRUE(std::isfinite(res.logprobs[i])) << "token " << i;
+    const std::string text = tok->decode_bytes(std::vector<int32_t>(res.output_ids.begin(), res.output_ids.end() - 1));
+    EXPECT_EQ(nlohmann::json::parse(text), 1) << text;
+  }
 }
 
 // Unsupported or broken input is a clear INVALID_ARGUMENT at submit.

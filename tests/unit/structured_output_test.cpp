@@ -135,6 +135,30 @@ TEST(JsonSchemaMatcher, MalformedSchemasAreInvalidArgumentsNamingThePlace) {
   }
 }
 
+// A forced call over many tools is a union of one object per tool: every
+// alternative stays reachable (the 17th was dropped once), and a union wider
+// than the matcher follows at once is refused at compile time, not cut.
+TEST(JsonSchemaMatcher, EveryAlternativeOfAWideUnionIsReachable) {
+  auto tools = [](int n) {
+    J opts = J::array();
+    for (int i = 0; i < n; ++i)
+      opts.push_back({{"type", "object"},
+                      {"properties", {{"name", {{"const", "t" + std::to_string(i)}}}, {"arguments", {{"type", "object"}}}}},
+                      {"required", {"name", "arguments"}},
+                      {"additionalProperties", false}});
+    return J{{"anyOf", opts}};
+  };
+  for (int i : {0, 16, 17, 39})
+    EXPECT_TRUE(accepts(tools(40), R"({"name": "t)" + std::to_string(i) + R"(", "arguments": {}})")) << "tool " << i;
+  EXPECT_FALSE(accepts(tools(40), R"({"name": "t40", "arguments": {}})"));
+  try {
+    Schema::compile(J{{"anyOf", J::array({tools(40), tools(40)})}});
+    ADD_FAILURE() << "a union of 80 alternatives compiled";
+  } catch (const areal::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("more than 64 distinct alternatives"), std::string::npos) << e.what();
+  }
+}
+
 // Whatever the matcher lets through and calls complete is valid for the
 // schema according to Python's jsonschema.
 TEST(JsonSchemaMatcher, RandomAcceptedOutputsAreValidForPythonJsonschema) {
