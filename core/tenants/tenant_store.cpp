@@ -283,13 +283,19 @@ std::vector<Job> TenantStore::jobs(const std::string& user) {
   return user.empty() ? query_jobs("", {}) : query_jobs("WHERE user = ?", {user});
 }
 
-bool TenantStore::claim_session(const std::string& session_key, const std::string& job_id) {
+bool TenantStore::claim_session(const std::string& session_key, const std::string& job_id, bool* newly) {
   const std::string h = hash(session_key);
   std::lock_guard<std::mutex> lock(mutex_);
   Statement(db_, "INSERT OR IGNORE INTO session_routes(key_hash, job_id) VALUES(?, ?)").bind(1, h).bind(2, job_id).step();
+  if (newly != nullptr) *newly = sqlite3_changes(db_) > 0;
   Statement s(db_, "SELECT job_id FROM session_routes WHERE key_hash = ?");
   s.bind(1, h);
   return s.step() && s.text(0) == job_id;
+}
+
+void TenantStore::release_session(const std::string& session_key, const std::string& job_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Statement(db_, "DELETE FROM session_routes WHERE key_hash = ? AND job_id = ?").bind(1, hash(session_key)).bind(2, job_id).step();
 }
 
 std::optional<std::string> TenantStore::job_of_session(const std::string& session_key) {

@@ -88,8 +88,11 @@ class TenantStore {
   std::vector<Job> jobs(const std::string& user = "");  // every user's when empty; oldest first
 
   // Which job a gateway session key belongs to (stored hashed, like user
-  // keys). A key is claimed once: false when it already belongs to another job.
-  bool claim_session(const std::string& session_key, const std::string& job_id);
+  // keys). A key is claimed once: false when it already belongs to another
+  // job; `newly` says whether this call made the claim.
+  bool claim_session(const std::string& session_key, const std::string& job_id, bool* newly = nullptr);
+  // Undoes a claim this job made for a session that did not start.
+  void release_session(const std::string& session_key, const std::string& job_id);
   std::optional<std::string> job_of_session(const std::string& session_key);
 
   // SHA-256 of a secret, as lowercase hex.

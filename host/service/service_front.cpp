@@ -54,8 +54,19 @@ bool model_call_path(const std::string& p) {
 
 bool start_session_path(const std::string& p) { return p == "/rl/start_session" || p == "/rl/v1/start_session"; }
 
+// Whether an error is answered in Anthropic's shape: the route's tail
+// decides, behind a job's base URL (/jobs/{id}), a session key's
+// (/{key}/v1/messages) and a query (Claude Code's ?beta=true) alike.
+bool anthropic_error_path(const std::string& target) {
+  const std::string p = target.substr(0, target.find('?'));
+  for (const char* tail : {"/messages", "/messages/count_tokens"})
+    if (p.size() >= std::char_traits<char>::length(tail) && p.compare(p.size() - std::char_traits<char>::length(tail), std::string::npos, tail) == 0)
+      return true;
+  return false;
+}
+
 std::string error_body(const std::string& path, int status, const std::string& message, const std::string& code = "") {
-  if (anthropic_path(path)) return gateway::AnthropicRoutes::error_body(status, message);
+  if (anthropic_error_path(path)) return gateway::AnthropicRoutes::error_body(status, message);
   return gateway::openai_error_body(message, gateway::error_type_for(status), code.empty() ? gateway::error_code_for(status) : code);
 }
 
@@ -198,7 +209,9 @@ std::shared_ptr<ServiceFront::JobSlot> ServiceFront::find_slot(const std::string
 
 std::optional<std::string> ServiceFront::scoped_session_job(const std::string& path) {
   const auto seg = segments(path);
-  if (seg.size() < 2 || seg[0] == "v1" || seg[0] == "rl" || seg[0] == "chat" || seg[0] == "generate") return std::nullopt;
+  // The gateway's own routes and the service's are never a session key
+  // (start_session refuses such keys too, so no client can shadow a route).
+  if (seg.size() < 2 || gateway::known_top_segment(path) || seg[0] == "jobs" || seg[0] == "dashboard") return std::nullopt;
   return store_.job_of_session(seg[0]);
 }
 
@@ -506,7 +519,12 @@ void ServiceFront::jobs_route(const std::string& user, const std::string& path, 
 
 void ServiceFront::dashboard_page(const std::string& target, HTTPServerRequest& req, HTTPServerResponse& res) {
   require_method(req, res, "GET");
-  const Poco::URI uri(target);
+  Poco::URI uri;
+  try {
+    uri = Poco::URI(target);
+  } catch (const Poco::Exception&) {
+    throw HttpError(400, "malformed percent-escape in the URL");
+  }
   const std::string path = uri.getPath();  // /dashboard/<token>/<page>
   const size_t slash = path.find('/', 11);
   const std::string token = path.substr(11, slash == std::string::npos ? std::string::npos : slash - 11);
@@ -585,27 +603,41 @@ void ServiceFront::start_session(const std::string& user, JobSlot& slot, const s
     throw HttpError(409, "job " + slot.runner->job().id + " is " + tenants::job_state_name(s) + ": it takes no more sessions (its model still "
                          "answers as '" + slot.runner->job().experiment + "/" + slot.runner->job().trial + "')");
   const auto b = gateway::parse_json_object(body, req.getContentType());
+  const std::string& job_id = slot.runner->job().id;
+  std::string claimed;  // a key this call routed to the job: released unless the session starts
   if (b.contains("api_key") && b["api_key"].is_string()) {
     // A key the client chose is claimed for this job before its gateway
-    // sees it: two jobs can never both route one key.
+    // sees it: two jobs can never both route one key. It is also a URL path
+    // segment (/{key}/v1/...), so it may not name a route.
     const std::string chosen = b["api_key"].get<std::string>();
+    if (chosen.size() < 8) throw HttpError(400, "'api_key': a session key must be at least 8 characters");
+    if (chosen.find_first_of("/?#% ") != std::string::npos || gateway::known_top_segment("/" + chosen) || chosen == "jobs" || chosen == "dashboard")
+      throw HttpError(400, "'api_key': a session key is also a URL segment; it must not contain / ? # % or spaces, nor name a route");
     if (store_.user_of_key(chosen)) throw HttpError(400, "'api_key' must not be a user's API key");
-    if (!store_.claim_session(chosen, slot.runner->job().id)) throw HttpError(409, "'api_key' is the key of a session of another job; choose another");
+    bool newly = false;
+    if (!store_.claim_session(chosen, job_id, &newly)) throw HttpError(409, "'api_key' is the key of a session of another job; choose another");
+    if (newly) claimed = chosen;
   }
-  check_token_quota(user);
-  if (const int64_t open = open_sessions(user); open >= settings_.max_open_sessions)
-    throw HttpError(429, "Session quota reached: your agents hold " + std::to_string(open) + " sessions open and this service allows " +
-                             std::to_string(settings_.max_open_sessions) + "; end some first", "quota_exceeded");
-  req.setURI(path);
-  req.set("Authorization", "Bearer " + slot.runner->admin_key());
-  req.erase("x-api-key");
   gateway::Upstream::Answer answer;
-  if (!slot.upstream->forward(req, body, res, /*capture=*/true, answer, /*send_to_client=*/false))
-    throw HttpError(502, "the gateway of job " + slot.runner->job().id + " is unreachable", "backend_unavailable");
+  try {
+    check_token_quota(user);
+    if (const int64_t open = open_sessions(user); open >= settings_.max_open_sessions)
+      throw HttpError(429, "Session quota reached: your agents hold " + std::to_string(open) + " sessions open and this service allows " +
+                               std::to_string(settings_.max_open_sessions) + "; end some first", "quota_exceeded");
+    req.setURI(path);
+    req.set("Authorization", "Bearer " + slot.runner->admin_key());
+    req.erase("x-api-key");
+    if (!slot.upstream->forward(req, body, res, /*capture=*/true, answer, /*send_to_client=*/false))
+      throw HttpError(502, "the gateway of job " + job_id + " is unreachable", "backend_unavailable");
+  } catch (...) {
+    if (!claimed.empty()) store_.release_session(claimed, job_id);
+    throw;
+  }
+  if (answer.status != 200 && !claimed.empty()) store_.release_session(claimed, job_id);
   if (answer.status == 200) {
     const json started = json::parse(answer.body, nullptr, false);
     // Routed before the agent learns the key: its first call finds the job.
-    if (started.is_object() && started.contains("api_key") && !store_.claim_session(started["api_key"].get<std::string>(), slot.runner->job().id))
+    if (started.is_object() && started.contains("api_key") && !store_.claim_session(started["api_key"].get<std::string>(), job_id))
       throw HttpError(500, "a new session's key is already routed to another job");  // 256 random bits: never
   }
   gateway::send_json(res, answer.status, answer.body);

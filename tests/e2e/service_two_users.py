@@ -272,8 +272,21 @@ try:
     st, run = call("GET", link["url"] + "api/run")
     expect(st == 200 and run.get("name") == "after / t1", f"the dashboard's run: {st} {run}")
     expect(call("GET", "/dashboard/not-a-link/")[0] == 404, "a made-up dashboard link answered")
+    expect(call("GET", "/dashboard/%zz/")[0] == 400, "a malformed percent-escape is the client's mistake, not a 500")
     st, q = call("POST", f"{bb}/rl/start_session", key["bob"], {"task_id": "steal", "api_key": sa["api_key"]})
     expect(st == 409, f"bob started a session with alice's session key as his: {st} {q}")
+    # A chosen key is a URL segment too: one naming a route (or too short to
+    # be a key) is refused, and claims nothing, so bob's calls on that route
+    # still reach his own job.
+    for squat in ("messages", "models", "export_trajectories", "short"):
+        st, q = call("POST", f"{ba}/rl/start_session", key["alice"], {"task_id": "squat", "api_key": squat})
+        expect(st == 400, f"alice chose the session key {squat!r}: {st} {q}")
+    st, q = call("POST", "/messages/count_tokens", key["bob"], {"model": f"{jobs['bob']['experiment']}/{jobs['bob']['trial']}",
+                                                             "messages": [{"role": "user", "content": "hi"}]})
+    expect(st == 200 and "input_tokens" in q, f"bob's count_tokens after alice's squat attempts: {st} {q}")
+    # Errors on Anthropic routes keep Anthropic's shape behind a job's base URL and with a query.
+    st, q = call("POST", f"{ba}/v1/messages?beta=true", "sk-not-a-key", {"model": "x", "messages": [], "max_tokens": 1})
+    expect(st == 401 and q.get("type") == "error" and "error" in q, f"an Anthropic route's error shape: {st} {q}")
     st, q = call("GET", f"{ba}/metrics", key["alice"])
     expect(st == 403, f"the process's /metrics through a job's base URL: {st}")
     st, listed = call("GET", "/v1/jobs", key["bob"])

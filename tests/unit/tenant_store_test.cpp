@@ -106,11 +106,19 @@ TEST(TenantStore, UsersAndJobsBelongToTheirOwner) {
   EXPECT_EQ(s.jobs().size(), 2u);
   EXPECT_EQ(s.job_by_name("bob", "after", "t1")->id, b.id);
   EXPECT_FALSE(s.job_by_name("bob", "after", "t2"));
-  EXPECT_TRUE(s.claim_session("sk-sess-abc", a.id));
-  EXPECT_TRUE(s.claim_session("sk-sess-abc", a.id));   // its own job again: fine
+  bool newly = false;
+  EXPECT_TRUE(s.claim_session("sk-sess-abc", a.id, &newly));
+  EXPECT_TRUE(newly);
+  EXPECT_TRUE(s.claim_session("sk-sess-abc", a.id, &newly));   // its own job again: fine
+  EXPECT_FALSE(newly);
   EXPECT_FALSE(s.claim_session("sk-sess-abc", b.id));  // another job's: refused, the route stays
   EXPECT_EQ(s.job_of_session("sk-sess-abc"), a.id);
   EXPECT_FALSE(s.job_of_session("sk-sess-abd"));
+  // A claim for a session that did not start is released, by its job only.
+  s.release_session("sk-sess-abc", b.id);
+  EXPECT_EQ(s.job_of_session("sk-sess-abc"), a.id);
+  s.release_session("sk-sess-abc", a.id);
+  EXPECT_FALSE(s.job_of_session("sk-sess-abc"));
   EXPECT_TRUE(areal::tenants::job_state_active(JobState::kPaused));
   EXPECT_FALSE(areal::tenants::job_state_active(JobState::kFinished));
   EXPECT_FALSE(areal::tenants::valid_run_name(".."));
