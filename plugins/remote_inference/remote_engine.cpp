@@ -77,7 +77,8 @@ struct RemoteEngine::Job {
   StreamCall* call = nullptr;
   int server = -1;
   std::string rid;
-  std::string adapter_name;                      // as the request named it; empty: the default adapter, if any
+  std::string adapter_name;                      // as named, or the default adapter's at submit; empty with base_model
+  bool base_model = false;                       // no adapter named and no default at submit: the base model throughout
   std::shared_ptr<const RemoteAdapter> adapter;  // what its last segment used (worker thread only)
 };
 
@@ -290,6 +291,12 @@ void RemoteEngine::submit(const areal_gen_request& req, const areal_gen_sink& si
     std::shared_ptr<const RemoteAdapter> probe;
     if (!adapters_.resolve(job->adapter_name, probe)) throw sdk::not_found("no adapter '" + job->adapter_name + "' is loaded");
   }
+  // Bound now: a request naming no adapter finishes with the default it
+  // started with (its newer versions included), or with the base model,
+  // whatever becomes the default meanwhile (the ABI's "requests in flight
+  // finish with it"; the local engine binds the same way).
+  if (job->adapter_name.empty()) job->adapter_name = adapters_.default_name();
+  job->base_model = job->adapter_name.empty();
   job->sink = sink;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -356,7 +363,9 @@ void RemoteEngine::run(Job& job, bool& done) {
         break;
       }
       // Each segment takes the adapter's newest version (loads happen paused).
-      if (!adapters_.resolve(job.adapter_name, job.adapter)) {
+      if (job.base_model) {
+        job.adapter.reset();
+      } else if (!adapters_.resolve(job.adapter_name, job.adapter)) {
         finish = AREAL_FINISH_ERROR, error_code = AREAL_CODE_NOT_FOUND, error = "adapter '" + job.adapter_name + "' was unloaded";
         break;
       }

@@ -29,6 +29,11 @@ bool ServedAdapters::uninstall(const std::string& name) {
   return true;
 }
 
+std::string ServedAdapters::default_name() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return default_;
+}
+
 bool ServedAdapters::resolve(const std::string& requested, std::shared_ptr<const RemoteAdapter>& held) const {
   std::lock_guard<std::mutex> lock(mutex_);
   const std::string& name = requested.empty() ? default_ : requested;

@@ -148,6 +148,14 @@ LoraConfig LoraConfig::from_peft_json(const J& j, const std::string& where) {
   refuse_if("layers_to_transform", j.contains("layers_to_transform") && !j["layers_to_transform"].is_null());
   refuse_if("modules_to_save", non_empty("modules_to_save"));
   refuse_if("exclude_modules", non_empty("exclude_modules"));
+  // aLoRA applies the adapter only from its invocation tokens on; PiSSA,
+  // OLoRA, CorDA and LoftQ adapters saved unconverted rewrite the base
+  // weights when PEFT loads them (vLLM refuses both too).
+  refuse_if("alora_invocation_tokens", j.contains("alora_invocation_tokens") && !j["alora_invocation_tokens"].is_null());
+  if (j.contains("init_lora_weights") && j["init_lora_weights"].is_string()) {
+    const std::string init = j["init_lora_weights"].get<std::string>();
+    refuse_if("init_lora_weights", init.rfind("pissa", 0) == 0 || init == "olora" || init == "corda" || init == "loftq");
+  }
   LoraConfig c;
   if (!j.contains("r") || !j["r"].is_number_integer() || j["r"].get<int64_t>() < 1) throw Error(AREAL_CODE_INVALID_ARGUMENT, where + ": 'r' must be a positive integer");
   c.rank = j["r"].get<int64_t>();

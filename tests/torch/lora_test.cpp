@@ -225,6 +225,8 @@ TEST(LoraFiles, UnsupportedAndBrokenAdaptersAreRefusedByName) {
   expect_refused("dora", set_config("use_dora", true), AREAL_CODE_UNSUPPORTED, "use_dora");
   expect_refused("regex", set_config("target_modules", ".*attn.*"), AREAL_CODE_UNSUPPORTED, "regular expression");
   expect_refused("pattern", set_config("rank_pattern", J{{"q_proj", 8}}), AREAL_CODE_UNSUPPORTED, "rank_pattern");
+  expect_refused("alora", set_config("alora_invocation_tokens", J{1, 2}), AREAL_CODE_UNSUPPORTED, "alora_invocation_tokens");
+  expect_refused("pissa", set_config("init_lora_weights", "pissa_niter_4"), AREAL_CODE_UNSUPPORTED, "init_lora_weights");
   expect_refused("unknown-module", set_config("target_modules", J{"qkv_proj"}), AREAL_CODE_INVALID_ARGUMENT, "qkv_proj");
   expect_refused("more-targets", set_config("target_modules", J{"q_proj", "k_proj"}), AREAL_CODE_INVALID_ARGUMENT,
                  "base_model.model.model.layers.0.self_attn.k_proj.lora_A.weight");

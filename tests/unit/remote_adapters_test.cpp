@@ -91,6 +91,26 @@ TEST(ServedAdapters, AnUnloadedAdapterFinishesTheRequestsThatHaveIt) {
   EXPECT_TRUE(s.empty());
 }
 
+// A request naming no adapter is bound at submit to the default it starts
+// with (the engine resolves later segments by that name): unloading it or
+// making another the default does not switch the request mid-way.
+TEST(ServedAdapters, ARequestBoundToTheDefaultKeepsItToTheEnd) {
+  ServedAdapters s;
+  s.install(adapter(s, "policy", 3), true);
+  const std::string bound = s.default_name();
+  ASSERT_EQ(bound, "policy");
+  std::shared_ptr<const RemoteAdapter> in_flight;
+  ASSERT_TRUE(s.resolve(bound, in_flight));
+  s.install(adapter(s, "other", 0), true);  // another default for new requests
+  ASSERT_TRUE(s.resolve(bound, in_flight));
+  EXPECT_EQ(in_flight->name, "policy");
+  ASSERT_TRUE(s.uninstall("policy"));
+  ASSERT_TRUE(s.resolve(bound, in_flight));  // finishes with what it had
+  ASSERT_NE(in_flight, nullptr);
+  EXPECT_EQ(in_flight->version, 3);
+  EXPECT_EQ(s.default_name(), "other");
+}
+
 TEST(ServedAdapters, DescribeListsTheCurrentOnes) {
   ServedAdapters s;
   s.install(adapter(s, "policy", 7), true);
