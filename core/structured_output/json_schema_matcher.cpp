@@ -1,5 +1,6 @@
 #include "core/structured_output/json_schema_matcher.hpp"
 
+#include <cstdio>
 #include <algorithm>
 #include <deque>
 #include <map>
@@ -405,6 +406,29 @@ JsonMatcher::Frame value_frame(const SchemaNode* node) {
 }
 
 // A constrained key may still become one of the unwritten declared names.
+// The smallest \uXXXX value that starts with the `partial` hex digits read
+// (`remaining` still due) and is valid there: a low surrogate when one is
+// due, else anything but a lone low surrogate. None when no value is.
+std::optional<uint16_t> smallest_code_unit(uint16_t partial, int remaining, bool low_due) {
+  const uint32_t lo = static_cast<uint32_t>(partial) << (4 * remaining), hi = lo + (1u << (4 * remaining)) - 1;
+  if (low_due) {
+    const uint32_t v = std::max<uint32_t>(lo, 0xDC00);
+    return v <= std::min<uint32_t>(hi, 0xDFFF) ? std::optional<uint16_t>(static_cast<uint16_t>(v)) : std::nullopt;
+  }
+  if (lo < 0xDC00 || lo > 0xDFFF) return static_cast<uint16_t>(lo);
+  return hi >= 0xE000 ? std::optional<uint16_t>(0xE000) : std::nullopt;
+}
+
+// A property name as written between its quotes, in the spelling
+// property_keys hold (nlohmann's dump: escapes only where JSON needs them).
+std::string canonical_key(const std::string& written) {
+  if (written.find('\\') == std::string::npos) return written;
+  const auto v = nlohmann::json::parse("\"" + written + "\"", nullptr, false);
+  if (!v.is_string()) return written;
+  const std::string quoted = v.dump();
+  return quoted.substr(1, quoted.size() - 2);
+}
+
 bool key_prefix_ok(const JsonMatcher::Frame& obj, const std::string& text) {
   const SchemaNode& n = *obj.node;
   for (size_t i = 0; i < n.property_keys.size(); ++i) {
@@ -520,13 +544,24 @@ void JsonMatcher::step(Thread t, uint8_t b, std::vector<Thread>& out) const {
         t.whitespace = 0;
         const SchemaNode* n = f.node;
         const bool constrained_key = f.key && !t.frames[t.frames.size() - 2].node->additional;
+        if (f.low_surrogate_due && f.escape == 0 && b != '\\') return;  // a high surrogate alone is no text
         if (f.escape == 1) {
-          if (b == 'u') f.escape = 2;
-          else if (std::string_view("\"\\/bfnrt").find(static_cast<char>(b)) != std::string_view::npos) f.escape = 0, ++f.count;
+          if (b == 'u') f.escape = 2, f.code_unit = 0;
+          else if (!f.low_surrogate_due && std::string_view("\"\\/bfnrt").find(static_cast<char>(b)) != std::string_view::npos) f.escape = 0, ++f.count;
           else return;
         } else if (f.escape >= 2) {
           if (!is_hex(b)) return;
-          if (f.escape++ == 5) f.escape = 0, ++f.count;
+          f.code_unit = static_cast<uint16_t>(f.code_unit * 16 + (b <= '9' ? b - '0' : (b | 0x20) - 'a' + 10));
+          if (!smallest_code_unit(f.code_unit, 5 - f.escape, f.low_surrogate_due)) return;  // no valid \uXXXX starts so
+          if (f.escape++ == 5) {
+            // UTF-16 surrogates come in pairs (one character); alone they are
+            // no text (JSON parsers refuse them).
+            const bool high = f.code_unit >= 0xD800 && f.code_unit <= 0xDBFF, low = f.code_unit >= 0xDC00 && f.code_unit <= 0xDFFF;
+            if (f.low_surrogate_due != low) return;
+            f.escape = 0;
+            f.low_surrogate_due = high;
+            if (!low) ++f.count;
+          }
         } else if (f.utf8 > 0) {
           if (b < f.utf8_lo || b > f.utf8_hi) return;
           f.utf8_lo = 0x80, f.utf8_hi = 0xBF;
@@ -538,10 +573,12 @@ void JsonMatcher::step(Thread t, uint8_t b, std::vector<Thread>& out) const {
             out.push_back(std::move(t));
             return;
           }
-          // A property name: which value schema follows.
+          // A property name: which value schema follows. Compared in its
+          // canonical spelling, so "\u0061ge" is the property "age".
           Frame& obj = t.frames[t.frames.size() - 2];
           const SchemaNode& o = *obj.node;
-          const size_t i = std::find(o.property_keys.begin(), o.property_keys.end(), f.text) - o.property_keys.begin();
+          const std::string name = canonical_key(f.text);
+          const size_t i = std::find(o.property_keys.begin(), o.property_keys.end(), name) - o.property_keys.begin();
           if (i < o.property_keys.size()) {
             if (i < kTrackedProperties) {
               if (obj.seen >> i & 1) return;  // written already
@@ -557,7 +594,7 @@ void JsonMatcher::step(Thread t, uint8_t b, std::vector<Thread>& out) const {
           out.push_back(std::move(t));
           return;
         } else if (b == '\\') {
-          if (!f.key && f.count >= n->max_length) return;
+          if (!f.key && f.count >= n->max_length && !f.low_surrogate_due) return;  // a pair's low half adds no character
           f.escape = 1;
         } else if (b < 0x20) {
           return;
@@ -726,8 +763,18 @@ std::optional<std::string> closing_chunk(const JsonMatcher::Thread& t) {
         if (can_end(f)) continue;
         return std::string("0");
       case kStringFrame: {
-        if (f.escape == 1) return std::string("n");
-        if (f.escape >= 2) return std::string(6 - f.escape, '0');
+        if (f.low_surrogate_due && f.escape == 0) return std::string("\\udc00");
+        if (f.escape == 1) return std::string(f.low_surrogate_due ? "udc00" : "n");
+        if (f.escape >= 2) {
+          // The rest of the \uXXXX, and the low half of a pair it opens.
+          const int remaining = 6 - f.escape;
+          const auto v = smallest_code_unit(f.code_unit, remaining, f.low_surrogate_due);
+          if (!v) return std::nullopt;
+          char hex[8];
+          std::snprintf(hex, sizeof hex, "%04x", *v);
+          const bool opens_pair = *v >= 0xD800 && *v <= 0xDBFF;
+          return std::string(hex + 4 - remaining) + (opens_pair ? "\\udc00" : "");
+        }
         if (f.utf8 > 0) return std::string(1, static_cast<char>(f.utf8_lo));
         if (!f.key) return std::string(f.count < f.node->min_length ? f.node->min_length - f.count : 0, 'a') + "\"";
         const JsonMatcher::Frame& obj = t.frames[k - 1];
@@ -785,7 +832,7 @@ std::optional<std::string> JsonMatcher::shortest_completion() const {
 bool JsonMatcher::in_free_string() const {
   if (threads_.size() != 1 || threads_[0].frames.empty()) return false;
   const Frame& f = threads_[0].frames.back();
-  if (f.kind != kStringFrame || f.escape != 0 || f.utf8 != 0) return false;
+  if (f.kind != kStringFrame || f.escape != 0 || f.utf8 != 0 || f.low_surrogate_due) return false;
   if (f.key) return threads_[0].frames[threads_[0].frames.size() - 2].node->additional;
   return f.node->max_length == kUnbounded;
 }

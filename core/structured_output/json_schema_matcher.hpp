@@ -88,6 +88,8 @@ class JsonMatcher {
     uint8_t escape = 0;           // string: 1 after '\', 2..5 inside \uXXXX
     uint8_t utf8 = 0;             // string: continuation bytes still due
     uint8_t utf8_lo = 0x80, utf8_hi = 0xBF;  // string: range of the next continuation byte
+    uint16_t code_unit = 0;       // string: the \uXXXX being read
+    bool low_surrogate_due = false;  // string: a \uD800-\uDBFF was read; its \uDC00-\uDFFF must follow
     bool key = false;             // string: an object's property name
     uint32_t count = 0;           // array items, string characters, number characters
     uint64_t seen = 0;            // object: declared properties already written (bit i)
@@ -97,6 +99,7 @@ class JsonMatcher {
     std::string text;                                     // literal / key: bytes so far
     bool operator==(const Frame& o) const {
       return kind == o.kind && state == o.state && escape == o.escape && utf8 == o.utf8 && utf8_lo == o.utf8_lo && utf8_hi == o.utf8_hi &&
+             code_unit == o.code_unit && low_surrogate_due == o.low_surrogate_due &&
              key == o.key && count == o.count && seen == o.seen && node == o.node && value == o.value && literals == o.literals && text == o.text;
     }
   };

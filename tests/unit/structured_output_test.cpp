@@ -317,6 +317,31 @@ TEST(JsonSchemaMatcher, EdgeCasesStayBoundedAndExact) {
   const J quoted = J::parse(R"({"type": "object", "properties": {"a\"b": {"type": "integer"}}, "required": ["a\"b"], "additionalProperties": false})");
   EXPECT_TRUE(accepts(quoted, R"({"a\"b": 1})"));
 
+  // An escaped property name is that property: its schema holds.
+  const J age = J::parse(R"({"type": "object", "properties": {"age": {"type": "integer"}}})");
+  EXPECT_FALSE(accepts(age, R"({"\u0061ge": "x"})", false));
+  EXPECT_TRUE(accepts(age, R"({"\u0061ge": 7})"));
+  const J need_age = J::parse(R"({"type": "object", "properties": {"age": {"type": "integer"}}, "required": ["age"]})");
+  EXPECT_TRUE(accepts(need_age, R"({"\u0061ge": 7})"));
+  // \u escapes: surrogates only in pairs, a pair is one character, and a cut
+  // escape still has a completion that JSON parsers read.
+  const J str = {{"type", "string"}};
+  EXPECT_FALSE(accepts(str, R"("\ud800")", false));
+  EXPECT_FALSE(accepts(str, R"("\udc00")", false));
+  EXPECT_FALSE(accepts(str, R"("\ud800x")", false));
+  EXPECT_TRUE(accepts(str, R"("\ud83d\ude00")"));
+  EXPECT_FALSE(accepts(J{{"type", "string"}, {"minLength", 2}}, R"("\ud83d\ude00")"));
+  EXPECT_TRUE(accepts(J{{"type", "string"}, {"maxLength", 1}}, R"("\ud83d\ude00")"));
+  for (const std::string cut : {R"("\ud8)", R"("\ud83d)", R"("\ud83d\)", R"("\ud83d\u)", R"("\udb)", R"("\ud)"}) {
+    JsonMatcher m(Schema::compile(str));
+    ASSERT_TRUE(m.feed(cut)) << cut;
+    const auto rest = m.shortest_completion();
+    ASSERT_TRUE(rest.has_value()) << cut;
+    EXPECT_TRUE(J::accept(cut + *rest)) << cut + *rest;
+  }
+  JsonMatcher lone(Schema::compile(str));
+  EXPECT_FALSE(lone.feed(std::string(R"("\udc)"))) << "a lone low surrogate cannot be finished";
+
   // UTF-8 strictness: overlong forms and surrogates are not text.
   EXPECT_FALSE(accepts(kPerson, "{\"name\": \"\xe0\x80", false));
   EXPECT_FALSE(accepts(kPerson, "{\"name\": \"\xed\xa0", false));
