@@ -248,6 +248,13 @@ class LocalInference {
     if (s.stop_token_ids) r->stop_ids.assign(s.stop_token_ids, s.stop_token_ids + s.stop_token_ids_count);
     for (int32_t id : r->stop_ids)
       if (id < 0 || id >= model_->config().vocab_size) throw sdk::invalid_argument("stop token id " + std::to_string(id) + " is outside the vocabulary");
+    // The config's other end-of-sequence ids end a reply as its first does
+    // (as HF generate and vLLM read the list).
+    if (!s.ignore_eos)
+      for (int64_t id : model_->config().eos_token_ids)
+        if (id != model_->config().eos_token_id && id >= 0 && id < model_->config().vocab_size &&
+            std::find(r->stop_ids.begin(), r->stop_ids.end(), id) == r->stop_ids.end())
+          r->stop_ids.push_back(static_cast<int32_t>(id));
     for (size_t i = 0; s.stop_strings && i < s.stop_strings_count; ++i) r->stop_strings.emplace_back(sdk::view(s.stop_strings[i]));
     if (!r->stop_strings.empty()) {
       if (!tokenizer_) throw sdk::unsupported("stop strings need tokenizer.json in the model folder");

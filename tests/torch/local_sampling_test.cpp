@@ -299,6 +299,32 @@ TEST(LocalSampling, MinTokensGivesWayToACompleteConstrainedOutput) {
   }
 }
 
+// config.json's eos_token_id may list several ids (Llama 3.1's <|eom_id|> and
+// <|eot_id|> beside <|end_of_text|>): each ends a reply, as HF generate and
+// vLLM stop on each; ignore_eos still runs past them.
+TEST(LocalSampling, EveryListedEndOfSequenceIdEndsTheReply) {
+  const std::string model = areal::testing::test_temp_dir("eos-list");
+  fs::remove_all(model);
+  fs::copy(tiny_qwen3(), model, fs::copy_options::recursive);
+  nlohmann::json cfg = nlohmann::json::parse(std::ifstream(model + "/config.json"));
+  const int64_t first = cfg["eos_token_id"].is_array() ? cfg["eos_token_id"][0].get<int64_t>() : cfg["eos_token_id"].get<int64_t>();
+  cfg["eos_token_id"] = {first, 100, 101};
+  std::ofstream(model + "/config.json") << cfg.dump();
+  Engine engine(model);
+  const std::vector<int32_t> prompt = {1, 2, 3};
+  const areal_logit_bias push{101, 100.0f};  // the third listed id, all but certainly first
+  areal_sampling_params s = base_params(1.0f, 8, 3);
+  s.logit_bias = &push;
+  s.logit_bias_count = 1;
+  auto res = engine.run(prompt, s);
+  EXPECT_EQ(res.finish_reason, AREAL_FINISH_STOP);
+  EXPECT_EQ(res.output_ids, (std::vector<int32_t>{101}));
+  s.ignore_eos = 1;
+  res = engine.run(prompt, s);
+  EXPECT_EQ(res.finish_reason, AREAL_FINISH_LENGTH);
+  EXPECT_EQ(res.output_ids.size(), 8u);
+}
+
 // Unsupported or broken input is a clear INVALID_ARGUMENT at submit.
 TEST(LocalSampling, BadReshapingInputIsRefusedAtSubmit) {
   Engine engine(tiny_qwen3());

@@ -167,4 +167,13 @@ TEST(ModelConfig, HfJsonRoundTripAndValidation) {
   auto j = preset("llama3", "tiny", 10).to_hf_json();
   j["num_key_value_heads"] = 3;  // 4 heads do not divide into 3 groups
   EXPECT_THROW(ModelConfig::from_hf_json(j, "c"), areal::Error);
+  // Llama 3.1 lists three end ids: every one is kept, and written back.
+  auto listed = preset("llama3", "tiny", 200).to_hf_json();
+  listed["eos_token_id"] = {128, 130, 131};
+  const ModelConfig l = ModelConfig::from_hf_json(listed, "c");
+  EXPECT_EQ(l.eos_token_id, 128);
+  EXPECT_EQ(l.eos_token_ids, (std::vector<int64_t>{128, 130, 131}));
+  EXPECT_EQ(l.to_hf_json()["eos_token_id"], listed["eos_token_id"]);
+  listed["eos_token_id"] = {128, "x"};
+  EXPECT_THROW(ModelConfig::from_hf_json(listed, "c"), areal::Error);
 }

@@ -135,6 +135,14 @@ ModelConfig ModelConfig::from_hf_json(const nlohmann::json& j, const std::string
   };
   c.bos_token_id = token("bos_token_id");
   c.eos_token_id = token("eos_token_id");
+  if (j.contains("eos_token_id") && j["eos_token_id"].is_array()) {
+    for (const auto& id : j["eos_token_id"]) {
+      if (!id.is_number_integer()) bad(where, "'eos_token_id' must be an id or a list of ids");
+      c.eos_token_ids.push_back(id.get<int64_t>());
+    }
+  } else if (c.eos_token_id >= 0) {
+    c.eos_token_ids = {c.eos_token_id};
+  }
   c.torch_dtype = j.value("torch_dtype", std::string("float32"));
   return c;
 }
@@ -191,7 +199,7 @@ nlohmann::json ModelConfig::to_hf_json() const {
     j["sliding_window"] = nullptr;
   }
   j["bos_token_id"] = bos_token_id >= 0 ? nlohmann::json(bos_token_id) : nlohmann::json(nullptr);
-  j["eos_token_id"] = eos_token_id >= 0 ? nlohmann::json(eos_token_id) : nlohmann::json(nullptr);
+  j["eos_token_id"] = eos_token_ids.size() > 1 ? nlohmann::json(eos_token_ids) : eos_token_id >= 0 ? nlohmann::json(eos_token_id) : nlohmann::json(nullptr);
   j["torch_dtype"] = torch_dtype;
   j["use_cache"] = true;
   return j;

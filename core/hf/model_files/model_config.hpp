@@ -42,6 +42,9 @@ struct ModelConfig {
   int64_t attention_window(int64_t layer) const;  // 0: the whole causal prefix
   bool has_sliding_layers() const;
   int64_t bos_token_id = -1, eos_token_id = -1;
+  // Every id config.json lists as eos_token_id (Llama 3.1: <|end_of_text|>,
+  // <|eom_id|>, <|eot_id|>); eos_token_id is the first.
+  std::vector<int64_t> eos_token_ids;
   std::string torch_dtype = "float32";
   // Mixture of experts (qwen3_moe; num_experts 0: dense). A layer's MLP is
   // a router (mlp.gate) over num_experts expert MLPs of moe_intermediate_size,
