@@ -157,9 +157,12 @@ std::string ServiceFront::start() {
     try {
       launch_slot(job);
     } catch (const std::exception& e) {
-      // Its recorded state stays: the next start (with the cause fixed) takes it up again.
+      // Its recorded state stays: the next start (with the cause fixed) takes
+      // it up again. Its owner sees why, and may cancel it meanwhile.
       logging::get("service")->error("job {} could not start now (it stays {}; the next start tries again): {}", job.id,
                                      tenants::job_state_name(job.state), e.what());
+      store_.set_job_state(job.id, job.state, std::string("not running: it could not start when the service started (") + e.what() +
+                                                  "); the next start tries again, or cancel it");
     }
   }
   gateway::server::ServerOptions o;
@@ -460,8 +463,9 @@ void ServiceFront::jobs_route(const std::string& user, const std::string& path, 
   const std::string& id = seg[2];
   if (seg.size() == 3) {
     require_method(req, res, "GET");
-    // A cancelled or failed job is still listed (no slot): its record.
-    if (auto j = store_.job(id); j && j->user == user && !tenants::job_state_active(j->state) && j->state != JobState::kFinished)
+    // A cancelled or failed job is still listed (no slot): its record; so is
+    // one that could not start in this service process.
+    if (auto j = store_.job(id); j && j->user == user && ((!tenants::job_state_active(j->state) && j->state != JobState::kFinished) || !find_slot(id)))
       return gateway::send_json(res, 200, j->to_json().dump());
     return gateway::send_json(res, 200, job_view(job_of(user, id)).dump());
   }
@@ -501,6 +505,17 @@ void ServiceFront::jobs_route(const std::string& user, const std::string& path, 
     res.setContentLength(static_cast<std::streamsize>(svg.str().size()));
     res.send() << svg.str();
     return;
+  }
+  if (action == "cancel" && !find_slot(id)) {
+    // A job that could not start in this process (its model left
+    // service.models, a broken template) is cancelled on its record, so it
+    // stops counting against the owner's quota.
+    require_method(req, res, "POST");
+    auto j = store_.job(id);
+    if (j && j->user == user && tenants::job_state_active(j->state)) {
+      store_.set_job_state(id, JobState::kCancelled, "cancelled while it was not running");
+      return gateway::send_json(res, 200, store_.job(id)->to_json().dump());
+    }
   }
   JobSlot& slot = job_of(user, id);
   if (action == "export_trajectories") {

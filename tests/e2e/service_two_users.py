@@ -321,6 +321,23 @@ try:
             f.write(json.dumps({"step": 0, "tokens": 5000, "note": "written by the test"}) + "\n")
         st, j = call("POST", "/v1/jobs", key["alice"], {"base_model": "digits", "experiment": "after", "trial": "t2"})
         expect(st == 429 and j["error"]["code"] == "quota_exceeded" and "Token quota" in j["error"]["message"], f"alice past her token quota: {st} {j}")
+        # A restart whose service file no longer has bob's base model: his job
+        # cannot start, says why, and he can still read and cancel it (it
+        # would otherwise hold his quota of one active job for good).
+        stuck = call("GET", "/v1/jobs", key["bob"])[1]["data"]
+        stuck = [x for x in stuck if x["state"] in ("queued", "running", "paused")]
+        expect(len(stuck) == 1, f"bob's active jobs before the restart: {stuck}")
+        service.terminate()
+        service.wait()
+        text = open(f"{work}/service.yaml").read()
+        open(f"{work}/service.yaml", "w").write(text.replace("    digits: {config:", "    digits_renamed: {config:"))
+        start_service("service_renamed.log")
+        st, j = call("GET", f"/v1/jobs/{stuck[0]['id']}", key["bob"])
+        expect(st == 200 and "could not start" in j.get("message", ""), f"bob's job that could not start: {st} {j}")
+        st, j = call("POST", f"/v1/jobs/{stuck[0]['id']}/cancel", key["bob"], {})
+        expect(st == 200 and j["state"] == "cancelled", f"cancelling bob's job that could not start: {st} {j}")
+        st, j = call("POST", "/v1/jobs", key["bob"], {"base_model": "digits_renamed", "experiment": "before", "trial": "t3"})
+        expect(st == 201, f"a job within the quota once the stuck one was cancelled: {st} {j}")
 
     if not ISOLATION:
         # --- kill -9 mid-training, then the same deployment again.
