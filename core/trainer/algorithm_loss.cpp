@@ -1,5 +1,7 @@
 #include "core/trainer/algorithm_loss.hpp"
 
+#include <algorithm>
+
 #include <exception>
 
 #include "core/plugin_host/string_writer.hpp"
@@ -20,8 +22,15 @@ areal_status* AlgorithmLoss::eval(void* ctx, const areal_tensor_map* batch, doub
   try {
     const json stats = json::parse(w.text.empty() ? "{}" : w.text);
     const double n = stats.value("loss_tokens", 1.0);
-    for (const auto& [k, v] : stats.items())
-      if (v.is_number() && k != "loss_tokens") b->weighted_[k] += v.get<double>() * n;
+    for (const auto& [k, v] : stats.items()) {
+      if (!v.is_number() || k == "loss_tokens") continue;
+      if (is_maximum(k)) {
+        auto [it, fresh] = b->maxima_.emplace(k, v.get<double>());
+        if (!fresh) it->second = std::max(it->second, v.get<double>());
+      } else {
+        b->weighted_[k] += v.get<double>() * n;
+      }
+    }
     b->tokens_ += n;
   } catch (const std::exception&) {
     // Stats are diagnostics; a plugin writing bad JSON loses only them.
@@ -32,9 +41,10 @@ areal_status* AlgorithmLoss::eval(void* ctx, const areal_tensor_map* batch, doub
 json AlgorithmLoss::averages() const {
   json out = json::object();
   for (const auto& [k, v] : weighted_) out[k] = tokens_ > 0 ? v / tokens_ : 0.0;
+  for (const auto& [k, v] : maxima_) out[k] = v;
   return out;
 }
 
-json AlgorithmLoss::sums() const { return {{"weighted", weighted_}, {"tokens", tokens_}}; }
+json AlgorithmLoss::sums() const { return {{"weighted", weighted_}, {"maxima", maxima_}, {"tokens", tokens_}}; }
 
 }  // namespace areal::trainer

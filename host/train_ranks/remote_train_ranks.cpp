@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <exception>
+#include <algorithm>
 
 #include "batch_split.hpp"
 #include "core/plugin_host/error.hpp"
@@ -191,16 +192,20 @@ std::string RemoteTrainRanks::train_step(const areal_tensor_map& batch) {
   // norm and counts); rank 0's stand. The algorithm's per-rank stats are
   // loss-token weighted sums, joined here into batch averages.
   json stats = replies[0].header.value("stats", json::object());
-  std::map<std::string, double> weighted;
+  std::map<std::string, double> weighted, maxima;
   double tokens = 0;
   for (const auto& reply : replies) {
     const json algo = reply.header.value("algorithm_stats", json::object());
     const json sums = algo.value("weighted", json::object());  // named: items() must not outlive a temporary
     for (const auto& [k, v] : sums.items())
       if (v.is_number()) weighted[k] += v.get<double>();  // a NaN stat arrives as null: left out
+    const json maxes = algo.value("maxima", json::object());
+    for (const auto& [k, v] : maxes.items())
+      if (v.is_number()) maxima[k] = maxima.count(k) ? std::max(maxima[k], v.get<double>()) : v.get<double>();
     tokens += algo.value("tokens", 0.0);
   }
   for (const auto& [k, v] : weighted) stats["algo_" + k] = tokens > 0 ? v / tokens : 0.0;
+  for (const auto& [k, v] : maxima) stats["algo_" + k] = v;
   stats["train_ranks"] = world_;
   return stats.dump();
 }

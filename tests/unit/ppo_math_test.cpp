@@ -252,6 +252,92 @@ TEST(PpoMath, DecoupledWeightsAndRejectionSampling) {
   EXPECT_DOUBLE_EQ(r.loss, 0.0);
 }
 
+// AReaL's rejection metrics are KLEstimator(log_probs=prox, base=behave),
+// unclamped: kl_k1 = log(pi_prox / pi_behave), so `upper` bounds that ratio
+// from above (the sign was flipped once, keeping exploding weights).
+TEST(PpoMath, KlRejectionBoundsTheProximalOverBehaviourRatio) {
+  FourTokens f;
+  f.adv = {1, 1, 1, 1};
+  std::vector<float> prox{float(-1 + std::log(20.0)), float(-1 + std::log(0.05)), -1, -1};
+  f.fresh = prox;
+  LossConfig c;
+  c.decoupled = true;
+  c.rejection.enabled = true;
+  c.rejection.metric = "kl_k1";
+  c.rejection.upper = 2;
+  LossInputs in = f.in();
+  in.prox_logprobs = prox.data();
+  auto r = policy_loss(c, in);
+  EXPECT_FLOAT_EQ(r.grad[0], 0.0f) << "log 20 = 3.0 > 2: the exploding weight goes";
+  EXPECT_NE(r.grad[1], 0.0f) << "log 0.05 = -3.0 is kept";
+  EXPECT_DOUBLE_EQ(r.rejected_fraction, 0.25);
+  // k3 unclamped: weight e^4 has k3 = e^-4 - 1 + 4 = 3.02; at upper 3 it goes
+  // (the old +-10 clamp could never reach an upper of 10 or more either).
+  prox[0] = float(-1 + 4.0), prox[1] = -1;
+  f.fresh = prox;
+  in = f.in();
+  in.prox_logprobs = prox.data();
+  c.rejection.metric = "kl_k3", c.rejection.upper = 3;
+  EXPECT_FLOAT_EQ(policy_loss(c, in).grad[0], 0.0f);
+  prox[0] = float(-1 + 13.0);  // k3 = e^-13 - 1 + 13 = 12.0 > 11
+  f.fresh = prox;
+  in = f.in();
+  in.prox_logprobs = prox.data();
+  c.rejection.upper = 11;
+  EXPECT_DOUBLE_EQ(policy_loss(c, in).rejected_fraction, 0.25);
+}
+
+// GSPO's sequence ratio and advantage come from the tokens rejection kept,
+// and only they get gradient (AReaL builds them from the mask after rejection).
+TEST(PpoMath, SequenceRatioUsesOnlyTheTokensRejectionKept) {
+  FourTokens f;  // one row of 4 tokens
+  f.adv = {1, 1, 1, 1};
+  std::vector<float> prox{-1, float(-1 + std::log(8.0)), -1, -1};
+  f.fresh = prox;
+  LossConfig c;
+  c.decoupled = true, c.sequence_ratio = true;
+  c.rejection.enabled = true;  // token mask at upper 5: token 1 (weight 8) goes
+  LossInputs in = f.in();
+  in.prox_logprobs = prox.data();
+  const auto r = policy_loss(c, in);
+  EXPECT_FLOAT_EQ(r.grad[1], 0.0f);
+  // Kept: three tokens, ratio 1, A 1, weight 1. d loss / d new_t = (3 x -1) x r / 3 kept / N 4 = -1/4 each.
+  for (size_t t : {0u, 2u, 3u}) EXPECT_NEAR(r.grad[t], -1.0 / 4, 1e-6) << t;
+  EXPECT_NEAR(r.loss, -3.0 / 4, 1e-6);
+}
+
+// eps 0 and a group whose rewards are all equal: centred to 0, never 0/0.
+TEST(PpoMath, EqualRewardsWithEpsZeroGiveZeroNotNan) {
+  FourRows r;
+  r.rewards = {1, 1, 3, 1};
+  AdvantageConfig c;
+  c.reward_norm.enabled = true;
+  c.reward_norm.mean_level = c.reward_norm.std_level = Level::kGroup;
+  c.reward_norm.eps = 0;
+  const auto a = compute_advantages(c, r.in());
+  EXPECT_EQ(a[0], 0.0f);
+  EXPECT_EQ(a[1], 0.0f);
+  EXPECT_NEAR(a[2], 0.7071068, 1e-6);
+}
+
+// Leave-one-out means with a std: AReaL takes the spread of each element
+// around its own leave-one-out mean. Group {0, 1, 1}: LOO means 1, 0.5, 0.5;
+// centred -1, 0.5, 0.5; unbiased std sqrt(1.5 / 2) = 0.866.
+TEST(PpoMath, LeaveOneOutStdIsAroundTheLeaveOneOutMeans) {
+  FourRows r;
+  r.rewards = {0, 1, 1, 5};
+  r.groups = {7, 7, 7, 9};
+  AdvantageConfig c;
+  c.reward_norm.enabled = true;
+  c.reward_norm.mean_level = c.reward_norm.std_level = Level::kGroup;
+  c.reward_norm.mean_leave1out = true;
+  c.reward_norm.eps = 0;
+  const auto a = compute_advantages(c, r.in());
+  EXPECT_NEAR(a[0], -1.0 / std::sqrt(0.75), 1e-6);  // -1.1547
+  EXPECT_NEAR(a[1], 0.5 / std::sqrt(0.75), 1e-6);   // 0.5774
+  EXPECT_NEAR(a[2], 0.5 / std::sqrt(0.75), 1e-6);
+}
+
 TEST(PpoMath, LoglinearProximalLogprobs) {
   FourTokens f;
   f.adv = {1, 1, 1, 1};

@@ -10,6 +10,7 @@
 #include <algorithm>
 
 #include "core/plugin_host/error.hpp"
+#include "core/trainer/algorithm_loss.hpp"
 #include "core/trainer/staleness_manager.hpp"
 #include "core/trainer/trajectory_batch.hpp"
 #include "core/trainer/training_log.hpp"
@@ -103,3 +104,30 @@ TEST(TrainingLog, SvgChartHasOnePointPerStep) {
 }
 
 }  // namespace
+
+// The algorithm's step stats over micro-batches: means weighted by loss
+// tokens, and a *_max stat the largest (a mean of maxima depended on the
+// micro-batch split).
+namespace {
+int loss_calls = 0;
+areal_status* scripted_loss(void*, const areal_tensor_map*, double* out_loss, DLTensor*, const areal_writer* out) {
+  *out_loss = 0;
+  const std::string stats = ++loss_calls == 1 ? R"({"loss_tokens": 10, "ratio_max": 1.0, "clip_fraction": 0.2})"
+                                              : R"({"loss_tokens": 30, "ratio_max": 3.0, "clip_fraction": 0.6})";
+  return out->write(out->ctx, areal_str{stats.data(), stats.size()});
+}
+}  // namespace
+
+TEST(AlgorithmLoss, MeansAreTokenWeightedAndMaximaAreMaxima) {
+  areal_algorithm_vtable vt{};
+  vt.loss = scripted_loss;
+  areal::trainer::AlgorithmLoss loss(&vt, nullptr);
+  for (int i = 0; i < 2; ++i) {
+    double value = 0;
+    ASSERT_EQ(loss.fn()->eval(loss.fn()->ctx, nullptr, &value, nullptr, nullptr), nullptr);
+  }
+  const auto avg = loss.averages();
+  EXPECT_DOUBLE_EQ(avg["ratio_max"].get<double>(), 3.0);
+  EXPECT_DOUBLE_EQ(avg["clip_fraction"].get<double>(), (0.2 * 10 + 0.6 * 30) / 40);
+  EXPECT_DOUBLE_EQ(loss.sums()["maxima"]["ratio_max"].get<double>(), 3.0);
+}

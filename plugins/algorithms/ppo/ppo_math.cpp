@@ -27,7 +27,7 @@ std::vector<int64_t> scopes(Level level, const std::vector<int64_t>& group_of) {
 
 }  // namespace
 
-double kl_estimate(KlEstimator k, double logp, double ref_logp) {
+double kl_estimate(KlEstimator k, double logp, double ref_logp, bool clamp) {
   const double d = logp - ref_logp;
   double v = 0;
   switch (k) {
@@ -35,7 +35,7 @@ double kl_estimate(KlEstimator k, double logp, double ref_logp) {
     case KlEstimator::kK2: v = 0.5 * d * d; break;
     case KlEstimator::kK3: v = std::exp(-d) - 1.0 + d; break;
   }
-  return std::clamp(v, -10.0, 10.0);
+  return clamp ? std::clamp(v, -10.0, 10.0) : v;
 }
 
 void normalize(const NormConfig& cfg, std::vector<double>& x, const std::vector<int64_t>& group_of,
@@ -68,16 +68,21 @@ void normalize(const NormConfig& cfg, std::vector<double>& x, const std::vector<
     }
   }
   if (cfg.std_level != Level::kNone) {
+    // As AReaL: the spread of each element around its own mean (the
+    // leave-one-out one, or 0 with no mean level), summed over the scope.
     const auto scope = scopes(cfg.std_level, group_of);
-    const auto acc = accumulate(scope);
+    std::map<int64_t, Acc> acc;
+    for (size_t i = 0; i < n; ++i)
+      if (valid[i]) {
+        Acc& a = acc[scope[i]];
+        a.sq += (x[i] - mean[i]) * (x[i] - mean[i]), ++a.n;
+      }
     for (size_t i = 0; i < n; ++i) {
       if (!valid[i]) continue;
       const Acc& a = acc.at(scope[i]);
       if (a.n < 2) continue;  // std of one element: leave the scale alone
-      const double m = a.sum / static_cast<double>(a.n);
-      const double var = std::max(0.0, a.sq - static_cast<double>(a.n) * m * m) /
-                         static_cast<double>(cfg.std_unbiased ? a.n - 1 : a.n);
-      stdv[i] = std::sqrt(var) + cfg.eps;
+      const double sd = std::sqrt(a.sq / static_cast<double>(cfg.std_unbiased ? a.n - 1 : a.n)) + cfg.eps;
+      if (sd > 0) stdv[i] = sd;  // equal values with eps 0: centred to 0, not 0/0
     }
   }
   for (size_t i = 0; i < n; ++i) x[i] = valid[i] ? (x[i] - mean[i]) / stdv[i] : 0.0;
@@ -175,9 +180,11 @@ LossResult policy_loss(const LossConfig& cfg, const LossInputs& in) {
     auto metric_of = [&](size_t t) {
       const double d = prox[t] - in.behave_logprobs[t];
       if (rc.metric == "ratio") return d;  // compared in log space below
-      if (rc.metric == "kl_k1") return kl_estimate(KlEstimator::kK1, in.behave_logprobs[t], prox[t]);
-      if (rc.metric == "kl_k2") return kl_estimate(KlEstimator::kK2, in.behave_logprobs[t], prox[t]);
-      return kl_estimate(KlEstimator::kK3, in.behave_logprobs[t], prox[t]);
+      // AReaL's KLEstimator(log_probs=prox, log_probs_base=behave), unclamped:
+      // k1 is log(pi_prox / pi_behave), so `upper` bounds that ratio.
+      if (rc.metric == "kl_k1") return kl_estimate(KlEstimator::kK1, prox[t], in.behave_logprobs[t], false);
+      if (rc.metric == "kl_k2") return kl_estimate(KlEstimator::kK2, prox[t], in.behave_logprobs[t], false);
+      return kl_estimate(KlEstimator::kK3, prox[t], in.behave_logprobs[t], false);
     };
     const bool ratio = rc.metric == "ratio";
     auto out_of_bounds = [&](double m) {
@@ -221,8 +228,8 @@ LossResult policy_loss(const LossConfig& cfg, const LossInputs& in) {
     }
     double dsum = 0, asum = 0;
     size_t n = 0;
-    for (int32_t t = s; t < e; ++t)
-      if (in.loss_mask[t]) dsum += in.new_logprobs[t] - prox[t], asum += in.advantages[t], ++n;
+    for (int32_t t = s; t < e; ++t)  // the tokens rejection kept, as AReaL's mask after rejection
+      if (keep[t]) dsum += in.new_logprobs[t] - prox[t], asum += in.advantages[t], ++n;
     seq_len[b] = n;
     const double r = n ? std::exp(dsum / static_cast<double>(n)) : 1.0, a = n ? asum / static_cast<double>(n) : 0.0;
     for (int32_t t = s; t < e; ++t) ratio[t] = r, adv[t] = a;
@@ -262,7 +269,7 @@ LossResult policy_loss(const LossConfig& cfg, const LossInputs& in) {
     for (int32_t t = s; t < e; ++t) sum += dpg_dratio[t];
     const double g = sum * ratio[s] / static_cast<double>(seq_len[b]) / N;
     for (int32_t t = s; t < e; ++t)
-      if (in.loss_mask[t]) out.grad[t] = static_cast<float>(g);
+      if (keep[t]) out.grad[t] = static_cast<float>(g);
   }
   const size_t kept = n_mask - rejected;
   out.loss = loss / N;

@@ -58,10 +58,11 @@ struct LossConfig {
   RejectionConfig rejection;
 };
 
-// The KL estimate between log-probs `logp` (sampling policy) and `ref_logp`,
-// clamped to [-10, 10]: k1 = logp - ref, k2 = (logp - ref)^2 / 2,
+// The KL estimate between log-probs `logp` (sampling policy) and `ref_logp`
+// (AReaL's KLEstimator(log_probs, log_probs_base)), clamped to [-10, 10]
+// unless `clamp` is false: k1 = logp - ref, k2 = (logp - ref)^2 / 2,
 // k3 = exp(ref - logp) - 1 - (ref - logp).
-double kl_estimate(KlEstimator k, double logp, double ref_logp);
+double kl_estimate(KlEstimator k, double logp, double ref_logp, bool clamp = true);
 
 // Normalises x in place over the elements with valid[i] != 0, at batch level
 // or per group (elements with the same group id; groups need not be
