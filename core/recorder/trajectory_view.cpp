@@ -61,10 +61,20 @@ SessionTrajectory copy_trajectory(const areal_session_trajectory& v) {
   t.discount = v.discount;
   t.skipped_incomplete = v.skipped_incomplete;
   t.rows.reserve(v.rows_count);
+  // The rows lie at the gateway's stride, not ours: a plugin built against
+  // another minor version has rows of another size (1.7's end at `turns`,
+  // 80 bytes apart; 1.8's are 88). Its size is the first row's struct_size
+  // (offset 0 in every version), rounded up to the struct's alignment.
+  const size_t declared = v.rows_count > 0 ? v.rows[0].struct_size : 0;
+  constexpr size_t kAlign = alignof(areal_trajectory_row);
+  const size_t stride = (declared + kAlign - 1) / kAlign * kAlign;
   for (size_t i = 0; i < v.rows_count; ++i) {
-    const areal_trajectory_row& r = v.rows[i];
+    const areal_trajectory_row& r = *reinterpret_cast<const areal_trajectory_row*>(reinterpret_cast<const char*>(v.rows) + i * stride);
     if (r.struct_size < AREAL_OFFSET_OF_END(areal_trajectory_row, turns))
       throw Error(AREAL_CODE_INVALID_ARGUMENT, "trajectory row: struct_size " + std::to_string(r.struct_size) + " is too small");
+    if (r.struct_size != declared)
+      throw Error(AREAL_CODE_INVALID_ARGUMENT, "trajectory row " + std::to_string(i) + ": struct_size " + std::to_string(r.struct_size) +
+                                                   " differs from the first row's " + std::to_string(declared) + " (an array has one row size)");
     TrajectoryRow row;
     row.interaction_id = string_of(r.interaction_id);
     row.input_ids = array_of(r.input_ids, r.count, "input_ids");

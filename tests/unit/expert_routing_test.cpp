@@ -4,6 +4,7 @@
 // routed_experts, and the AReaL export. Durability is in state_db_test.cpp.
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -146,11 +147,36 @@ TEST(ExpertRouting, TheTrajectoryViewCarriesIt) {
   EXPECT_EQ(back.rows[0].routing.experts, a.routing.experts);
   EXPECT_TRUE(back.rows[1].routing.empty());
   EXPECT_EQ(view.get()->rows[1].routing, nullptr);
+  // A 1.7 gateway's rows as it lays them out: the row ends at turns and the
+  // array's stride is that struct's size (80 bytes), not the host's 88.
+  struct Row17 {
+    uint32_t struct_size;
+    areal_str interaction_id;
+    size_t count;
+    const int32_t *input_ids, *loss_mask;
+    const float* logprobs;
+    const int64_t* versions;
+    double reward;
+    uint32_t turns;
+  };
+  static_assert(offsetof(Row17, turns) + sizeof(uint32_t) == AREAL_OFFSET_OF_END(areal_trajectory_row, turns), "1.7's row layout");
+  static_assert(sizeof(Row17) < sizeof(areal_trajectory_row), "1.8 appended routing");
+  const std::vector<int32_t> ids{1, 2, 3}, mask{0, 1, 1};
+  const std::vector<float> lps{0, -1, -1};
+  const std::vector<int64_t> vers{-1, 0, 0};
+  Row17 rows17[2];
+  for (int i = 0; i < 2; ++i)
+    rows17[i] = {static_cast<uint32_t>(AREAL_OFFSET_OF_END(areal_trajectory_row, turns)), {i ? "b" : "a", 1}, 3, ids.data(), mask.data(),
+                 lps.data(), vers.data(), 1.0 + i, 1};
   areal_session_trajectory old = *view.get();
-  std::vector<areal_trajectory_row> rows(old.rows, old.rows + old.rows_count);
-  for (auto& r : rows) r.struct_size = AREAL_OFFSET_OF_END(areal_trajectory_row, turns);
-  old.rows = rows.data();
-  EXPECT_TRUE(areal::recorder::copy_trajectory(old).rows[0].routing.empty());
+  old.rows = reinterpret_cast<const areal_trajectory_row*>(rows17);
+  old.rows_count = 2;
+  const auto back17 = areal::recorder::copy_trajectory(old);
+  ASSERT_EQ(back17.rows.size(), 2u);
+  EXPECT_EQ(back17.rows[1].interaction_id, "b");
+  EXPECT_DOUBLE_EQ(back17.rows[1].reward, 2.0);
+  EXPECT_EQ(back17.rows[1].input_ids, ids);
+  EXPECT_TRUE(back17.rows[0].routing.empty());
 }
 
 // The batch's routed_experts: int16 [T, layers, k], -1 where the trainer's
