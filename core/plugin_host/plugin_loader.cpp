@@ -1,5 +1,6 @@
 #include "core/plugin_host/plugin_loader.hpp"
 
+#include <algorithm>
 #include <dlfcn.h>
 
 #include <cstring>
@@ -58,6 +59,9 @@ void copy_prefix(T& dst, const void* src) {
   std::memcpy(&size, src, sizeof size);
   std::memset(&dst, 0, sizeof dst);
   std::memcpy(&dst, src, size < sizeof(T) ? size : sizeof(T));
+  // The copy says what it holds: a newer plugin's larger struct_size would
+  // promise members past the host's struct.
+  dst.struct_size = static_cast<uint32_t>(size < sizeof(T) ? size : sizeof(T));
 }
 
 struct SlotCheck {
@@ -170,19 +174,25 @@ static void init_and_validate(LoadedPlugin& p, const std::string& where, areal_p
   uint32_t vt_size = 0;
   std::memcpy(&vt_size, info_out.vtable, sizeof vt_size);
   uint32_t min = 0;
+  size_t known = 0;  // this host's struct of that kind
   switch (info_out.kind) {
-    case AREAL_KIND_INFERENCE: min = kInferenceMin; break;
-    case AREAL_KIND_TRAIN: min = kTrainMin; break;
-    case AREAL_KIND_ALGORITHM: min = kAlgorithmMin; break;
-    case AREAL_KIND_WORKFLOW: min = kWorkflowMin; break;
-    case AREAL_KIND_GATEWAY: min = kGatewayMin; break;
+    case AREAL_KIND_INFERENCE: min = kInferenceMin, known = sizeof(areal_inference_vtable); break;
+    case AREAL_KIND_TRAIN: min = kTrainMin, known = sizeof(areal_train_vtable); break;
+    case AREAL_KIND_ALGORITHM: min = kAlgorithmMin, known = sizeof(areal_algorithm_vtable); break;
+    case AREAL_KIND_WORKFLOW: min = kWorkflowMin, known = sizeof(areal_workflow_vtable); break;
+    case AREAL_KIND_GATEWAY: min = kGatewayMin, known = sizeof(areal_gateway_vtable); break;
     default: refuse(where, AREAL_CODE_ABI_MISMATCH, "unknown plugin kind " + std::to_string(info_out.kind));
   }
   if (vt_size < min)
     refuse(where, AREAL_CODE_ABI_MISMATCH, kind_name(info_out.kind) + " vtable struct_size is " + std::to_string(vt_size) +
                                                ", shorter than the " + std::to_string(min) + " bytes ABI 1.0 requires");
   std::memset(vtable_out, 0, vtable_out_size);
-  std::memcpy(vtable_out, info_out.vtable, vt_size < vtable_out_size ? vt_size : vtable_out_size);
+  const uint32_t kept = static_cast<uint32_t>(std::min<size_t>({vt_size, known, vtable_out_size}));
+  std::memcpy(vtable_out, info_out.vtable, kept);
+  // The host's copy is handed to other plugins (an inference table reaches
+  // workflows and gateways), which read struct_size before a newer slot: it
+  // must say what the copy holds, not what a newer plugin's table had.
+  std::memcpy(vtable_out, &kept, sizeof kept);
   (void)p;
 }
 

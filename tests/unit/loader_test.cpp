@@ -56,6 +56,17 @@ TEST(Loader, RefusesEachBrokenPluginWithItsReason) {
   EXPECT_NE(refusal("/nonexistent/libareal-x.so").find("no such file"), std::string::npos);
 }
 
+// A plugin of a later minor loads; the host's copy of its table, which other
+// plugins are handed, says only what the host holds (its struct_size had
+// promised slots past the host's struct).
+TEST(Loader, ALaterMinorsTableIsCutToWhatTheHostHolds) {
+  auto p = areal::PluginLoader::load_file(fixture("fixture_future_minor"));
+  ASSERT_NE(p->workflow(), nullptr);
+  EXPECT_LE(p->workflow()->struct_size, sizeof(areal_workflow_vtable));
+  EXPECT_GE(p->workflow()->struct_size, AREAL_OFFSET_OF_END(areal_workflow_vtable, run_episode));
+  EXPECT_NE(p->workflow()->run_episode, nullptr);
+}
+
 TEST(Loader, RefusesAFileThatIsNotASharedLibrary) {
   const std::string path = std::string(::testing::TempDir()) + "/libareal-garbage.so";
   FILE* f = fopen(path.c_str(), "w");
