@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/plugin_host/error.hpp"
+#include "stop_signals.hpp"
 
 extern char** environ;
 
@@ -60,6 +61,7 @@ AgentProcess::AgentProcess(const std::string& command, const std::string& cwd, c
 // dead gateway; a resumed run starts its own. (PR_SET_PDEATHSIG cannot do
 // this: exec may clear it, and it does for root here.)
 [[noreturn]] void AgentProcess::watch_agent(const int lifeline[2], char* const argv[], char* const envp[], const char* log_path) {
+  restore_child_signals();  // the agent it starts inherits this
   setpgid(0, 0);  // its own group: stop() reaches the agent and everything it starts
   // Keep nothing of areal-host's but the lifeline (as fd 3): a listening
   // socket held here would block a restarted gateway's port.

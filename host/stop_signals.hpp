@@ -17,4 +17,15 @@ inline sigset_t block_stop_signals() {
   return stop_signals;
 }
 
+// For a child between fork and exec (async-signal-safe): it starts with the
+// signals a fresh process has. A blocked mask survives exec, so a child of
+// serve or service would never see SIGTERM and every stop would end in
+// SIGKILL; an ignored SIGPIPE (the subproc workflow's) survives it too.
+inline void restore_child_signals() {
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  signal(SIGPIPE, SIG_DFL);
+}
+
 }  // namespace areal::host

@@ -18,6 +18,7 @@
 #include "core/plugin_host/error.hpp"
 #include "core/telemetry/guarded_thread.hpp"
 #include "shell.hpp"
+#include "../stop_signals.hpp"
 
 extern char** environ;
 
@@ -101,6 +102,7 @@ pid_t ProcessSet::start(const ProcessSpec& spec) {
     throw Error(AREAL_CODE_UNAVAILABLE, "cannot start " + spec.name + ": fork: " + std::strerror(errno));
   }
   if (pid == 0) {
+    restore_child_signals();
     setpgid(0, 0);  // its own group: stopping it reaches whatever it starts
     dup2(out[1], 1);
     dup2(out[1], 2);

@@ -117,6 +117,22 @@ for _ in $(seq 100); do /usr/bin/python3 "$src/tests/support/leftover_processes.
 no_leftovers "after kill -9 of the controller"
 echo "kill -9 of the controller: its ranks and servers ended too"
 
+# 3c: a controller started with SIGTERM and SIGINT blocked (serve and service
+# block them for sigwait) starts its ranks with them unblocked: the mask
+# survives exec, and a rank that never sees SIGTERM is only ever SIGKILLed.
+/usr/bin/python3 -c 'import os, signal, sys; signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT}); os.execv(sys.argv[1], sys.argv[1:])' \
+  "$host" run --config cfg.yaml experiment.trial=mask train.world_size=2 trainer.total_steps=100000 2> mask.log & run=$!
+for _ in $(seq 300); do grep -q "rank 1 step 2 " runs/dp/mask/logs/rank1.log 2>/dev/null && break; sleep 0.1; done
+rank_pid=$(grep -o "train rank 1 started (pid [0-9]*" mask.log | grep -o "[0-9]*$")
+blocked=$(grep SigBlk "/proc/$rank_pid/status" | awk '{print $2}')
+kill -9 $run
+wait $run || true
+# SIGINT is bit 1 and SIGTERM bit 14 of the mask (0x4002).
+(( (16#$blocked & 16#4002) == 0 )) || { echo "FAIL: a train rank started with SIGTERM/SIGINT blocked (SigBlk $blocked)"; exit 1; }
+for _ in $(seq 100); do /usr/bin/python3 "$src/tests/support/leftover_processes.py" "$work" > /dev/null && break; sleep 0.1; done
+no_leftovers "after kill -9 of the masked controller"
+echo "ranks start with the stop signals unblocked"
+
 # 4: two launched SGLang-protocol servers over the local engine; kill one.
 "$host" run --config servers.yaml experiment.trial=servers train.world_size=2 2> servers.log & run=$!
 for _ in $(seq 300); do grep -q "rank 1 step 5 " runs/dp/servers/logs/rank1.log 2>/dev/null && break; sleep 0.1; done

@@ -67,8 +67,16 @@ ProcessResult run_command(const std::string& command, const std::string& cwd, co
   posix_spawn_file_actions_adddup2(&fa, err_pipe[1], STDERR_FILENO);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  // A fresh process's signals: this process ignores SIGPIPE, and a host's
+  // blocked stop signals would survive exec too.
+  sigset_t none, pipe_only;
+  sigemptyset(&none);
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &pipe_only);
   const std::string script = cwd.empty() ? command : "cd '" + cwd + "' && " + command;
   std::string sh = "/bin/sh", flag = "-c";
   char* argv[] = {sh.data(), flag.data(), const_cast<char*>(script.c_str()), nullptr};
