@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/plugin_host/error.hpp"
+#include "launcher/shell.hpp"
 #include "stop_signals.hpp"
 
 extern char** environ;
@@ -35,7 +36,7 @@ AgentProcess::AgentProcess(const std::string& command, const std::string& cwd, c
   envp.push_back(nullptr);
 
   // The command runs in `cwd` (relative paths in it are the config's).
-  const std::string script = "cd '" + cwd + "' && exec " + command;
+  const std::string script = "cd " + launcher::shell_quote(cwd) + " && exec " + command;
   std::string sh = "/bin/sh", flag = "-c";
   char* argv[] = {sh.data(), flag.data(), const_cast<char*>(script.c_str()), nullptr};
   // The watchdog's lifeline: the write end stays in areal-host only (close-on-exec).

@@ -1,5 +1,7 @@
 #include "core/config/config_loader.hpp"
 
+#include "core/config/run_config.hpp"
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -119,8 +121,16 @@ void merge_over(Json& base, const Json& top, bool top_level) {
   for (auto it = top.begin(); it != top.end(); ++it) {
     const Json& v = it.value();
     if (v.is_null() && base.contains(it.key())) continue;  // an empty section (all keys commented out) changes nothing
-    const bool other_plugin = top_level && v.is_object() && base.contains(it.key()) && base[it.key()].is_object() &&
-                              v.contains("plugin") && base[it.key()].contains("plugin") && base[it.key()]["plugin"] != v["plugin"];
+    // The base's plugin is its `plugin` key, or the section's default when it names none.
+    const auto base_plugin = [&]() -> Json {
+      const Json& b = base[it.key()];
+      if (b.contains("plugin")) return b["plugin"];
+      for (const auto& s : plugin_sections())
+        if (it.key() == s.name && s.default_plugin[0] != '\0') return Json(s.default_plugin);
+      return Json();
+    };
+    const bool other_plugin = top_level && v.is_object() && base.contains(it.key()) && base[it.key()].is_object() && v.contains("plugin") &&
+                              !base_plugin().is_null() && base_plugin() != v["plugin"];
     if (v.is_object() && base.contains(it.key()) && base[it.key()].is_object() && !other_plugin)
       merge_over(base[it.key()], v, false);
     else

@@ -171,7 +171,9 @@ ResolvedConfig resolve_config(Json raw, const std::string& base_dir) {
   if (rc.errors.empty()) rc.host = HostSettings::read(rc.effective);  // types and defaults are settled now
 
   std::vector<std::string> dirs;
-  if (host_part.contains("plugins"))
+  // Read only where well formed: a malformed section is already among rc.errors.
+  if (host_part.contains("plugins") && host_part["plugins"].is_object() && host_part["plugins"].contains("search_paths") &&
+      host_part["plugins"]["search_paths"].is_array())
     for (const auto& d : host_part["plugins"]["search_paths"])
       if (d.is_string()) dirs.push_back(rc.path(d.get<std::string>()));
   PluginCatalog catalog(dirs);

@@ -217,7 +217,8 @@ namespace {
 // yet): such an exit is its own, not one we asked for. Peeks, never reaps.
 bool already_ended(pid_t pid) {
   siginfo_t info{};
-  return waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid;
+  if (waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0) return info.si_pid == pid;
+  return errno == ECHILD;  // the watcher reaped it already (and has not marked it exited yet)
 }
 
 }  // namespace

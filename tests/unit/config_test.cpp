@@ -193,6 +193,17 @@ TEST_F(ResolveConfig, WrongKindAndUnknownPluginAreErrorsWithHints) {
   EXPECT_NE(all.find("no plugin named 'mock_inferenc' (did you mean 'mock_inference'?)"), std::string::npos) << all;
 }
 
+// A host section that is not a mapping is an error in the list, never a
+// throw that loses the others.
+TEST_F(ResolveConfig, AHostSectionThatIsNotAMappingIsListedNotThrown) {
+  for (const char* yaml : {"plugins: ../build\n", "plugins: [a, b]\n", "plugins: {search_paths: x}\n"}) {
+    const Json raw = config::yaml_to_json(yaml, "t.yaml");
+    areal::ResolvedConfig rc;
+    ASSERT_NO_THROW(rc = areal::resolve_config(raw, ".")) << yaml;
+    EXPECT_NE(joined(rc.errors).find("plugins"), std::string::npos) << yaml << joined(rc.errors);
+  }
+}
+
 // `extends`: a config that swaps one plugin keeps everything else of its base.
 TEST(Extends, MergesOverTheBaseAndReplacesASectionThatNamesAnotherPlugin) {
   const std::string dir = testing::TempDir() + "/extends-test";
@@ -216,6 +227,11 @@ TEST(Extends, MergesOverTheBaseAndReplacesASectionThatNamesAnotherPlugin) {
   EXPECT_EQ(same["gateway"]["port"], 8000);
   EXPECT_EQ(same["gateway"]["admin_api_key"], "k");
   EXPECT_EQ(same["workflow"]["episodes"], 3);
+  // A base section that names no plugin is its default's (inference: mock_inference):
+  // another plugin over it replaces it whole too.
+  std::ofstream(dir + "/base3.yaml") << "inference: {vocab_size: 512}\n";
+  std::ofstream(dir + "/other.yaml") << "extends: base3.yaml\ninference: {plugin: local, model_path: m}\n";
+  EXPECT_EQ(config::load_yaml_file(dir + "/other.yaml")["inference"], Json::parse(R"({"plugin": "local", "model_path": "m"})"));
   std::ofstream(dir + "/loop.yaml") << "extends: loop.yaml\n";
   try {
     config::load_yaml_file(dir + "/loop.yaml");

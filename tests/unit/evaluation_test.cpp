@@ -1,9 +1,15 @@
 // The evaluation command's result line (host/evaluation): what becomes an
-// {"eval": true} row of metrics.jsonl and what is refused, and why.
+// {"eval": true} row of metrics.jsonl and what is refused, and why; and the
+// agent process it runs.
+#include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <string>
+#include <thread>
 
 #include <gtest/gtest.h>
 
+#include "agent_process.hpp"
 #include "evaluation.hpp"
 
 namespace {
@@ -36,3 +42,19 @@ TEST(EvaluationResult, RefusesOutputWithoutANumericRewardMean) {
 }
 
 }  // namespace
+
+// An agent runs in its config's directory, whatever that directory is called
+// (a quote in it once broke the command, and could inject one).
+TEST(AgentProcess, RunsInADirectoryWhoseNameHasAQuote) {
+  const std::string dir = testing::TempDir() + "/it's \"here\" $(x)";
+  std::filesystem::create_directories(dir);
+  const std::string log = testing::TempDir() + "/agent-quote.log";
+  areal::host::AgentProcess agent("pwd; test -d .", dir, {}, log);
+  std::string report;
+  for (int i = 0; i < 200 && (report = agent.exit_report()).empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_TRUE(agent.succeeded()) << report;
+  std::ifstream in(log);
+  std::string printed;
+  std::getline(in, printed);
+  EXPECT_EQ(printed, std::filesystem::canonical(dir).string());
+}
