@@ -1,6 +1,7 @@
 #include "core/plugin_host/generation.hpp"
 
 #include <atomic>
+#include <memory>
 
 #include "core/plugin_host/error.hpp"
 
@@ -84,16 +85,19 @@ uint64_t next_request_id() {
 
 GenerationResult generate_blocking(const areal_inference_vtable& vt, void* self, const areal_gen_request& request,
                                    std::chrono::milliseconds timeout) {
-  CollectingSink sink;
-  throw_if_status(vt.submit(self, &request, sink.sink()), "inference submit");
-  if (!sink.wait(timeout)) {
+  auto sink = std::make_unique<CollectingSink>();
+  throw_if_status(vt.submit(self, &request, sink->sink()), "inference submit");
+  if (!sink->wait(timeout)) {
     free_status(vt.abort(self, request.request_id));
-    // The sink lives on this stack frame: wait for on_done after the abort
-    // so the plugin never writes into a dead frame.
-    sink.wait(std::chrono::hours(24));
-    throw Error(AREAL_CODE_DEADLINE_EXCEEDED, "generation timed out after " + std::to_string(timeout.count()) + " ms");
+    // The plugin may still write into the sink: wait for its on_done after
+    // the abort, and when that never comes (a plugin that lost the request)
+    // leave the sink allocated rather than free it under the plugin.
+    const bool ended = sink->wait(std::chrono::seconds(60));
+    if (!ended) (void)sink.release();
+    throw Error(AREAL_CODE_DEADLINE_EXCEEDED, "generation timed out after " + std::to_string(timeout.count()) + " ms" +
+                                                  (ended ? "" : ", and the backend did not end it after an abort"));
   }
-  GenerationResult r = sink.result();
+  GenerationResult r = sink->result();
   if (r.finish_reason == AREAL_FINISH_ERROR)
     throw Error(r.error_code ? r.error_code : AREAL_CODE_UNAVAILABLE, "inference backend failed: " + r.error_message);
   return r;
