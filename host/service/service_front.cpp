@@ -634,6 +634,8 @@ void ServiceFront::start_session(const std::string& user, JobSlot& slot, const s
     if (newly) claimed = chosen;
   }
   gateway::Upstream::Answer answer;
+  const std::shared_ptr<std::mutex> one_at_a_time = session_start_lock(user);
+  std::lock_guard<std::mutex> start_lock(*one_at_a_time);
   try {
     check_token_quota(user);
     if (const int64_t open = open_sessions(user); open >= settings_.max_open_sessions)
@@ -656,6 +658,13 @@ void ServiceFront::start_session(const std::string& user, JobSlot& slot, const s
       throw HttpError(500, "a new session's key is already routed to another job");  // 256 random bits: never
   }
   gateway::send_json(res, answer.status, answer.body);
+}
+
+std::shared_ptr<std::mutex> ServiceFront::session_start_lock(const std::string& user) {
+  std::lock_guard<std::mutex> lock(session_start_locks_mutex_);
+  auto& m = session_start_locks_[user];
+  if (!m) m = std::make_shared<std::mutex>();
+  return m;
 }
 
 void ServiceFront::job_base_url(const std::string& target, HTTPServerRequest& req, const std::string& body, HTTPServerResponse& res) {

@@ -109,6 +109,11 @@ class ServiceFront {
   std::map<std::string, DashboardLink> links_;
   void dashboard_page(const std::string& path, Poco::Net::HTTPServerRequest& req, Poco::Net::HTTPServerResponse& res);
   std::mutex create_mutex_;  // quota check and insert of one job at a time
+  // A user's session starts one at a time: the open-session count and the
+  // start it allows are one step (concurrent starts each saw room).
+  std::mutex session_start_locks_mutex_;
+  std::map<std::string, std::shared_ptr<std::mutex>> session_start_locks_;  // by user
+  std::shared_ptr<std::mutex> session_start_lock(const std::string& user);
   std::unique_ptr<gateway::server::HttpServer> server_;
 };
 

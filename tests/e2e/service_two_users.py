@@ -31,6 +31,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -303,6 +304,19 @@ try:
         expect(call("POST", f"{base}/rl/end_session", s["api_key"], {})[0] == 200, f"{user}'s end_session")
     print(f"{elapsed()} isolation: {len(cross)} routes with the other user's credentials, all refused", flush=True)
     if ISOLATION:
+        # The open-session quota (1) holds under concurrent starts too.
+        raced = [None] * 6
+        def start_one(i):
+            raced[i] = call("POST", f"{ba}/rl/start_session", key["alice"], {"task_id": f"race{i}"})
+        racers = [threading.Thread(target=start_one, args=(i,)) for i in range(len(raced))]
+        for t in racers:
+            t.start()
+        for t in racers:
+            t.join()
+        started = [q for st, q in raced if st == 200]
+        expect(len(started) <= 1 and all(st in (200, 429) for st, _ in raced), f"concurrent starts past the open-session quota: {raced}")
+        for q in started:
+            expect(call("POST", f"{ba}/rl/end_session", q["api_key"], {})[0] == 200, "ending the raced session")
         for user in ("alice", "bob"):
             jid = jobs[user]["id"]
             for action, state in (("pause", "paused"), ("resume", "running"), ("cancel", "cancelled")):
