@@ -314,6 +314,38 @@ TEST_F(Chat, AGenerationTheBackendAbortedIsNotRecordedAsAReply) {
   EXPECT_EQ(exported["rows"].size(), 0u) << exported.dump();
 }
 
+// An empty think block (a forced call, thinking off) is announced by no
+// stream: the final Responses object and Anthropic message list only what
+// the stream did (a client assembling items from the stream must match it).
+TEST_F(Chat, AnEmptyThinkBlockIsNoItemInTheStreamOrTheFinalObject) {
+  start("hf", {"<think>\n\n</think>\n\nHello there<|im_end|>"});
+  const std::string key = start_session("empty-think");
+  auto [status, text] = raw("/v1/responses", ordered_json{{"input", "Hi"}, {"stream", true}, {"max_output_tokens", 20}}.dump(), key);
+  ASSERT_EQ(status, 200) << text;
+  std::vector<std::string> streamed;
+  ordered_json final;
+  for (const auto& event : sse_data(text)) {
+    if (event["type"] == "response.output_item.added") streamed.push_back(event["item"]["type"]);
+    if (event["type"] == "response.completed") final = event["response"];
+  }
+  ASSERT_FALSE(final.is_null()) << text;
+  std::vector<std::string> listed;
+  for (const auto& item : final["output"]) listed.push_back(item["type"]);
+  EXPECT_EQ(listed, streamed);
+  EXPECT_EQ(listed, (std::vector<std::string>{"message"}));
+  auto [s2, text2] = raw("/v1/messages", ordered_json{{"model", "m"}, {"max_tokens", 20}, {"stream", true},
+                                                      {"messages", {{{"role", "user"}, {"content", "Hi"}}}}}.dump(), key);
+  ASSERT_EQ(s2, 200) << text2;
+  std::vector<std::string> blocks;
+  for (const auto& event : sse_data(text2))
+    if (event["type"] == "content_block_start") blocks.push_back(event["content_block"]["type"]);
+  EXPECT_EQ(blocks, (std::vector<std::string>{"text"}));
+  auto [s3, whole] = post("/v1/messages", {{"model", "m"}, {"max_tokens", 20}, {"messages", {{{"role", "user"}, {"content", "Hi"}}}}}, key);
+  ASSERT_EQ(s3, 200) << whole.dump();
+  ASSERT_EQ(whole["content"].size(), 1u) << whole.dump();
+  EXPECT_EQ(whole["content"][0]["type"], "text");
+}
+
 // A streamed response's items carry the same ids in the stream and in the
 // final response object, and its id continues the conversation.
 TEST_F(Chat, AStreamedResponsesIdsAgreeAndItsIdContinuesTheConversation) {

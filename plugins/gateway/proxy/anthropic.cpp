@@ -254,7 +254,8 @@ J anthropic_stop_sequence(const ChatService::Completed& c) {
 
 J anthropic_content(const ChatService::Completed& c) {
   J blocks = J::array();
-  if (c.parsed.has_reasoning) blocks.push_back({{"type", "thinking"}, {"thinking", c.parsed.reasoning}, {"signature", ""}});
+  // An empty think block is no block, as the stream (which opens one on the first thinking text) has it.
+  if (c.parsed.has_reasoning && !c.parsed.reasoning.empty()) blocks.push_back({{"type", "thinking"}, {"thinking", c.parsed.reasoning}, {"signature", ""}});
   if (!c.parsed.content.empty() || c.parsed.tool_calls.empty()) blocks.push_back({{"type", "text"}, {"text", c.parsed.content}});
   for (const auto& t : c.parsed.tool_calls) {
     J input = areal::text::parse_json_bounded_or_discarded<J>(t.arguments);

@@ -219,7 +219,10 @@ std::string response_item_id(const std::string& response_id, const std::string& 
 
 J responses_output(const ChatService::Completed& c) {
   J items = J::array();
-  if (c.parsed.has_reasoning)
+  // An empty think block is no item: a stream announces none for it (it
+  // opens an item on the first reasoning text), and the final object must list
+  // what the stream did.
+  if (c.parsed.has_reasoning && !c.parsed.reasoning.empty())
     items.push_back({{"type", "reasoning"}, {"id", response_item_id(c.id, "rs")}, {"summary", J::array({{{"type", "summary_text"}, {"text", c.parsed.reasoning}}})}});
   if (!c.parsed.content.empty() || c.parsed.tool_calls.empty())
     items.push_back({{"type", "message"}, {"id", response_item_id(c.id, "msg")}, {"status", "completed"}, {"role", "assistant"},
