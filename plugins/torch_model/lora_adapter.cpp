@@ -1,6 +1,7 @@
 #include "lora_adapter.hpp"
 
 #include <cmath>
+#include <regex>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -29,9 +30,13 @@ bool module_from_name(const std::string& name, LoraModule& out) {
   return false;
 }
 
-// target_modules as PEFT writes it: a list of names (exact, or a name's last
-// part such as "model.layers.0.self_attn.q_proj"), or "all-linear".
-std::array<bool, kLoraModules> parse_targets(const J& t, const std::string& where) {
+// target_modules as PEFT reads it: a list of names, each matching a module
+// whose path is that name or ends in "." + name ("q_proj", "self_attn.q_proj"),
+// or "all-linear". Names that match nothing in this architecture are ignored
+// as PEFT ignores them, as long as one matches; a path into one layer
+// ("model.layers.0.self_attn.q_proj") targets that layer alone in PEFT, which
+// an adapter here (one set of modules for every layer) cannot: refused.
+std::array<bool, kLoraModules> parse_targets(const J& t, const std::string& where, bool* all_linear) {
   std::array<bool, kLoraModules> targets{};
   if (t.is_string()) {
     if (t.get<std::string>() != "all-linear")
@@ -39,19 +44,33 @@ std::array<bool, kLoraModules> parse_targets(const J& t, const std::string& wher
                                                "') is not supported; list the modules (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, "
                                                "down_proj) or say \"all-linear\"");
     targets.fill(true);  // every linear layer but the output head, as PEFT expands it
+    *all_linear = true;
     return targets;
   }
   if (!t.is_array() || t.empty()) throw Error(AREAL_CODE_INVALID_ARGUMENT, where + ": must be a non-empty list of module names or \"all-linear\"");
+  bool any = false;
   for (const auto& n : t) {
     if (!n.is_string()) throw Error(AREAL_CODE_INVALID_ARGUMENT, where + ": module names must be strings");
-    std::string name = n.get<std::string>();
-    if (const auto dot = name.rfind('.'); dot != std::string::npos) name = name.substr(dot + 1);
+    const std::string full = n.get<std::string>();
+    static const std::regex kOneLayer(R"((^|\.)layers\.[0-9]+\.)");
+    if (std::regex_search(full, kOneLayer))
+      throw Error(AREAL_CODE_UNSUPPORTED, where + ": '" + full + "' names one layer's module; an adapter here covers every layer (list '" +
+                                              full.substr(full.rfind('.') + 1) + "')");
+    // Paths of a projection here are model.layers.N.<parent>.<name>: with the
+    // layer index refused above, the suffixes left are "<name>" and "<parent>.<name>".
+    const auto dot = full.rfind('.');
+    const std::string name = dot == std::string::npos ? full : full.substr(dot + 1);
     LoraModule m = LoraModule::kQ;
-    if (!module_from_name(name, m))
-      throw Error(AREAL_CODE_INVALID_ARGUMENT, where + ": '" + n.get<std::string>() +
-                                                   "' is not a projection of this model (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj)");
+    if (!module_from_name(name, m) || (dot != std::string::npos && full != std::string(lora_module_parent(m)) + "." + name)) {
+      // matches nothing here, as in PEFT
+      continue;
+    }
     targets[static_cast<size_t>(m)] = true;
+    any = true;
   }
+  if (!any)
+    throw Error(AREAL_CODE_INVALID_ARGUMENT, where + ": none of " + t.dump() +
+                                                 " is a projection of this model (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj)");
   return targets;
 }
 
@@ -106,7 +125,18 @@ LoraConfig LoraConfig::from_json(const J& j, const std::string& where) {
   if (c.rank < 1) throw Error(AREAL_CODE_INVALID_ARGUMENT, where + ".rank: must be at least 1, got " + std::to_string(c.rank));
   if (!(c.alpha > 0)) throw Error(AREAL_CODE_INVALID_ARGUMENT, where + ".alpha: must be positive");
   if (!(c.dropout >= 0 && c.dropout < 1)) throw Error(AREAL_CODE_INVALID_ARGUMENT, where + ".dropout: must be in [0, 1)");
-  c.targets = parse_targets(j.contains("target_modules") ? j["target_modules"] : J("all-linear"), where + ".target_modules");
+  c.targets = parse_targets(j.contains("target_modules") ? j["target_modules"] : J("all-linear"), where + ".target_modules", &c.all_linear);
+  return c;
+}
+
+LoraConfig LoraConfig::for_model(const model::ModelConfig& model) const {
+  LoraConfig c = *this;
+  if (!all_linear || model.moe_layer_count() == 0) return c;
+  if (model.moe_layer_count() < model.num_hidden_layers)
+    throw Error(AREAL_CODE_UNSUPPORTED, "lora: \"all-linear\" on a mixture-of-experts model with dense MLP layers would target those "
+                                        "layers' MLPs alone, which an adapter here (one set of modules for every layer) cannot; list the "
+                                        "attention projections (target_modules: [q_proj, k_proj, v_proj, o_proj])");
+  for (LoraModule m : {LoraModule::kGate, LoraModule::kUp, LoraModule::kDown}) c.targets[static_cast<size_t>(m)] = false;
   return c;
 }
 
@@ -114,7 +144,8 @@ double LoraConfig::scaling() const { return use_rslora ? alpha / std::sqrt(stati
 
 LoraAdapter::LoraAdapter(LoraConfig config, size_t layers) : config_(std::move(config)), a_(layers), b_(layers) {}
 
-LoraAdapter LoraAdapter::init(const LoraConfig& config, const model::ModelConfig& model, uint64_t seed, torch::Device device, torch::Dtype dtype) {
+LoraAdapter LoraAdapter::init(const LoraConfig& requested, const model::ModelConfig& model, uint64_t seed, torch::Device device, torch::Dtype dtype) {
+  const LoraConfig config = requested.for_model(model);
   refuse_expert_targets(config, model, "lora");
   LoraAdapter adapter(config, static_cast<size_t>(model.num_hidden_layers));
   torch::manual_seed(seed);
@@ -163,12 +194,13 @@ LoraConfig LoraConfig::from_peft_json(const J& j, const std::string& where) {
   c.dropout = j.contains("lora_dropout") && j["lora_dropout"].is_number() ? j["lora_dropout"].get<double>() : 0.0;
   c.use_rslora = j.value("use_rslora", false);
   if (!j.contains("target_modules") || j["target_modules"].is_null()) throw Error(AREAL_CODE_INVALID_ARGUMENT, where + ": 'target_modules' is missing");
-  c.targets = parse_targets(j["target_modules"], where + ": target_modules");
+  c.targets = parse_targets(j["target_modules"], where + ": target_modules", &c.all_linear);
   return c;
 }
 
-LoraAdapter LoraAdapter::from_tensors(const LoraConfig& c, const model::ModelConfig& model, const std::map<std::string, torch::Tensor>& tensors,
+LoraAdapter LoraAdapter::from_tensors(const LoraConfig& requested, const model::ModelConfig& model, const std::map<std::string, torch::Tensor>& tensors,
                                       const std::string& where, torch::Device device, torch::Dtype dtype) {
+  const LoraConfig c = requested.for_model(model);
   refuse_expert_targets(c, model, where);
   LoraAdapter adapter(c, static_cast<size_t>(model.num_hidden_layers));
   size_t used = 0;

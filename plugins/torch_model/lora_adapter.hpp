@@ -40,6 +40,7 @@ struct LoraConfig {
   double dropout = 0;
   bool use_rslora = false;
   std::array<bool, kLoraModules> targets{};  // which modules carry an adapter
+  bool all_linear = false;                     // targets came from "all-linear" (narrowed per model: see for_model)
 
   // From areal's YAML ({rank, alpha, dropout, target_modules, use_rslora};
   // target_modules a list of names or "all-linear"). Throws INVALID_ARGUMENT
@@ -50,6 +51,10 @@ struct LoraConfig {
   // patterns, ...) is UNSUPPORTED by name. `where` names the source in errors.
   static LoraConfig from_peft_json(const nlohmann::json& j, const std::string& where);
   double scaling() const;
+  // The targets on `model`: "all-linear" on a mixture-of-experts model is its
+  // attention projections (its MLPs are routers and experts, which PEFT does
+  // not count as linear layers either).
+  LoraConfig for_model(const model::ModelConfig& model) const;
 };
 
 class LoraAdapter {

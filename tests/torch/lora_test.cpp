@@ -240,3 +240,26 @@ TEST(LoraFiles, UnsupportedAndBrokenAdaptersAreRefusedByName) {
     EXPECT_NE(std::string(e.what()).find("train.lora.rank"), std::string::npos) << e.what();
   }
 }
+
+// target_modules as PEFT reads it: "<parent>.<name>" is that module in every
+// layer, names this architecture lacks are ignored if one matches, a path
+// into one layer cannot be an adapter here (refused, never widened), and
+// "all-linear" (the YAML default) on a mixture-of-experts model is its
+// attention, as PEFT expands it where experts are not linear layers.
+TEST(LoraFiles, TargetModulesMatchAsPeftMatchesThem) {
+  const auto q_only = LoraConfig::from_peft_json(J{{"r", 2}, {"target_modules", {"self_attn.q_proj", "c_attn"}}}, "t");
+  for (size_t m = 0; m < q_only.targets.size(); ++m) EXPECT_EQ(q_only.targets[m], m == static_cast<size_t>(LoraModule::kQ)) << m;
+  try {
+    LoraConfig::from_peft_json(J{{"r", 2}, {"target_modules", {"model.layers.0.self_attn.q_proj"}}}, "t");
+    ADD_FAILURE() << "a one-layer target was widened to every layer";
+  } catch (const areal::Error& e) {
+    EXPECT_EQ(e.code(), AREAL_CODE_UNSUPPORTED) << e.what();
+  }
+  EXPECT_THROW(LoraConfig::from_peft_json(J{{"r", 2}, {"target_modules", {"mlp.q_proj"}}}, "t"), areal::Error);  // no such module
+  const DecoderModel moe = DecoderModel::load(tiny_model("qwen3_moe"), torch::kFloat32);
+  const LoraAdapter a = LoraAdapter::init(LoraConfig::from_json(J::object(), "lora"), moe.config(), 3, torch::kCPU, torch::kFloat32);
+  for (LoraModule m : {LoraModule::kQ, LoraModule::kK, LoraModule::kV, LoraModule::kO}) EXPECT_TRUE(a.config().targets[static_cast<size_t>(m)]);
+  for (LoraModule m : {LoraModule::kGate, LoraModule::kUp, LoraModule::kDown}) EXPECT_FALSE(a.config().targets[static_cast<size_t>(m)]);
+  EXPECT_THROW(LoraAdapter::init(LoraConfig::from_json(J{{"target_modules", {"gate_proj"}}}, "lora"), moe.config(), 3, torch::kCPU, torch::kFloat32),
+               areal::Error);  // named expert targets stay refused
+}
