@@ -4,7 +4,7 @@
 //   OPENAI_BASE_URL / OPENAI_API_KEY        the gateway's /v1 and the episode's key
 //   ANTHROPIC_BASE_URL / ANTHROPIC_API_KEY  the same for Anthropic SDKs
 //   AREAL_EPISODE_ID, AREAL_EPISODE_DATA    the episode id and its dataset item (JSON;
-//                                           also on stdin)
+//                                           also on stdin, and only there past 120 KB)
 //
 // so any OpenAI/Anthropic client works unchanged, and every call it makes
 // is recorded for training. Reward: the last stdout line, if it is a JSON
@@ -39,11 +39,20 @@ namespace {
 using nlohmann::json;
 namespace sdk = areal::sdk;
 
+constexpr size_t kMaxEnvItemBytes = 120 * 1024;
+
 struct ProcessResult {
   int status = 0;
   bool timed_out = false;
   std::string out, err;
 };
+
+// `text` as one /bin/sh word, whatever it holds.
+std::string shell_word(const std::string& text) {
+  std::string out = "'";
+  for (char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
 
 // /bin/sh -c command with extra environment, stdin fed, stdout/stderr read
 // until exit or the deadline (then the process group is killed).
@@ -77,7 +86,7 @@ ProcessResult run_command(const std::string& command, const std::string& cwd, co
   posix_spawnattr_setpgroup(&attr, 0);
   posix_spawnattr_setsigmask(&attr, &none);
   posix_spawnattr_setsigdefault(&attr, &pipe_only);
-  const std::string script = cwd.empty() ? command : "cd '" + cwd + "' && " + command;
+  const std::string script = cwd.empty() ? command : "cd " + shell_word(cwd) + " && " + command;
   std::string sh = "/bin/sh", flag = "-c";
   char* argv[] = {sh.data(), flag.data(), const_cast<char*>(script.c_str()), nullptr};
   pid_t pid = -1;
@@ -89,34 +98,49 @@ ProcessResult run_command(const std::string& command, const std::string& cwd, co
     close(in_pipe[1]), close(out_pipe[0]), close(err_pipe[0]);
     throw sdk::Error(AREAL_CODE_UNAVAILABLE, "cannot start '" + command + "': " + std::strerror(rc));
   }
-  // stdin: written in full, then closed (the dataset item is small).
+  // One loop feeds stdin (without blocking: a command that never reads it
+  // must not stall the timeout), reads stdout and stderr (a full pipe would
+  // stall the command), and watches the command. Once it has exited, what it
+  // left behind in its group is ended (a `server &` would hold the pipes
+  // open until the deadline, or leak).
   signal(SIGPIPE, SIG_IGN);
-  for (size_t off = 0; off < stdin_text.size();) {
-    const ssize_t n = write(in_pipe[1], stdin_text.data() + off, stdin_text.size() - off);
-    if (n <= 0) break;  // the command does not read stdin: fine
-    off += static_cast<size_t>(n);
-  }
-  close(in_pipe[1]);
+  fcntl(in_pipe[1], F_SETFL, fcntl(in_pipe[1], F_GETFL) | O_NONBLOCK);
+  int in_fd = in_pipe[1];
+  size_t written = 0;
+  if (stdin_text.empty()) close(in_fd), in_fd = -1;
   ProcessResult r;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-  pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
-  int open_fds = 2;
+  pollfd fds[3] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}, {in_fd, POLLOUT, 0}};
+  bool exited = false;
+  std::chrono::steady_clock::time_point exited_at;
   char buf[4096];
-  while (open_fds > 0) {
+  while (fds[0].fd >= 0 || fds[1].fd >= 0) {
+    // A process that left the group (setsid) may still hold the pipes: what
+    // the command printed has arrived a second after it exited.
+    if (exited && std::chrono::steady_clock::now() - exited_at > std::chrono::seconds(1)) break;
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
     if (left <= 0) {
       r.timed_out = true;
       kill(-pid, SIGKILL);
       break;
     }
-    if (poll(fds, 2, static_cast<int>(std::min<long long>(left, 1000))) < 0 && errno != EINTR) break;
+    if (!exited && waitpid(pid, &r.status, WNOHANG) == pid) {
+      exited = true, exited_at = std::chrono::steady_clock::now();
+      kill(-pid, SIGKILL);  // its leftovers; the pipes then close
+    }
+    fds[2].fd = in_fd;
+    if (poll(fds, 3, static_cast<int>(std::min<long long>(left, exited ? 50 : 200))) < 0 && errno != EINTR) break;
+    if (in_fd >= 0 && (fds[2].revents & (POLLOUT | POLLERR | POLLHUP))) {
+      const ssize_t n = write(in_fd, stdin_text.data() + written, stdin_text.size() - written);
+      if (n > 0) written += static_cast<size_t>(n);
+      if ((n < 0 && errno != EAGAIN && errno != EINTR) || written == stdin_text.size()) close(in_fd), in_fd = -1;  // done, or not read: fine
+    }
     for (int i = 0; i < 2; ++i) {
       if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       const ssize_t n = read(fds[i].fd, buf, sizeof buf);
       if (n <= 0) {
         close(fds[i].fd);
         fds[i].fd = -1;
-        --open_fds;
         continue;
       }
       std::string& dst = i == 0 ? r.out : r.err;
@@ -124,9 +148,11 @@ ProcessResult run_command(const std::string& command, const std::string& cwd, co
       if (dst.size() > (1u << 20)) dst.erase(0, dst.size() - (1u << 20));  // keep the last MiB
     }
   }
-  for (auto& f : fds)
-    if (f.fd >= 0) close(f.fd);
-  waitpid(pid, &r.status, 0);
+  if (in_fd >= 0) close(in_fd);
+  for (int i = 0; i < 2; ++i)
+    if (fds[i].fd >= 0) close(fds[i].fd);
+  if (!exited) waitpid(pid, &r.status, 0);
+  kill(-pid, SIGKILL);  // nothing of the episode outlives it
   return r;
 }
 
@@ -192,7 +218,9 @@ class Subproc {
     std::vector<std::string> env = env_;
     for (auto& v : areal::workflows::session_env(session)) env.push_back(std::move(v));
     env.push_back("AREAL_EPISODE_ID=" + std::string(episode.id()));
-    env.push_back("AREAL_EPISODE_DATA=" + std::string(episode.data_json()));
+    // The environment holds at most 128 KiB per variable (Linux's
+    // MAX_ARG_STRLEN); a larger item is on stdin only.
+    if (episode.data_json().size() <= kMaxEnvItemBytes) env.push_back("AREAL_EPISODE_DATA=" + std::string(episode.data_json()));
     slots_.acquire();
     ProcessResult r;
     try {
