@@ -1,4 +1,5 @@
 // areal-host: loads plugins through the C ABI and runs what the YAML says.
+#include <csignal>
 #include <cstdlib>
 #include <iostream>
 #include <string>
@@ -16,6 +17,10 @@
 int main(int argc, char** argv) {
   using namespace areal::host;
   areal::keep_tensor_buffers_on_heap();
+  // A write to a pipe whose reader died (an agent worker, a server's log
+  // pipe) is an EPIPE error for its caller, never the end of the host.
+  // Children get the default back (restore_child_signals).
+  signal(SIGPIPE, SIG_IGN);
   areal::register_builtin("gateway", &areal_builtin_gateway_init);
   try {
     CommandLine cl = parse_command_line(argc, argv);

@@ -71,6 +71,31 @@ assert "[worker" in log and " ok" in log, "the agent's own stdout is in the log"
 print("3. raise / hang / garbage / exit / unknown id failed only their episodes; 5 ok episodes around them")
 PY
 
+# 3b. A worker that died while idle is replaced for the next episode (the host
+# once died of SIGPIPE writing to it), and a worker that exits leaving a child
+# behind fails its episode at once (its logger once waited on the child) and
+# takes the child with it. One worker, so each episode meets the last one's.
+modes="ok close_requests ok exit_with_child ok"
+start=$(date +%s)
+ALLOW_FAILED=1 rollout_only idle "{plugin: agent_pool, agent: \"pool_test_agents:FlakyAgent\", python_path: [\"$src/tests/fixtures/agents\"], workers: 1, timeout_seconds: 60, interpreter: $py}" \
+  "$(for m in $modes; do echo "{\"mode\": \"$m\"}"; done)" "concurrency: 1, openai: {mode: subproc}"
+took=$(( $(date +%s) - start ))
+$py - "$work/runs/idle/t/rollouts.jsonl" $modes <<'PY'
+import json, sys
+episodes = [json.loads(l) for l in open(sys.argv[1])]
+modes = sys.argv[2:]
+assert len(episodes) == 5, len(episodes)
+for e in episodes:
+    mode = modes[e["data_index"]]
+    if mode == "exit_with_child":
+        assert e["status"] == "error" and "exited with status 3" in e["error"], e.get("error")
+    else:
+        assert e["status"] == "ok" and e["result"]["reward"] == 0.5, (mode, e.get("error"))
+print("3b. a worker dead while idle was replaced; one that left a child behind failed only its episode")
+PY
+[ "$took" -lt 50 ] || { echo "FAIL: the run took ${took}s: an episode waited on a leftover child"; exit 1; }
+if pgrep -f "^sleep 3600$" > /dev/null; then echo "FAIL: the agent's child outlived its worker"; pkill -f "^sleep 3600$"; exit 1; fi
+
 # 4. Node.js.
 rollout node "$src/tests/fixtures/agents/pool_test_agent.mjs" "$(for i in 0 1 2 3; do echo "{\"i\": $i}"; done)" "timeout_seconds: 60"
 $py - "$work/runs/node/t/rollouts.jsonl" <<'PY'

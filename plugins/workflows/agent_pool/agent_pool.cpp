@@ -68,8 +68,17 @@ class Worker {
     if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&fa, cwd.c_str());
     posix_spawnattr_t attr;
     posix_spawnattr_init(&attr);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+    // Its own process group (stopping it reaches what the agent starts), and
+    // a fresh process's signals (the host ignores SIGPIPE; a serving host's
+    // blocked stop signals would survive exec).
+    sigset_t none, pipe_only;
+    sigemptyset(&none);
+    sigemptyset(&pipe_only);
+    sigaddset(&pipe_only, SIGPIPE);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
     posix_spawnattr_setpgroup(&attr, 0);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &pipe_only);
     std::vector<std::string> args = argv, vars;
     for (char** e = environ; *e != nullptr; ++e) vars.emplace_back(*e);
     vars.insert(vars.end(), env.begin(), env.end());
@@ -89,15 +98,24 @@ class Worker {
       pid_ = -1;
       throw sdk::Error(AREAL_CODE_UNAVAILABLE, "agent_pool: cannot start '" + argv[0] + "': " + std::strerror(rc));
     }
+    group_ = pid_;
+    if (pipe2(logger_wake_, O_CLOEXEC) != 0) logger_wake_[0] = logger_wake_[1] = -1;
     logger_ = sdk::guarded_thread("agent_pool", [this, o = out[0], e = err[0]] { forward_logs(o, e); });
   }
 
   ~Worker() {
     stop();
+    // The logger ends at the outputs' end; a process that left the group
+    // (setsid) may hold them open for good, so it is also told to finish.
+    if (logger_wake_[1] >= 0) (void)!::write(logger_wake_[1], "x", 1);
     if (logger_.joinable()) logger_.join();
+    for (int fd : logger_wake_)
+      if (fd >= 0) close(fd);
   }
 
-  // Ends the process (closing its input lets a healthy worker exit by itself).
+  // Ends the process (closing its input lets a healthy worker exit by
+  // itself), then whatever it started: the group is ended even when the
+  // worker itself has already exited or been reaped (its children stay in it).
   void stop() {
     if (to_worker_ >= 0) close(to_worker_), to_worker_ = -1;
     if (pid_ > 0) {
@@ -108,6 +126,7 @@ class Worker {
       }
       pid_ = -1;
     }
+    if (group_ > 0) kill(-group_, SIGKILL), group_ = -1;
     if (from_worker_ >= 0) close(from_worker_), from_worker_ = -1;
   }
 
@@ -116,6 +135,8 @@ class Worker {
     stop();
   }
 
+  // False when the worker is gone (EPIPE: the host ignores SIGPIPE, so a
+  // worker that died while idle is an error here, never the host's end).
   bool send(const std::string& line) {
     std::string text = line + "\n";
     size_t off = 0;
@@ -175,21 +196,28 @@ class Worker {
   // The agent's stdout and stderr, line by line, into the host log.
   void forward_logs(int out_fd, int err_fd) {
     std::string partial[2];
-    pollfd fds[2] = {{out_fd, POLLIN, 0}, {err_fd, POLLIN, 0}};
+    pollfd fds[3] = {{out_fd, POLLIN, 0}, {err_fd, POLLIN, 0}, {logger_wake_[0], POLLIN, 0}};
     int open = 2;
+    bool finishing = false;  // told to finish: read what is there now, then stop
     while (open > 0) {
-      if (poll(fds, 2, -1) < 0 && errno != EINTR) break;
+      if (!finishing && poll(fds, 3, -1) < 0 && errno != EINTR) break;
+      if (!finishing && fds[2].revents != 0) {
+        finishing = true;
+        for (int i = 0; i < 2; ++i)
+          if (fds[i].fd >= 0) fcntl(fds[i].fd, F_SETFL, fcntl(fds[i].fd, F_GETFL) | O_NONBLOCK);
+      }
       for (int i = 0; i < 2; ++i) {
-        if (fds[i].fd < 0 || fds[i].revents == 0) continue;
+        if (fds[i].fd < 0 || (!finishing && fds[i].revents == 0)) continue;
         char buf[8192];
         const ssize_t n = ::read(fds[i].fd, buf, sizeof buf);
-        if (n <= 0) {
+        if (n <= 0 && !(n < 0 && errno == EINTR)) {  // the end, or (finishing) nothing more now
           if (!partial[i].empty()) line(i, partial[i]);
           close(fds[i].fd);
           fds[i].fd = -1;
           --open;
           continue;
         }
+        if (n < 0) continue;
         partial[i].append(buf, static_cast<size_t>(n));
         for (size_t nl; (nl = partial[i].find('\n')) != std::string::npos;) {
           line(i, partial[i].substr(0, nl));
@@ -197,6 +225,8 @@ class Worker {
         }
       }
     }
+    for (int i = 0; i < 2; ++i)
+      if (fds[i].fd >= 0) close(fds[i].fd);
   }
 
   void line(int stream, const std::string& text) {
@@ -209,7 +239,8 @@ class Worker {
   }
 
   int index_;
-  pid_t pid_ = -1;
+  pid_t pid_ = -1, group_ = -1;  // the worker, and its process group (outlives a reaped worker)
+  int logger_wake_[2] = {-1, -1};
   int status_ = 0;
   int to_worker_ = -1, from_worker_ = -1;
   std::string buffer_;
@@ -290,10 +321,24 @@ class AgentPool {
         throw;
       }
     }
+    bool sent = slots_[slot]->send(request.dump());
+    if (!sent) {
+      // It died while idle (between episodes): not this episode's doing, so
+      // a fresh worker takes the episode.
+      sdk::log(AREAL_LOG_WARN, "agent_pool", "agent worker " + std::to_string(slot) + " " + slots_[slot]->exit_text() +
+                                                 " while idle; a fresh one takes episode " + std::string(episode.id()));
+      slots_[slot].reset();
+      try {
+        slots_[slot] = start(slot);
+      } catch (...) {
+        release(slot);
+        throw;
+      }
+      sent = slots_[slot]->send(request.dump());
+    }
     Worker& w = *slots_[slot];
     const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s_ * 1000));
     std::string line;
-    const bool sent = w.send(request.dump());
     const Worker::Read r = sent ? w.receive(line, deadline) : Worker::Read::kClosed;
     if (r != Worker::Read::kLine) {
       std::string why;
