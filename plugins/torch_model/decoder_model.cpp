@@ -57,7 +57,8 @@ torch::Tensor inverse_frequencies(const model::ModelConfig& c) {
     const double factor = c.rope_scaling.value("factor", 1.0);
     if (type == "llama3") {
       const double low = c.rope_scaling.value("low_freq_factor", 1.0), high = c.rope_scaling.value("high_freq_factor", 4.0);
-      const double old_ctx = c.rope_scaling.value("original_max_position_embeddings", 8192.0);
+      // HF's default: the model's max_position_embeddings (standardize_rope_params).
+      const double old_ctx = c.rope_scaling.value("original_max_position_embeddings", static_cast<double>(c.max_position_embeddings));
       const double low_wavelen = old_ctx / low, high_wavelen = old_ctx / high;
       for (double& f : inv) {
         const double wavelen = 2 * M_PI / f;

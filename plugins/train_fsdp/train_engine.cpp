@@ -174,7 +174,7 @@ class FsdpTrain {
     "lora_path": {"type": "string", "format": "path", "default": "", "doc": "With lora: start from this PEFT adapter folder (adapter_config.json + adapter_model.safetensors) instead of a fresh adapter; its own config then applies."},
     "lora_seed": {"type": "integer", "default": 0, "minimum": 0, "doc": "Seed of a fresh adapter's A matrices."},
     "moe": {"type": "object", "default": {}, "doc": "Mixture-of-experts models (qwen3_moe, gpt_oss).", "keys": {
-      "aux_loss_coef": {"type": "number", "default": -1, "doc": "Weight of the router's load-balancing loss (HF's load_balancing_loss_func over every MoE layer, added to the algorithm's loss as Qwen3MoeForCausalLM adds it); -1: config.json's router_aux_loss_coef (HF's default 0.001); 0: off. Reported as moe_aux_loss."},
+      "aux_loss_coef": {"type": "number", "default": -1, "doc": "Weight of the router's load-balancing loss (HF's load_balancing_loss_func over every MoE layer, added to the algorithm's loss as Qwen3MoeForCausalLM adds it); -1: as HF trains the model, config.json's router_aux_loss_coef (HF's default 0.001) when its output_router_logits is true, else off; 0: off. Reported as moe_aux_loss."},
       "routing_replay": {"type": "string", "enum": ["none", "rollout", "recompute"], "default": "none", "doc": "Which experts the training forwards use (docs/algorithms.md, \"Routing replay\"). none: the trainer's routers choose, as HF does. rollout (R3): the experts the inference engine routed each position to, from the batch's routed_experts (record them with gateway.record_routing / rollout.record_routing); positions not recorded are routed by the trainer; a batch with none is refused. recompute (R2): the experts of the trainer's own first forward of the step (its log-prob recomputation, else a no-grad pass), replayed in the update. The mixing weights always come from the current router, so it still learns."}}}
   }})";
 
@@ -215,7 +215,9 @@ class FsdpTrain {
     if (model_->config().moe_layer_count() > 0) {
       const json moe = c.contains("moe") && c["moe"].is_object() ? c["moe"] : json::object();
       const double coef = moe.value("aux_loss_coef", -1.0);
-      aux_loss_coef_ = coef < 0 ? model_->config().router_aux_loss_coef : coef;
+      // -1: as HF trains the model - its router_aux_loss_coef only when
+      // config.json's output_router_logits is true (gpt-oss ships 0.9 and false).
+      aux_loss_coef_ = coef >= 0 ? coef : model_->config().output_router_logits ? model_->config().router_aux_loss_coef : 0.0;
       routing_replay_ = moe.value("routing_replay", std::string("none"));
     }
     const auto betas = c.value("betas", std::vector<double>{0.9, 0.999});

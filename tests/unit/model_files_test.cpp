@@ -167,6 +167,27 @@ TEST(ModelConfig, HfJsonRoundTripAndValidation) {
   auto j = preset("llama3", "tiny", 10).to_hf_json();
   j["num_key_value_heads"] = 3;  // 4 heads do not divide into 3 groups
   EXPECT_THROW(ModelConfig::from_hf_json(j, "c"), areal::Error);
+  // What the model code does not compute is refused by name, never computed otherwise.
+  auto gelu = preset("qwen2", "tiny", 200).to_hf_json();
+  gelu["hidden_act"] = "gelu_pytorch_tanh";
+  EXPECT_THROW(ModelConfig::from_hf_json(gelu, "c"), areal::Error);
+  auto sliding = preset("qwen3", "tiny", 200).to_hf_json();
+  sliding["use_sliding_window"] = true;
+  EXPECT_THROW(ModelConfig::from_hf_json(sliding, "c"), areal::Error);
+  // HF's max_position_embeddings defaults per family when the key is absent.
+  for (const auto& [family, want] : std::vector<std::pair<std::string, int64_t>>{{"llama3", 2048}, {"qwen3", 32768}, {"gpt_oss", 131072}}) {
+    auto j = preset(family, "tiny", 200).to_hf_json();
+    j.erase("max_position_embeddings");
+    EXPECT_EQ(ModelConfig::from_hf_json(j, "c").max_position_embeddings, want) << family;
+  }
+  // The balancing loss is HF's only with output_router_logits (gpt-oss ships 0.9 and false).
+  auto oss = preset("gpt_oss", "20b", 200).to_hf_json();
+  EXPECT_EQ(oss["output_router_logits"], false);
+  EXPECT_EQ(oss["router_aux_loss_coef"], 0.9);
+  EXPECT_FALSE(ModelConfig::from_hf_json(oss, "c").output_router_logits);
+  oss["output_router_logits"] = true;
+  EXPECT_TRUE(ModelConfig::from_hf_json(oss, "c").output_router_logits);
+  EXPECT_TRUE(ModelConfig::from_hf_json(preset("qwen3_moe", "tiny", 200).to_hf_json(), "c").output_router_logits);
   // Llama 3.1 lists three end ids: every one is kept, and written back.
   auto listed = preset("llama3", "tiny", 200).to_hf_json();
   listed["eos_token_id"] = {128, 130, 131};

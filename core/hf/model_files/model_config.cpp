@@ -57,7 +57,18 @@ ModelConfig ModelConfig::from_hf_json(const nlohmann::json& j, const std::string
   if (c.num_attention_heads % c.num_key_value_heads != 0) bad(where, "num_attention_heads must be a multiple of num_key_value_heads");
   if (!j.contains("head_dim") && c.hidden_size % c.num_attention_heads != 0) bad(where, "hidden_size must divide by num_attention_heads");
   if (c.head_dim % 2 != 0) bad(where, "head_dim must be even for rotary embeddings");
-  c.max_position_embeddings = j.value("max_position_embeddings", int64_t{4096});
+  // HF's defaults when config.json leaves the key out: 2048 (Llama), 32768
+  // (Qwen2/3/3-MoE), 131072 (gpt-oss).
+  c.max_position_embeddings = j.value("max_position_embeddings", c.family == "llama3" ? int64_t{2048} : oss ? int64_t{131072} : int64_t{32768});
+  // The MLP's activation: what the model code computes is SiLU (gpt-oss: its
+  // own clamped SwiGLU). Another hidden_act would load and compute something
+  // else, so it is refused by name.
+  if (!oss && j.contains("hidden_act") && !j["hidden_act"].is_null() && j["hidden_act"] != "silu" && j["hidden_act"] != "swish")
+    bad(where, "hidden_act " + j["hidden_act"].dump() + " is not supported (the MLP computes silu(gate) * up)");
+  // Qwen2/Qwen3's sliding-window attention (use_sliding_window: true) is not
+  // computed for those families: refused rather than attended in full.
+  if (!oss && j.value("use_sliding_window", false))
+    bad(where, "use_sliding_window: true is not supported for " + type + " (every layer would attend to the whole context, unlike HF)");
   c.rms_norm_eps = j.value("rms_norm_eps", oss ? 1e-5 : 1e-6);
   c.rope_theta = j.value("rope_theta", oss ? 150000.0 : 10000.0);  // GptOssConfig.default_theta
   // transformers 5 writes the rotary settings as rope_parameters.
@@ -88,6 +99,7 @@ ModelConfig ModelConfig::from_hf_json(const nlohmann::json& j, const std::string
     if (c.num_experts_per_tok > c.num_experts) bad(where, "num_experts_per_tok must not exceed num_local_experts");
     c.moe_intermediate_size = c.intermediate_size;  // each expert's width
     c.router_aux_loss_coef = j.value("router_aux_loss_coef", 0.001);
+    c.output_router_logits = j.contains("output_router_logits") && j["output_router_logits"].is_boolean() && j["output_router_logits"].get<bool>();
     c.swiglu_alpha = j.value("swiglu_alpha", 1.702);
     c.swiglu_limit = j.value("swiglu_limit", 7.0);
     c.sliding_window = j.contains("sliding_window") && !j["sliding_window"].is_null() ? positive(j, "sliding_window", where) : 0;
@@ -120,6 +132,7 @@ ModelConfig ModelConfig::from_hf_json(const nlohmann::json& j, const std::string
     c.decoder_sparse_step = j.contains("decoder_sparse_step") ? positive(j, "decoder_sparse_step", where) : 1;
     c.norm_topk_prob = j.value("norm_topk_prob", false);  // HF's Qwen3MoeConfig default
     c.router_aux_loss_coef = j.value("router_aux_loss_coef", 0.001);
+    c.output_router_logits = j.contains("output_router_logits") && j["output_router_logits"].is_boolean() && j["output_router_logits"].get<bool>();
     if (j.contains("mlp_only_layers") && !j["mlp_only_layers"].is_null()) {
       if (!j["mlp_only_layers"].is_array()) bad(where, "'mlp_only_layers' must be a list of layer indices");
       for (const auto& l : j["mlp_only_layers"]) {
@@ -162,7 +175,7 @@ nlohmann::json ModelConfig::to_hf_json() const {
     j["num_experts_per_tok"] = num_experts_per_tok;
     j["experts_per_token"] = num_experts_per_tok;  // what OpenAI's own config.json says too
     j["router_aux_loss_coef"] = router_aux_loss_coef;
-    j["output_router_logits"] = false;
+    j["output_router_logits"] = output_router_logits;
     j["swiglu_alpha"] = swiglu_alpha;
     j["swiglu_limit"] = swiglu_limit;
     j["sliding_window"] = sliding_window > 0 ? nlohmann::json(sliding_window) : nlohmann::json(nullptr);
@@ -175,7 +188,7 @@ nlohmann::json ModelConfig::to_hf_json() const {
     j["mlp_only_layers"] = mlp_only_layers;
     j["norm_topk_prob"] = norm_topk_prob;
     j["router_aux_loss_coef"] = router_aux_loss_coef;
-    j["output_router_logits"] = false;
+    j["output_router_logits"] = output_router_logits;
   }
   j["vocab_size"] = vocab_size;
   j["hidden_size"] = hidden_size;
@@ -366,6 +379,10 @@ ModelConfig preset(const std::string& family, const std::string& size, int64_t v
     c.rope_theta = 150000.0;
     c.rope_scaling = gpt_oss_rope();
     c.tie_word_embeddings = false;
+    // As released (gpt-oss-20b: 0.9 and off); the small presets train their
+    // routers with the balancing loss at HF's usual weight.
+    c.output_router_logits = size != "20b";
+    c.router_aux_loss_coef = size == "20b" ? 0.9 : 0.001;
     return c;
   }
   // The smaller MoE presets: every layer routes among 8 experts (top 2) of a
@@ -373,6 +390,7 @@ ModelConfig preset(const std::string& family, const std::string& size, int64_t v
   if (family == "qwen3_moe" && c.num_experts == 0) {
     c.num_experts = 8, c.num_experts_per_tok = 2, c.moe_intermediate_size = c.intermediate_size / 4;
     if (size == "tiny-hd32") c.decoder_sparse_step = 2;  // layer 0 dense, layer 1 experts: both kinds in one model
+    c.output_router_logits = true;  // these presets train their routers with the balancing loss (30b-a3b: off, as released)
   }
   c.rms_norm_eps = 1e-6;
   c.rope_theta = family == "llama3" ? 500000.0 : 1000000.0;

@@ -54,6 +54,9 @@ struct ModelConfig {
   std::vector<int64_t> mlp_only_layers;
   bool norm_topk_prob = true;         // renormalise the top-k routing weights to sum to 1
   double router_aux_loss_coef = 0.001;  // HF's default weight of the load-balancing loss
+  // HF adds that loss in training only when output_router_logits is true
+  // (its default is false; init-model's small MoE presets set it).
+  bool output_router_logits = false;
   // GPT-OSS experts: every layer routes (mlp.router with a bias: top-k on
   // the logits, then a softmax over those k), and each layer's experts are
   // fused tensors with biases: gate_up_proj [E, H, 2I] (gate and up
