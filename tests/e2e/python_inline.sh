@@ -58,6 +58,25 @@ for e in episodes:
 assert "Traceback" in log and "the agent gave up on purpose" in log
 print("3. raise / hang / garbage / unknown id failed only their episodes; the ok ones around them passed")
 PY
+
+# 3b. Sync runs that hang past timeout_seconds (threads that cannot be stopped)
+# hold nothing the later episodes need: more of them than the loop's default
+# executor has threads, then sync episodes that must still run.
+modes="hang hang hang hang hang hang hang hang ok ok ok ok"
+ALLOW_FAILED=1 rollout synchang pool_test_agents:SyncInlineAgent "$(for m in $modes; do echo "{\"mode\": \"$m\"}"; done)" "timeout_seconds: 2"
+$py - "$work/runs/synchang/t/rollouts.jsonl" $modes <<'PY'
+import json, sys
+episodes = [json.loads(l) for l in open(sys.argv[1])]
+modes = sys.argv[2:]
+assert len(episodes) == len(modes), len(episodes)
+for e in episodes:
+    mode = modes[e["data_index"]]
+    if mode == "ok":
+        assert e["status"] == "ok" and e["result"]["reward"] == 0.5, e.get("error")
+    else:
+        assert e["status"] == "error" and "timeout_seconds" in e["error"], e.get("error")
+print("3b. eight hung sync runs, then four sync episodes that ran")
+PY
 # 4. workflow.interpreter names a virtual environment: its site-packages import.
 $py -m venv --without-pip "$work/venv"
 site=$(ls -d "$work"/venv/lib/python3*/site-packages)

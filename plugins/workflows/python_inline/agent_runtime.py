@@ -9,6 +9,7 @@ the agent_pool worker protocol's shape (docs/agent-workflows.md).
 import asyncio
 import inspect
 import json
+import threading
 import traceback
 
 import _areal_inline
@@ -61,20 +62,48 @@ async def _episode(request, timeout):
     client = _client()
     if client is not None:
         kwargs["http_client"] = client
-    if inspect.iscoroutinefunction(_run) or inspect.iscoroutinefunction(getattr(_run, "__call__", None)):
-        work = _run(request["data"], **kwargs)
-    else:  # a sync run would block every other episode: it runs on a worker thread
-        work = asyncio.to_thread(_run, request["data"], **kwargs)
+    is_async = inspect.iscoroutinefunction(_run) or inspect.iscoroutinefunction(getattr(_run, "__call__", None))
+    # A sync run would block every other episode: it runs on a thread of its own.
+    work = _run(request["data"], **kwargs) if is_async else _in_own_thread(_run, request["data"], **kwargs)
     try:
         result = await asyncio.wait_for(work, timeout)
     except asyncio.TimeoutError:
-        raise TimeoutError(f"run() took longer than timeout_seconds ({timeout:g} s) and was cancelled") from None
+        how = "was cancelled" if is_async else "was abandoned (a thread cannot be stopped: it runs on, holding only itself)"
+        raise TimeoutError(f"run() took longer than timeout_seconds ({timeout:g} s) and {how}") from None
     if inspect.isawaitable(result):
         result = await result
     reward, rewards = check_result(result)
     if rewards:
-        await asyncio.to_thread(set_rewards, base_url, api_key, rewards)
+        await asyncio.wait_for(_in_own_thread(set_rewards, base_url, api_key, rewards), timeout)
     return result_reply(reward, rewards)
+
+
+def _in_own_thread(fn, *args, **kwargs):
+    """fn on a daemon thread of its own, as a future of this loop. Not the
+    loop's default executor: a sync run that hangs past its timeout cannot be
+    stopped, and a few of them would hold every executor thread, so that every
+    later sync episode (and every agent's own asyncio.to_thread) would wait."""
+    loop = asyncio.get_running_loop()
+    future = loop.create_future()
+
+    def settle(result, error):
+        if future.cancelled():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+
+    def body():
+        try:
+            result = fn(*args, **kwargs)
+        except BaseException as e:  # noqa: BLE001 - the episode's failure, reported on the loop
+            loop.call_soon_threadsafe(settle, None, e)
+        else:
+            loop.call_soon_threadsafe(settle, result, None)
+
+    threading.Thread(target=body, daemon=True, name="areal-inline-sync-run").start()
+    return future
 
 
 async def _guarded(token, request, timeout):
