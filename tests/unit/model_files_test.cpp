@@ -151,6 +151,34 @@ TEST(Checkpoint, ShardedIndexIsFollowedAndCheckedAgainstTheConfig) {
   EXPECT_THROW(deeper.check(ck), areal::Error);  // model.layers.1.* missing
 }
 
+// A tied model whose checkpoint also has lm_head.weight: a copy of the
+// embeddings loads; a different matrix (HF 5 keeps it untied) is refused.
+TEST(Checkpoint, ATiedModelsDifferentHeadIsRefusedNotReplaced) {
+  ModelConfig c = preset("qwen3", "tiny", 100);
+  c.num_hidden_layers = 1;
+  ASSERT_TRUE(c.tie_word_embeddings);
+  for (const bool differ : {false, true}) {
+    const fs::path dir = temp(differ ? "tied-differ" : "tied-copy");
+    fs::create_directories(dir);
+    SafetensorsWriter w;
+    std::vector<float> embed;
+    for (const auto& t : c.weights()) {
+      size_t n = 1;
+      for (int64_t d : t.shape) n *= static_cast<size_t>(d);
+      std::vector<float> v(n, 0.5f);
+      if (t.name == "model.embed_tokens.weight") embed = v;
+      w.add(t.name, DType::kF32, t.shape, v.data(), n * 4);
+    }
+    std::vector<float> head = embed;
+    if (differ) head[3] = 2.0f;
+    w.add("lm_head.weight", DType::kF32, {c.vocab_size, c.hidden_size}, head.data(), head.size() * 4);
+    w.save((dir / "model.safetensors").string());
+    const auto ck = Checkpoint::load(dir.string());
+    if (differ) EXPECT_THROW(c.check(ck), areal::Error);
+    else EXPECT_NO_THROW(c.check(ck));
+  }
+}
+
 TEST(ModelConfig, HfJsonRoundTripAndValidation) {
   for (const char* family : {"qwen3", "qwen2", "llama3"}) {
     const ModelConfig c = preset(family, "small", 1000);

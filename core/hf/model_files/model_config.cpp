@@ -1,6 +1,7 @@
 #include "core/hf/model_files/model_config.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <set>
 #include <utility>
 
@@ -322,6 +323,21 @@ void ModelConfig::check(const Checkpoint& c) const {
   for (const auto& name : c.names())
     if (!expected.count(name) && !(tie_word_embeddings && name == "lm_head.weight"))
       throw Error(AREAL_CODE_INVALID_ARGUMENT, "the checkpoint has tensor '" + name + "', which a " + family + " model with this config.json does not");
+  // A tied model's checkpoint may carry lm_head.weight too: a copy of the
+  // embeddings is fine, another matrix is a head HF (transformers 5) keeps
+  // untied, which a tied model here would silently replace by the embeddings.
+  if (tie_word_embeddings) {
+    const auto names = c.names();
+    if (std::find(names.begin(), names.end(), "lm_head.weight") != names.end()) {
+      const TensorInfo& head = c.tensor("lm_head.weight");
+      const TensorInfo& embed = c.tensor("model.embed_tokens.weight");
+      if (head.shape != embed.shape || head.dtype != embed.dtype || head.bytes != embed.bytes ||
+          std::memcmp(c.data("lm_head.weight"), c.data("model.embed_tokens.weight"), head.bytes) != 0)
+        throw Error(AREAL_CODE_UNSUPPORTED, "config.json ties the output head to the embeddings (tie_word_embeddings: true), but the checkpoint's "
+                                            "lm_head.weight differs from model.embed_tokens.weight; HF keeps such a head untied: set "
+                                            "tie_word_embeddings: false in config.json to load it that way");
+    }
+  }
 }
 
 ModelConfig preset(const std::string& family, const std::string& size, int64_t vocab_size) {
