@@ -105,4 +105,19 @@ assert len(episodes) == 4 and all(e["status"] == "ok" for e in episodes), [e.get
 assert all([r["reward"] for r in e["session"]["rows"]] == [1.0] for e in episodes)
 print("4. the Node.js worker ran 4 episodes")
 PY
+# 4b. A Node worker that exits leaving a child (detached: out of its process
+# group) fails its episode at once: the child inherited no pipe of the host's.
+start=$(date +%s)
+ALLOW_FAILED=1 rollout_only nodechild "{plugin: agent_pool, agent: \"$src/tests/fixtures/agents/pool_test_agent.mjs\", workers: 1, timeout_seconds: 40}" \
+  "$(printf '%s\n' '{"mode": "exit_with_child", "i": 0}' '{"i": 1}')" "concurrency: 1, openai: {mode: subproc}"
+took=$(( $(date +%s) - start ))
+pkill -f "^sleep 3600$" || true
+$py - "$work/runs/nodechild/t/rollouts.jsonl" <<'PY'
+import json, sys
+episodes = {json.loads(l)["data_index"]: json.loads(l) for l in open(sys.argv[1])}
+assert episodes[0]["status"] == "error" and "exited with status 3" in episodes[0]["error"], episodes[0].get("error")
+assert episodes[1]["status"] == "ok", episodes[1].get("error")
+print("4b. a Node worker that left a detached child behind was reported at once")
+PY
+[ "$took" -lt 30 ] || { echo "FAIL: ${took}s: the host waited on a pipe the agent's child inherited"; exit 1; }
 echo "agent_pool e2e: 4 passed, 0 failed"

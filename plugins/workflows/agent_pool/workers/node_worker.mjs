@@ -10,11 +10,25 @@
 // is a number (the reward), an object {completionId: reward}, or undefined.
 // See docs/agent-workflows.md, "Worker protocol".
 import fs from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 import readline from 'node:readline';
 import { pathToFileURL } from 'node:url';
 
-const replies = fs.createWriteStream(null, { fd: 4 });
+// The host's pipes arrive on fds 3 and 4 without close-on-exec, so every
+// process the agent starts would inherit them, and one that outlives this
+// worker would hold the reply pipe open (the host would see no exit until its
+// timeout). Reopened here (Node opens close-on-exec) and the originals closed.
+function reopen(fd, flags) {
+  const again = fs.openSync(`/proc/self/fd/${fd}`, flags);
+  fs.closeSync(fd);
+  return again;
+}
+const requestsFd = reopen(3, 'r');
+const repliesFd = reopen(4, 'a');
+// Pipes as libuv pipe handles, not fs streams: an fs read of a pipe blocks a
+// thread of libuv's pool, and process.exit (an agent's, or ours) then waits for it.
+const replies = new net.Socket({ fd: repliesFd, readable: false, writable: true });
 const send = (m) => new Promise((resolve) => replies.write(JSON.stringify(m) + '\n', resolve));
 
 function split(spec) {
@@ -75,7 +89,7 @@ try {
   process.exit(1);
 }
 await send({ op: 'ready', pid: process.pid, node: process.version });
-const requests = readline.createInterface({ input: fs.createReadStream(null, { fd: 3 }), crlfDelay: Infinity });
+const requests = readline.createInterface({ input: new net.Socket({ fd: requestsFd, readable: true, writable: false }), crlfDelay: Infinity });
 for await (const line of requests) {
   if (!line.trim()) continue;
   const req = JSON.parse(line);
