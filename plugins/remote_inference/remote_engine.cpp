@@ -452,9 +452,9 @@ RemoteEngine::SegmentResult RemoteEngine::run_segment(Job& job, int64_t version,
   seg.adapter = adapter;
   seg.sampling.max_new_tokens = static_cast<int32_t>(job.sampling.max_new_tokens - produced);
   if (index > 0 && seg.sampling.has_seed) seg.sampling.seed += index;  // a fresh stream, not a replay of the first
-  const int server = pool_.acquire(job.affinity);
+  const int server = pool_.acquire(job.affinity, adapter);
   if (server < 0) {
-    result.message = "no server is up";
+    result.message = adapter.empty() ? "no server is up" : "no server that is up has adapter '" + adapter + "' loaded";
     return result;
   }
   StreamCall call(pool_.url(server), opt_.connect_timeout_s, opt_.idle_timeout_s);
@@ -829,10 +829,10 @@ void RemoteEngine::load_served_adapter(std::string_view spec_text, const areal_t
       if (refused) throw sdk::invalid_argument(msg);
       throw sdk::unavailable(msg);
     }
-    // Servers that missed it leave rotation until a later load reaches them:
-    // serving without it would corrupt training data.
+    // Servers that missed it get no request for it (they would answer 404,
+    // or serve the base model); they keep serving everything else.
     for (size_t i = 0; i < pool_.size(); ++i)
-      pool_.set_stale(static_cast<int>(i), std::find(loaded_on.begin(), loaded_on.end(), i) == loaded_on.end());
+      pool_.set_missing_adapter(static_cast<int>(i), adapter->served_name, std::find(loaded_on.begin(), loaded_on.end(), i) == loaded_on.end());
     log(AREAL_LOG_INFO, "adapter '" + adapter->name + "' version " + std::to_string(adapter->version) + " loaded as '" + adapter->served_name + "' from " +
                             adapter->dir + (spec.value("default", false) ? " (the default adapter)" : ""));
     adapters_.install(std::move(adapter), spec.value("default", false));
@@ -855,6 +855,7 @@ void RemoteEngine::release_retired_adapters() {
         log(AREAL_LOG_WARN, "unloading retired adapter '" + a->served_name + "': " + e.what());
       }
     }
+    pool_.forget_adapter(a->served_name);
     std::error_code ignored;
     if (a->owned_dir) std::filesystem::remove_all(a->dir, ignored);
   }
@@ -919,6 +920,19 @@ void RemoteEngine::health_loop() {
             pool_.set_stale(s, true);  // no requests until an update reaches it
             log(AREAL_LOG_WARN, "server " + pool_.url(i).text + " is reachable again but could not load the current weights (version " +
                                     std::to_string(last_disk_update_->second) + "): " + e.what() + "; it gets no requests until a weight update reaches it");
+          }
+        }
+        // A restarted server has lost every adapter: each current one is
+        // loaded again, or the server gets no request for it.
+        for (const auto& a : adapters_.current()) {
+          try {
+            protocol_->load_adapter(pool_.url(i), a->served_name, a->dir, opt_.control_timeout_s);
+            pool_.set_missing_adapter(s, a->served_name, false);
+          } catch (const std::exception& e) {
+            // "already loaded" (vLLM's 400): the server never went away and has it.
+            const bool has_it = std::string(e.what()).find("already") != std::string::npos;
+            pool_.set_missing_adapter(s, a->served_name, !has_it);
+            if (!has_it) log(AREAL_LOG_WARN, "server " + pool_.url(i).text + " is back but could not load adapter '" + a->served_name + "': " + e.what());
           }
         }
         pool_.mark_up(s);

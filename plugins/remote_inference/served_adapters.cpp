@@ -29,6 +29,13 @@ bool ServedAdapters::uninstall(const std::string& name) {
   return true;
 }
 
+std::vector<std::shared_ptr<const RemoteAdapter>> ServedAdapters::current() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<std::shared_ptr<const RemoteAdapter>> out;
+  for (const auto& [_, a] : current_) out.push_back(a);
+  return out;
+}
+
 std::string ServedAdapters::default_name() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return default_;

@@ -38,6 +38,8 @@ class ServedAdapters {
   // `adapter` serves requests naming adapter->name from now on (and those
   // naming none when is_default); the one it replaces is retired.
   void install(std::shared_ptr<const RemoteAdapter> adapter, bool is_default);
+  // The adapters requests can name now.
+  std::vector<std::shared_ptr<const RemoteAdapter>> current() const;
   // The default adapter's name now ("" when there is none): a request that
   // names none is bound to it at submit, as the local engine binds it.
   std::string default_name() const;

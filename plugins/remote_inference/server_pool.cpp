@@ -16,11 +16,11 @@ ServerPool::ServerPool(std::vector<Url> servers) {
   }
 }
 
-int ServerPool::acquire(const std::string& key) {
+int ServerPool::acquire(const std::string& key, const std::string& adapter) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!key.empty()) {
     auto it = affinity_.find(key);
-    if (it != affinity_.end() && usable(servers_[it->second])) {
+    if (it != affinity_.end() && usable_for(servers_[it->second], adapter)) {
       ++servers_[it->second].inflight;
       return it->second;
     }
@@ -30,7 +30,7 @@ int ServerPool::acquire(const std::string& key) {
   for (size_t k = 0; k < n; ++k) {
     const size_t i = (next_ + k) % n;
     const Server& s = servers_[i];
-    if (!usable(s)) continue;
+    if (!usable_for(s, adapter)) continue;
     if (s.inflight < best_load) best = static_cast<int>(i), best_load = s.inflight;
   }
   if (best < 0) return -1;
@@ -70,6 +70,18 @@ bool ServerPool::mark_up(int server) {
 bool ServerPool::healthy(int server) {
   std::lock_guard<std::mutex> lock(mutex_);
   return servers_[server].healthy;
+}
+
+void ServerPool::set_missing_adapter(int server, const std::string& adapter, bool missing) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto& m = servers_.at(static_cast<size_t>(server)).missing_adapters;
+  if (missing) m.insert(adapter);
+  else m.erase(adapter);
+}
+
+void ServerPool::forget_adapter(const std::string& adapter) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& s : servers_) s.missing_adapters.erase(adapter);
 }
 
 void ServerPool::set_stale(int server, bool stale) {

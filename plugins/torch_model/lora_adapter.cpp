@@ -33,10 +33,13 @@ bool module_from_name(const std::string& name, LoraModule& out) {
 // target_modules as PEFT reads it: a list of names, each matching a module
 // whose path is that name or ends in "." + name ("q_proj", "self_attn.q_proj"),
 // or "all-linear". Names that match nothing in this architecture are ignored
-// as PEFT ignores them, as long as one matches; a path into one layer
-// ("model.layers.0.self_attn.q_proj") targets that layer alone in PEFT, which
-// an adapter here (one set of modules for every layer) cannot: refused.
-std::array<bool, kLoraModules> parse_targets(const J& t, const std::string& where, bool* all_linear) {
+// as PEFT ignores them, as long as one matches. A path into one layer
+// ("model.layers.0.self_attn.q_proj") is how PEFT saves every adapter's
+// targets (one path per layer and module), so a saved config lists them all:
+// read as its module (the tensors must then cover every layer, or the load
+// names the one missing). In areal's own YAML (layer_paths false) such a
+// path would target one layer, which an adapter here cannot: refused.
+std::array<bool, kLoraModules> parse_targets(const J& t, const std::string& where, bool* all_linear, bool layer_paths) {
   std::array<bool, kLoraModules> targets{};
   if (t.is_string()) {
     if (t.get<std::string>() != "all-linear")
@@ -52,16 +55,19 @@ std::array<bool, kLoraModules> parse_targets(const J& t, const std::string& wher
   for (const auto& n : t) {
     if (!n.is_string()) throw Error(AREAL_CODE_INVALID_ARGUMENT, where + ": module names must be strings");
     const std::string full = n.get<std::string>();
-    static const std::regex kOneLayer(R"((^|\.)layers\.[0-9]+\.)");
-    if (std::regex_search(full, kOneLayer))
+    static const std::regex kOneLayer(R"(^(base_model\.model\.)?(model\.)?layers\.[0-9]+\.)");
+    std::smatch layer_prefix;
+    const bool one_layer = std::regex_search(full, layer_prefix, kOneLayer);
+    if (one_layer && !layer_paths)
       throw Error(AREAL_CODE_UNSUPPORTED, where + ": '" + full + "' names one layer's module; an adapter here covers every layer (list '" +
                                               full.substr(full.rfind('.') + 1) + "')");
-    // Paths of a projection here are model.layers.N.<parent>.<name>: with the
-    // layer index refused above, the suffixes left are "<name>" and "<parent>.<name>".
-    const auto dot = full.rfind('.');
-    const std::string name = dot == std::string::npos ? full : full.substr(dot + 1);
+    // Paths of a projection here are model.layers.N.<parent>.<name>: past the
+    // layer prefix, the suffixes that match are "<name>" and "<parent>.<name>".
+    const std::string rel = one_layer ? full.substr(static_cast<size_t>(layer_prefix.length(0))) : full;
+    const auto dot = rel.rfind('.');
+    const std::string name = dot == std::string::npos ? rel : rel.substr(dot + 1);
     LoraModule m = LoraModule::kQ;
-    if (!module_from_name(name, m) || (dot != std::string::npos && full != std::string(lora_module_parent(m)) + "." + name)) {
+    if (!module_from_name(name, m) || (dot != std::string::npos && rel != std::string(lora_module_parent(m)) + "." + name)) {
       // matches nothing here, as in PEFT
       continue;
     }
@@ -125,7 +131,7 @@ LoraConfig LoraConfig::from_json(const J& j, const std::string& where) {
   if (c.rank < 1) throw Error(AREAL_CODE_INVALID_ARGUMENT, where + ".rank: must be at least 1, got " + std::to_string(c.rank));
   if (!(c.alpha > 0)) throw Error(AREAL_CODE_INVALID_ARGUMENT, where + ".alpha: must be positive");
   if (!(c.dropout >= 0 && c.dropout < 1)) throw Error(AREAL_CODE_INVALID_ARGUMENT, where + ".dropout: must be in [0, 1)");
-  c.targets = parse_targets(j.contains("target_modules") ? j["target_modules"] : J("all-linear"), where + ".target_modules", &c.all_linear);
+  c.targets = parse_targets(j.contains("target_modules") ? j["target_modules"] : J("all-linear"), where + ".target_modules", &c.all_linear, false);
   return c;
 }
 
@@ -194,7 +200,7 @@ LoraConfig LoraConfig::from_peft_json(const J& j, const std::string& where) {
   c.dropout = j.contains("lora_dropout") && j["lora_dropout"].is_number() ? j["lora_dropout"].get<double>() : 0.0;
   c.use_rslora = j.value("use_rslora", false);
   if (!j.contains("target_modules") || j["target_modules"].is_null()) throw Error(AREAL_CODE_INVALID_ARGUMENT, where + ": 'target_modules' is missing");
-  c.targets = parse_targets(j["target_modules"], where + ": target_modules", &c.all_linear);
+  c.targets = parse_targets(j["target_modules"], where + ": target_modules", &c.all_linear, true);
   return c;
 }
 

@@ -249,8 +249,12 @@ TEST(LoraFiles, UnsupportedAndBrokenAdaptersAreRefusedByName) {
 TEST(LoraFiles, TargetModulesMatchAsPeftMatchesThem) {
   const auto q_only = LoraConfig::from_peft_json(J{{"r", 2}, {"target_modules", {"self_attn.q_proj", "c_attn"}}}, "t");
   for (size_t m = 0; m < q_only.targets.size(); ++m) EXPECT_EQ(q_only.targets[m], m == static_cast<size_t>(LoraModule::kQ)) << m;
+  // PEFT saves its targets one path per layer and module: read as the module
+  // (the tensors must cover every layer); in areal's YAML a one-layer path is refused.
+  const auto saved = LoraConfig::from_peft_json(J{{"r", 2}, {"target_modules", {"model.layers.0.self_attn.q_proj", "model.layers.1.self_attn.q_proj"}}}, "t");
+  EXPECT_TRUE(saved.targets[static_cast<size_t>(LoraModule::kQ)]);
   try {
-    LoraConfig::from_peft_json(J{{"r", 2}, {"target_modules", {"model.layers.0.self_attn.q_proj"}}}, "t");
+    LoraConfig::from_json(J{{"target_modules", {"model.layers.0.self_attn.q_proj"}}}, "lora");
     ADD_FAILURE() << "a one-layer target was widened to every layer";
   } catch (const areal::Error& e) {
     EXPECT_EQ(e.code(), AREAL_CODE_UNSUPPORTED) << e.what();

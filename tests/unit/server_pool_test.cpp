@@ -1,5 +1,6 @@
 // The remote plugins' server choice (plugins/remote_inference/server_pool):
 // affinity, least load, and the three ways out of rotation.
+#include <set>
 #include <string>
 #include <stdexcept>
 
@@ -66,4 +67,28 @@ TEST(ServerPool, DownStaleAndHeldServersGetNoRequestsUntilCleared) {
   EXPECT_NE(pool.describe().find("down: gone"), std::string::npos) << pool.describe();
   pool.set_held(other, false);
   EXPECT_EQ(pool.acquire("k"), other);
+}
+
+// A server that missed an adapter's load gets no request for that adapter,
+// and still every other request (it once left rotation for all of them, and
+// another adapter's load put it back for the one it lacked).
+TEST(ServerPool, AServerMissingAnAdapterGetsOnlyRequestsThatDoNotNeedIt) {
+  ServerPool pool({parse_url("http://127.0.0.1:1"), parse_url("http://127.0.0.1:2")});
+  pool.set_missing_adapter(1, "job-a@7", true);
+  for (int i = 0; i < 6; ++i) {
+    const int s = pool.acquire("session-" + std::to_string(i), "job-a@7");
+    EXPECT_EQ(s, 0);
+    pool.release(s);
+  }
+  std::set<int> any;
+  for (int i = 0; i < 6; ++i) {
+    const int s = pool.acquire("", "job-b@8");
+    any.insert(s);
+    pool.release(s);
+  }
+  EXPECT_EQ(any, (std::set<int>{0, 1}));
+  pool.mark_down(0, "test");
+  EXPECT_EQ(pool.acquire("", "job-a@7"), -1);  // nobody has it: the caller retries or fails, never a 404
+  pool.forget_adapter("job-a@7");
+  EXPECT_EQ(pool.acquire("", "job-a@7"), 1);
 }
