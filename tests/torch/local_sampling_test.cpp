@@ -71,6 +71,16 @@ areal_sampling_params base_params(float temperature, int32_t max_new, uint64_t s
   return s;
 }
 
+// Sampling under a JSON schema, ending at `stop` (the schema text must outlive the params).
+areal_sampling_params schema_params(int32_t max_new, uint64_t seed, const std::string& schema, const int32_t& stop) {
+  areal_sampling_params s = base_params(1.0f, max_new, seed);
+  s.stop_token_ids = &stop;
+  s.stop_token_ids_count = 1;
+  s.structured_output = AREAL_STRUCTURED_JSON_SCHEMA;
+  s.json_schema = areal_str{schema.data(), schema.size()};
+  return s;
+}
+
 // Full-vocabulary raw log-probs after each prefix of prompt + output: row t
 // predicts output token t. float64 [n_out, vocab].
 torch::Tensor next_token_logprobs(const areal::torch_model::DecoderModel& m, const std::vector<int32_t>& prompt, const std::vector<int32_t>& out) {
@@ -228,12 +238,7 @@ TEST(LocalSampling, JsonSchemaOutputClosesWithinMaxTokens) {
   int closed_early = 0;
   for (int32_t max_new : {24, 32, 48}) {
     for (uint64_t seed = 1; seed <= 4; ++seed) {
-      areal_sampling_params s = base_params(1.0f, max_new, seed);
-      s.stop_token_ids = &im_end;
-      s.stop_token_ids_count = 1;
-      s.structured_output = AREAL_STRUCTURED_JSON_SCHEMA;
-      s.json_schema = areal_str{schema_text.data(), schema_text.size()};
-      const auto res = engine.run(prompt, s);
+      const auto res = engine.run(prompt, schema_params(max_new, seed, schema_text, im_end));
       ASSERT_EQ(res.finish_reason, AREAL_FINISH_STOP) << "max_tokens " << max_new << " seed " << seed << ": " << res.error_message << " "
                                                        << tok->decode_bytes(res.output_ids);
       ASSERT_LE(res.output_ids.size(), static_cast<size_t>(max_new));
@@ -262,12 +267,7 @@ TEST(LocalSampling, AConstrainedOutputCutShortIsALengthFinish) {
   const int32_t im_end = tok->token_to_id("<|im_end|>");
   const std::vector<int32_t> prompt = tok->encode("<|im_start|>user\nCity?<|im_end|>\n<|im_start|>assistant\n", false);
   for (uint64_t seed = 1; seed <= 3; ++seed) {
-    areal_sampling_params s = base_params(1.0f, 3, seed);
-    s.stop_token_ids = &im_end;
-    s.stop_token_ids_count = 1;
-    s.structured_output = AREAL_STRUCTURED_JSON_SCHEMA;
-    s.json_schema = areal_str{schema.data(), schema.size()};
-    const auto res = engine.run(prompt, s);
+    const auto res = engine.run(prompt, schema_params(3, seed, schema, im_end));
     EXPECT_EQ(res.finish_reason, AREAL_FINISH_LENGTH) << tok->decode_bytes(res.output_ids);
     EXPECT_FALSE(nlohmann::json::accept(tok->decode_bytes(res.output_ids))) << tok->decode_bytes(res.output_ids);
   }
@@ -285,12 +285,7 @@ TEST(LocalSampling, MinTokensGivesWayToACompleteConstrainedOutput) {
   const std::vector<int32_t> prompt = tok->encode("<|im_start|>user\nOne?<|im_end|>\n<|im_start|>assistant\n", false);
   for (uint64_t seed = 1; seed <= 3; ++seed) {
     // Far from max_tokens (outside the closing window, where min_tokens yields anyway).
-    areal_sampling_params s = base_params(1.0f, 400, seed);
-    s.stop_token_ids = &im_end;
-    s.stop_token_ids_count = 1;
-    s.structured_output = AREAL_STRUCTURED_JSON_SCHEMA;
-    s.json_schema = areal_str{schema.data(), schema.size()};
-    const auto res = engine.run(prompt, s);
+    const auto res = engine.run(prompt, schema_params(400, seed, schema, im_end));
     ASSERT_EQ(res.finish_reason, AREAL_FINISH_STOP) << tok->decode_bytes(res.output_ids);
     ASSERT_EQ(res.output_ids.back(), im_end);
     for (size_t i = 0; i < res.logprobs.size(); ++i) EXPECT_TRUE(std::isfinite(res.logprobs[i])) << "token " << i;
