@@ -143,8 +143,13 @@ TEST(GptOss, AnMxfp4ConfigWithoutItsBlocksOrWithAnotherQuantizationIsRefused) {
 
 TEST(GptOss, LoraOnTheExpertsIsRefusedAndOnAttentionWorks) {
   const auto c = areal::model::preset("gpt_oss", "tiny", 320);
+  const auto experts = areal::torch_model::LoraConfig::from_json(nlohmann::json{{"rank", 4}, {"target_modules", {"down_proj"}}}, "lora");
+  EXPECT_THROW(areal::torch_model::LoraAdapter::init(experts, c, 1, torch::kCPU, torch::kFloat32), areal::Error);
+  // all-linear (the default) is the attention on a model whose every MLP is experts.
   const auto all = areal::torch_model::LoraConfig::from_json(nlohmann::json{{"rank", 4}}, "lora");
-  EXPECT_THROW(areal::torch_model::LoraAdapter::init(all, c, 1, torch::kCPU, torch::kFloat32), areal::Error);
+  const auto adapter = areal::torch_model::LoraAdapter::init(all, c, 1, torch::kCPU, torch::kFloat32);
+  EXPECT_TRUE(adapter.config().targets[static_cast<size_t>(areal::torch_model::LoraModule::kO)]);
+  EXPECT_FALSE(adapter.config().targets[static_cast<size_t>(areal::torch_model::LoraModule::kUp)]);
   const auto attn = areal::torch_model::LoraConfig::from_json(nlohmann::json{{"rank", 4}, {"target_modules", {"q_proj", "o_proj"}}}, "lora");
   EXPECT_NO_THROW(areal::torch_model::LoraAdapter::init(attn, c, 1, torch::kCPU, torch::kFloat32));
 }

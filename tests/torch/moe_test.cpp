@@ -387,15 +387,24 @@ TEST(Moe, WorkflowEpisodesRecordRoutingWhenAsked) {
   }
 }
 
-TEST(Moe, LoraOnExpertsIsRefusedByName) {
+// LoRA on a MoE model: named expert projections are refused by name;
+// all-linear (the YAML default) is the attention, as PEFT expands it where
+// experts are not linear layers; with dense MLP layers too it is refused.
+TEST(Moe, LoraOnExpertsIsRefusedByNameAndAllLinearIsTheAttention) {
   const DecoderModel m = tiny_moe("tiny");
   try {
-    areal::torch_model::LoraAdapter::init(areal::torch_model::LoraConfig::from_json(nlohmann::json::object(), "lora"), m.config(), 0);
-    FAIL() << "all-linear LoRA on a MoE model was accepted";
+    areal::torch_model::LoraAdapter::init(areal::torch_model::LoraConfig::from_json({{"target_modules", {"q_proj", "gate_proj"}}}, "lora"), m.config(), 0);
+    FAIL() << "LoRA on the experts of a MoE model was accepted";
   } catch (const areal::Error& e) {
     EXPECT_EQ(e.code(), AREAL_CODE_UNSUPPORTED);
     EXPECT_NE(std::string(e.what()).find("q_proj, k_proj, v_proj, o_proj"), std::string::npos) << e.what();
   }
+  const auto all = areal::torch_model::LoraAdapter::init(areal::torch_model::LoraConfig::from_json(nlohmann::json::object(), "lora"), m.config(), 0);
+  EXPECT_TRUE(all.config().targets[static_cast<size_t>(areal::torch_model::LoraModule::kQ)]);
+  EXPECT_FALSE(all.config().targets[static_cast<size_t>(areal::torch_model::LoraModule::kGate)]);
+  EXPECT_THROW(areal::torch_model::LoraAdapter::init(areal::torch_model::LoraConfig::from_json(nlohmann::json::object(), "lora"),
+                                                     tiny_moe("tiny-hd32").config(), 0),
+               areal::Error);  // a dense layer 0: all-linear would mean its MLP alone
   EXPECT_NO_THROW(areal::torch_model::LoraAdapter::init(
       areal::torch_model::LoraConfig::from_json({{"target_modules", {"q_proj", "v_proj"}}}, "lora"), m.config(), 0));
 }
