@@ -45,7 +45,7 @@ void free_status(areal_status* status) { delete status; }
 int32_t status_code(const areal_status* status) { return status == nullptr ? AREAL_CODE_OK : status->code; }
 
 std::string_view status_message(const areal_status* status) {
-  return status == nullptr ? std::string_view() : std::string_view(status->message);
+  return status == nullptr ? std::string_view("") : std::string_view(status->message);  // "": NUL-terminated, as the ABI promises
 }
 
 void throw_if_status(areal_status* status, std::string_view context) {

@@ -26,6 +26,11 @@ TEST(SdkGuard, ConvertsEveryExceptionIntoAStatus) {
   EXPECT_EQ(areal::status_message(b.get()), "idx");
   areal::StatusPtr c(sdk::guard([] { throw 42; }));
   EXPECT_EQ(areal::status_code(c.get()), AREAL_CODE_INTERNAL);
+  // NULL (success): code OK and an empty message that is still a C string, as abi.h promises.
+  const areal_str none = areal::host_api()->status_message(nullptr);
+  ASSERT_NE(none.data, nullptr);
+  EXPECT_EQ(none.size, 0u);
+  EXPECT_EQ(none.data[0], '\0');
 }
 
 TEST(SdkGuard, ThrowIfErrorTakesOwnershipAndRethrows) {
