@@ -251,6 +251,10 @@ void JobRunner::cancel() {
     set_state(JobState::kCancelled, "");
     release();
   }
+  // Training ended on its own while the cancel waited: nothing was cancelled,
+  // and the answer says so (409), not 200 with a finished job.
+  if (state() == JobState::kFinished)
+    throw Error(AREAL_CODE_FAILED_PRECONDITION, "job " + plan_.job.id + " finished before the cancel took effect");
 }
 
 }  // namespace areal::host::service
