@@ -284,7 +284,7 @@ class Compiler {
       // kMaxThreads of them: a wider union is refused here, never cut
       // short while matching (a forced call over more tools than that is
       // prompted instead of constrained).
-      if (union_width(n) > kMaxThreads)
+      if (union_leaves(n).size() > kMaxThreads)
         fail("#", "a union (anyOf/oneOf) of more than " + std::to_string(kMaxThreads) + " distinct alternatives (at most " +
                       std::to_string(kMaxThreads) + " are followed at once)");
       std::vector<const SchemaNode*> next = n->any_of;
@@ -298,8 +298,7 @@ class Compiler {
 
  private:
   // The distinct schemas a union stands for (alternatives reaching the same
-  // one are one thread), counted up to just past the bound.
-  size_t union_width(const SchemaNode* n) { return union_leaves(n).size(); }
+  // one are one thread), collected up to just past the bound.
   const std::set<const SchemaNode*>& union_leaves(const SchemaNode* n) {
     if (auto it = leaves_.find(n); it != leaves_.end()) return it->second;
     std::set<const SchemaNode*> out;

@@ -237,11 +237,13 @@ areal_status* refusing_every_second_submit(void* self, const areal_gen_request* 
   if (++submits % 2 == 0) return areal::make_status(AREAL_CODE_UNAVAILABLE, "the backend refused this request (a test)");
   return plugin_table->submit(self, r, sink);
 }
-const areal_inference_vtable* failing_every_second(const areal_inference_vtable* plugin) {
+// The plugin's table with `Submit` in its submit slot (the wrap_inference_ hook).
+template <areal_status* (*Submit)(void*, const areal_gen_request*, const areal_gen_sink*)>
+const areal_inference_vtable* with_submit(const areal_inference_vtable* plugin) {
   static areal_inference_vtable table;
   plugin_table = plugin;
   table = *plugin;
-  table.submit = refusing_every_second_submit;
+  table.submit = Submit;
   return &table;
 }
 }  // namespace
@@ -250,7 +252,7 @@ const areal_inference_vtable* failing_every_second(const areal_inference_vtable*
 // and no id, so the first choice is no call of the session either (not
 // exported, not the target of a reward for "the last call").
 TEST_F(Chat, ARequestWhoseLaterChoiceFailsLeavesNoCallBehind) {
-  wrap_inference_ = failing_every_second;
+  wrap_inference_ = with_submit<refusing_every_second_submit>;
   start("hf");
   const std::string key = start_session("partial");
   submits = 0;
@@ -290,19 +292,12 @@ areal_status* submit_aborting(void* self, const areal_gen_request* r, const area
   if (st != nullptr) delete s;
   return st;
 }
-const areal_inference_vtable* aborting_every_request(const areal_inference_vtable* plugin) {
-  static areal_inference_vtable table;
-  plugin_table = plugin;
-  table = *plugin;
-  table.submit = submit_aborting;
-  return &table;
-}
 }  // namespace
 
 // A generation the backend aborted (it is stopping) is a failed call, not a
 // reply cut at "length" that the trainer would learn from.
 TEST_F(Chat, AGenerationTheBackendAbortedIsNotRecordedAsAReply) {
-  wrap_inference_ = aborting_every_request;
+  wrap_inference_ = with_submit<submit_aborting>;
   start("hf");
   const std::string key = start_session("aborted");
   auto [status, reply] = post("/v1/chat/completions", {{"messages", {user("hi")}}, {"max_tokens", 2}}, key);

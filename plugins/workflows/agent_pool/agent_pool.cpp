@@ -313,14 +313,15 @@ class AgentPool {
     const json request = {{"op", "run"}, {"episode_id", std::string(episode.id())}, {"data", data}, {"base_url", session.base_url},
                           {"api_key", session.api_key}, {"anthropic_base_url", session.anthropic_base_url}};
     const int slot = acquire();
-    if (!slots_[slot]) {
+    const auto start_in_slot = [&] {  // a worker that cannot start gives the slot back
       try {
         slots_[slot] = start(slot);
       } catch (...) {
         release(slot);
         throw;
       }
-    }
+    };
+    if (!slots_[slot]) start_in_slot();
     bool sent = slots_[slot]->send(request.dump());
     if (!sent) {
       // It died while idle (between episodes): not this episode's doing, so
@@ -328,12 +329,7 @@ class AgentPool {
       sdk::log(AREAL_LOG_WARN, "agent_pool", "agent worker " + std::to_string(slot) + " " + slots_[slot]->exit_text() +
                                                  " while idle; a fresh one takes episode " + std::string(episode.id()));
       slots_[slot].reset();
-      try {
-        slots_[slot] = start(slot);
-      } catch (...) {
-        release(slot);
-        throw;
-      }
+      start_in_slot();
       sent = slots_[slot]->send(request.dump());
     }
     Worker& w = *slots_[slot];
