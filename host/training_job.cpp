@@ -51,6 +51,7 @@ int run_training(const ResolvedConfig& rc, const RolloutPlan& plan, const Runnin
   opt.total_steps = h.trainer.total_steps;
   opt.temperature = h.trainer.temperature;
   opt.recompute_logprob = h.trainer.recompute_logprob;
+  opt.ppo_n_minibatches = h.trainer.ppo_n_minibatches;
   opt.checkpoint_every = h.trainer.checkpoint_every;
   opt.resume = h.trainer.resume;
   opt.save_final = h.trainer.save_final;

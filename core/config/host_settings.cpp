@@ -43,6 +43,7 @@ HostSettings HostSettings::read(const nlohmann::json& c) {
   s.trainer.batch_size = tr.at("batch_size").get<size_t>();
   s.trainer.temperature = tr.at("temperature").get<float>();
   s.trainer.recompute_logprob = tr.at("recompute_logprob").get<bool>();
+  s.trainer.ppo_n_minibatches = tr.at("ppo_n_minibatches").get<int64_t>();
   s.trainer.resume = tr.at("resume").get<bool>();
   s.trainer.save_final = tr.at("save_final").get<bool>();
   s.trainer.weight_update = tr.at("weight_update").get<std::string>();

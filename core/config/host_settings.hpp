@@ -40,7 +40,7 @@ struct HostSettings {
   } rollout;
 
   struct Trainer {
-    int64_t total_steps = 20, checkpoint_every = 0;
+    int64_t total_steps = 20, checkpoint_every = 0, ppo_n_minibatches = 1;
     size_t batch_size = 8;
     float temperature = 1.0f;
     bool recompute_logprob = false, resume = false, save_final = true;

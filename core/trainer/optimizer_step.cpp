@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 #include <cstdint>
@@ -58,16 +59,66 @@ json logprob_drift(PackedBatch& batch) {
 
 }  // namespace
 
-json optimizer_step(const StepPlugins& parts, PackedBatch& batch, float temperature, bool recompute_logprob) {
+json join_minibatch_stats(const std::vector<json>& parts) {
+  if (parts.size() == 1) return parts.front();
+  static const std::set<std::string> added = {"tokens", "loss_tokens", "computed_tokens", "micro_batches", "update_skipped"};
+  static const std::set<std::string> last = {"step", "skipped_updates", "lr", "world_size", "resident_state_bytes"};
+  auto weight_of = [](const json& p) { return p.contains("loss_tokens") && p["loss_tokens"].is_number() ? p["loss_tokens"].get<double>() : 0.0; };
+  json out = json::object();
+  for (const json& first : parts) {
+    for (const auto& item : first.items()) {
+      const std::string& k = item.key();
+      if (out.contains(k)) continue;
+      // The parts that have k, in order; a non-number (text, or a null
+      // grad_norm of a skipped update) is kept as it is: the last one wins.
+      std::vector<std::pair<double, double>> numbers;  // (value, weight)
+      json other;
+      bool not_a_number = false;
+      for (const json& p : parts) {
+        if (!p.contains(k)) continue;
+        if (p[k].is_number()) numbers.emplace_back(p[k].get<double>(), weight_of(p));
+        else other = p[k], not_a_number = true;
+      }
+      if (not_a_number) {
+        out[k] = other;
+        continue;
+      }
+      if (last.count(k)) {
+        out[k] = numbers.back().first;
+      } else if (added.count(k)) {
+        double sum = 0;
+        for (const auto& [v, w] : numbers) sum += v;
+        out[k] = sum;
+      } else if (AlgorithmLoss::is_maximum(k) || k.rfind("peak_", 0) == 0) {
+        double m = numbers.front().first;
+        for (const auto& [v, w] : numbers) m = std::max(m, v);
+        out[k] = m;
+      } else {
+        double sum = 0, weights = 0;
+        for (const auto& [v, w] : numbers) sum += v * w, weights += w;
+        if (weights <= 0) {  // no loss_tokens stat: a plain mean
+          sum = 0;
+          for (const auto& [v, w] : numbers) sum += v;
+          weights = static_cast<double>(numbers.size());
+        }
+        out[k] = sum / weights;
+      }
+    }
+  }
+  return out;
+}
+
+json optimizer_step(const StepPlugins& parts, PackedBatch& batch, const StepOptions& options) {
   const areal_train_vtable& train = *parts.train;
   const areal_algorithm_vtable& algo = *parts.algorithm;
+  batch.total_updates.value() = options.total_updates;
   json drift;
-  if (recompute_logprob) {
-    batch.prox_logprobs.values() = logprobs_of(train, parts.train_self, batch, temperature, "train compute_logprobs");
+  if (options.recompute_logprob) {
+    batch.prox_logprobs.values() = logprobs_of(train, parts.train_self, batch, options.temperature, "train compute_logprobs");
     drift = logprob_drift(batch);
   }
   if (parts.ref != nullptr)
-    batch.ref_logprobs.values() = logprobs_of(*parts.ref, parts.ref_self, batch, temperature, "ref compute_logprobs");
+    batch.ref_logprobs.values() = logprobs_of(*parts.ref, parts.ref_self, batch, options.temperature, "ref compute_logprobs");
   {
     TensorMapBuilder in = batch.map(), out;
     HostTensor<float> adv(std::vector<float>(batch.tokens(), 0.0f));
@@ -76,12 +127,27 @@ json optimizer_step(const StepPlugins& parts, PackedBatch& batch, float temperat
     batch.advantages = adv;
   }
   AlgorithmLoss loss(&algo, parts.algorithm_self);
-  StringCollector stats_text;
-  {
-    TensorMapBuilder m = batch.map();
+  std::vector<json> train_stats;
+  auto train_step = [&](PackedBatch& b) {
+    StringCollector stats_text;
+    TensorMapBuilder m = b.map();
     call(train.train_step(parts.train_self, m.get(), loss.fn(), stats_text.writer()), "train train_step");
+    train_stats.push_back(json::parse(stats_text.text.empty() ? "{}" : stats_text.text));
+  };
+  const int64_t n = std::clamp<int64_t>(options.minibatches, 1, std::max<int64_t>(1, static_cast<int64_t>(batch.rows())));
+  if (n == 1) {
+    train_step(batch);
+  } else {
+    TensorMapBuilder whole = batch.map();
+    const std::vector<int64_t> cu(batch.cu_seqlens.values().begin(), batch.cu_seqlens.values().end());
+    for (const BatchSlice& s : plan_slices(cu, static_cast<int>(n), shared_prefixes(*whole.get()), "PPO minibatches")) {
+      PackedBatch part(batch.policy_version.value(), batch.temperature.value());
+      part.assign_rows(batch, s);
+      train_step(part);
+    }
   }
-  json stats = json::parse(stats_text.text.empty() ? "{}" : stats_text.text);
+  json stats = join_minibatch_stats(train_stats);
+  if (n > 1) stats["minibatches"] = n;
   const json algo_stats = loss.averages();  // named: items() must not outlive a temporary
   for (const auto& [k, v] : algo_stats.items()) stats["algo_" + k] = v;
   if (!drift.is_null()) stats.update(drift);

@@ -429,7 +429,7 @@ TrainSummary run_trainer(const TrainerOptions& opt, const TrainerParts& parts, R
       BatchStats stats;
       make_batch(groups, version, batch, stats);
       const auto t_train = Clock::now();
-      const json step_stats = optimizer_step(parts, batch, opt.temperature, opt.recompute_logprob);
+      const json step_stats = optimizer_step(parts, batch, {opt.temperature, opt.recompute_logprob, opt.ppo_n_minibatches, opt.total_steps * opt.ppo_n_minibatches});
       t.train = seconds_since(t_train);
 
       // Nothing new starts and nothing generates while the backend swaps

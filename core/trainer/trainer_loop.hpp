@@ -2,7 +2,8 @@
 //
 //   take a batch of groups from the asynchronous rollout
 //   -> (recompute proximal log-probs) -> advantages (algorithm plugin)
-//   -> one optimizer step (train plugin, loss from the algorithm plugin)
+//   -> one optimizer update per PPO minibatch (train plugin, loss from the
+//      algorithm plugin)
 //   -> pause rollout and inference -> weights to the inference backend (in
 //      memory, or through HF files on disk)
 //   -> version + 1 everywhere -> resume
@@ -26,6 +27,7 @@ struct TrainerOptions {
   int64_t total_steps = 1;
   float temperature = 1.0f;         // log-probs of logits / temperature (match the sampling temperature)
   bool recompute_logprob = false;   // proximal log-probs from the train plugin before each step
+  int64_t ppo_n_minibatches = 1;    // optimizer updates per step, each on a share of the batch's rows
   std::string run_dir;              // output_dir/name/trial
   int64_t checkpoint_every = 0;     // steps; 0 = only the final one
   bool resume = false;              // continue from the newest checkpoint under run_dir

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/plugin_host/host_tensor.hpp"
+#include "core/trainer/batch_slices.hpp"
 #include "core/recorder/trajectory.hpp"
 
 namespace areal::trainer {
@@ -23,6 +24,11 @@ class PackedBatch {
 
   // Appends a row of GRPO group `group_id`.
   void add(const TrajectoryRow& row, int64_t group_id);
+
+  // Makes this (empty) batch the rows `part` of `whole`, with every field
+  // `whole` has so far (proximal and reference log-probs, advantages,
+  // routing): one PPO minibatch of a step.
+  void assign_rows(PackedBatch& whole, const BatchSlice& part);
 
   size_t rows() const { return rewards.values().size(); }
   size_t tokens() const { return input_ids.values().size(); }
@@ -47,6 +53,9 @@ class PackedBatch {
   HostTensor<int16_t> routed_experts;
   HostScalar<int64_t> policy_version;
   HostScalar<float> temperature;
+  // The optimizer updates the whole run plans (0: not said, left out of the
+  // map): a train plugin's LR schedule may take its length from it.
+  HostScalar<int64_t> total_updates;
 
  private:
   void add_routing(const TrajectoryRow& row);  // after the row's tokens are in

@@ -94,6 +94,15 @@ float scalar_float(const DLTensor& t, const std::string& name) {
   return v;
 }
 
+// A 0-d int64 CPU tensor's value, > 0 (batch-level counts such as "total_updates").
+int64_t scalar_int64(const DLTensor& t, const std::string& name) {
+  if (t.device.device_type != kDLCPU || t.ndim != 0 || t.dtype.code != kDLInt || t.dtype.bits != 64)
+    throw sdk::invalid_argument("'" + name + "' must be an int64 scalar (0-d CPU tensor)");
+  const int64_t v = *reinterpret_cast<const int64_t*>(static_cast<const char*>(t.data) + t.byte_offset);
+  if (v <= 0) throw sdk::invalid_argument("'" + name + "' must be > 0");
+  return v;
+}
+
 // The DLPack dtype of a floating-point torch tensor.
 DLDataType dl_float_type(const torch::Tensor& t) {
   const uint8_t code = t.scalar_type() == torch::kBFloat16 ? static_cast<uint8_t>(kDLBfloat) : static_cast<uint8_t>(kDLFloat);
@@ -153,7 +162,7 @@ class FsdpTrain {
     "eps": {"type": "number", "default": 1e-8, "minimum": 0, "doc": "AdamW epsilon."},
     "lr_schedule": {"type": "string", "enum": ["constant", "cosine"], "default": "constant", "doc": "Learning-rate schedule after warmup."},
     "warmup_steps": {"type": "integer", "default": 0, "minimum": 0, "doc": "Linear warmup steps."},
-    "total_steps": {"type": "integer", "default": 1000, "minimum": 1, "doc": "Steps of the cosine schedule."},
+    "total_steps": {"type": "integer", "default": null, "minimum": 1, "doc": "Optimizer updates of the cosine schedule (warmup included). null: the run's planned updates, which the host hands over with every batch (trainer.total_steps x trainer.ppo_n_minibatches, or the sft run's steps), so the cosine ends at the run's last step; 1000 if the batch does not say."},
     "min_lr_ratio": {"type": "number", "default": 0.0, "minimum": 0, "maximum": 1, "doc": "Cosine floor as a fraction of lr."},
     "grad_clip": {"type": "number", "default": 1.0, "minimum": 0, "doc": "Clip the global gradient norm to this; 0 disables."},
     "micro_batch_tokens": {"type": "integer", "default": 8192, "minimum": 1, "doc": "Token budget of a micro-batch (whole sequences; a longer sequence forms its own), in train_step and in compute_logprobs alike (the head's float32 logits are tokens x vocabulary: 0.6 MB a token on Qwen3's)."},
@@ -199,7 +208,7 @@ class FsdpTrain {
     lr_ = c.value("lr", 1e-5);
     schedule_ = c.value("lr_schedule", std::string("constant"));
     warmup_ = c.value("warmup_steps", int64_t{0});
-    total_ = c.value("total_steps", int64_t{1000});
+    total_ = c.contains("total_steps") && c["total_steps"].is_number_integer() ? c["total_steps"].get<int64_t>() : 0;  // 0: the run's
     min_lr_ratio_ = c.value("min_lr_ratio", 0.0);
     clip_ = c.value("grad_clip", 1.0);
     micro_tokens_ = c.value("micro_batch_tokens", int64_t{8192});
@@ -362,6 +371,7 @@ class FsdpTrain {
       const std::string name(sdk::view(batch.names[i]));
       if (batch.tensors[i]->ndim == 0) scalars.emplace_back(name, batch.tensors[i]);
       if (name == "temperature") temperature = scalar_float(*batch.tensors[i], name);
+      if (name == "total_updates") run_updates_ = scalar_int64(*batch.tensors[i], name);
       if (name == "cu_seqlens" || batch.tensors[i]->ndim != 1) continue;
       const torch::Tensor t = from_dl(*batch.tensors[i], name);
       if (t.size(0) == T) token_tensors.emplace_back(name, t);
@@ -562,6 +572,7 @@ class FsdpTrain {
     const torch::Dtype master = shards_->shard().scalar_type();  // float32 under mixed precision
     if (lora_) {  // the base stays as model_path has it; the adapter resumes from adapter/
       const auto adapter = areal::torch_model::LoraAdapter::load((fs::path(dir) / "adapter").string(), model_->config(), torch::kCPU, master);
+      refuse_another_adapter(adapter.config(), dir);
       shards_->load_full(adapter.parameters());
     } else {
       auto loaded = areal::torch_model::DecoderModel::load(dir, master, torch::kCPU);
@@ -595,7 +606,9 @@ class FsdpTrain {
     const int64_t s = step_ + 1;  // the step about to be taken
     if (warmup_ > 0 && s <= warmup_) return lr_ * static_cast<double>(s) / warmup_;
     if (schedule_ == "constant") return lr_;
-    const double progress = std::min(1.0, static_cast<double>(s - warmup_) / std::max<int64_t>(1, total_ - warmup_));
+    // train.total_steps, else the run's planned updates (the batch's total_updates), else 1000.
+    const int64_t total = total_ > 0 ? total_ : run_updates_ > 0 ? run_updates_ : 1000;
+    const double progress = std::min(1.0, static_cast<double>(s - warmup_) / std::max<int64_t>(1, total - warmup_));
     return lr_ * (min_lr_ratio_ + (1 - min_lr_ratio_) * 0.5 * (1 + std::cos(M_PI * progress)));
   }
 
@@ -605,6 +618,22 @@ class FsdpTrain {
   std::string random_state_file(const std::string& dir) const {
     return (fs::path(dir) / ("random_state.rank" + std::to_string(group_->rank()) + "-of-" + std::to_string(group_->world_size()) + ".pt")).string();
   }
+  // The checkpoint's adapter must be the one this run trains: its matrices
+  // have its rank and targets, and its alpha scales them (dropout may differ:
+  // it shapes only the steps to come).
+  void refuse_another_adapter(const areal::torch_model::LoraConfig& saved, const std::string& dir) const {
+    const areal::torch_model::LoraConfig& now = lora_->config();
+    auto describe = [](const areal::torch_model::LoraConfig& c) {
+      std::string targets;
+      for (size_t m = 0; m < areal::torch_model::kLoraModules; ++m)
+        if (c.targets[m]) targets += (targets.empty() ? "" : ",") + std::string(areal::torch_model::lora_module_name(static_cast<areal::torch_model::LoraModule>(m)));
+      return "rank " + std::to_string(c.rank) + ", alpha " + json(c.alpha).dump() + (c.use_rslora ? ", use_rslora" : "") + ", targets " + targets;
+    };
+    if (saved.rank == now.rank && saved.alpha == now.alpha && saved.use_rslora == now.use_rslora && saved.targets == now.targets) return;
+    throw sdk::invalid_argument("load: " + dir + "/adapter was trained as (" + describe(saved) + ") but train.lora is now (" + describe(now) +
+                                "): resume with the train.lora it was trained with");
+  }
+
   bool lora_draws_random() const { return lora_ && lora_->config().dropout > 0; }
   // What this rank keeps between steps: its weight slice and AdamW moments.
   int64_t resident_state_bytes() const {
@@ -633,7 +662,8 @@ class FsdpTrain {
   torch::Device device_ = torch::kCPU;
   std::string model_path_, schedule_;
   double lr_ = 1e-5, min_lr_ratio_ = 0, clip_ = 1.0;
-  int64_t warmup_ = 0, total_ = 1000, micro_tokens_ = 8192, step_ = 0, version_ = 0;
+  int64_t warmup_ = 0, total_ = 0, micro_tokens_ = 8192, step_ = 0, version_ = 0;
+  int64_t run_updates_ = 0;  // the batch's total_updates: the run's planned optimizer updates (0: not said)
   int64_t skipped_updates_ = 0;  // steps whose gradient was not finite (not applied)
   std::string routing_replay_ = "none";  // train.moe.routing_replay
   std::pair<torch::Tensor, torch::Tensor> first_pass_;  // recompute: the input ids and experts of the last compute_logprobs

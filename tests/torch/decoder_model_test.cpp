@@ -384,6 +384,68 @@ TEST(FsdpPlugin, LoraWithDropoutLoadsWhenTheGeneratorStateCannotBeRestored) {
   EXPECT_NO_THROW(areal::throw_if_status(plugin->train()->load(resumed.self(), areal_str{spec.data(), spec.size()}), "load"));
 }
 
+// A cosine left without train.total_steps is as long as the run the host
+// plans (the batch's total_updates): the last update is at the floor.
+TEST(FsdpPlugin, CosineWithoutTotalStepsFollowsTheRunsPlannedUpdates) {
+  FsdpUnderTest fsdp;
+  auto& plugin = fsdp.plugin;
+  auto& services = fsdp.services;
+  const std::string cfg = nlohmann::json{{"model_path", tiny_model("qwen3")}, {"lr", 0.01}, {"lr_schedule", "cosine"}, {"min_lr_ratio", 0.1}}.dump();
+  areal::HostTensor<int32_t> ids(std::vector<int32_t>{1, 2, 3, 4}), cu(std::vector<int32_t>{0, 4}), mask(std::vector<int32_t>{0, 1, 1, 1});
+  areal::HostScalar<int64_t> planned(4);
+  areal_loss_fn nll = areal::testing::mean_nll_loss();
+  for (const bool said : {true, false}) {
+    areal::PluginInstance trainer(plugin, cfg, &services);
+    std::vector<double> lrs;
+    for (int i = 0; i < 4; ++i) {
+      areal::TensorMapBuilder b;
+      b.add("input_ids", ids.dl()).add("cu_seqlens", cu.dl()).add("loss_mask", mask.dl());
+      if (said) b.add("total_updates", planned.dl());
+      areal::StringCollector stats;
+      areal::throw_if_status(plugin->train()->train_step(trainer.self(), b.get(), &nll, stats.writer()), "train_step");
+      lrs.push_back(nlohmann::json::parse(stats.text)["lr"].get<double>());
+    }
+    if (said) {
+      EXPECT_NEAR(lrs[1], 0.01 * (0.1 + 0.9 * 0.5 * (1 + std::cos(M_PI * 2 / 4))), 1e-12);
+      EXPECT_NEAR(lrs[3], 0.001, 1e-12);  // the run's last update: the floor
+    } else {
+      EXPECT_GT(lrs[3], 0.0099);  // 1000 updates long: barely started
+    }
+  }
+}
+
+// Resuming a LoRA run whose train.lora changed since the checkpoint (rank,
+// alpha, targets) is refused by name: the saved matrices belong to the
+// saved adapter, and another alpha would silently rescale them.
+TEST(FsdpPlugin, LoraResumeWithAnotherAdapterConfigIsRefused) {
+  FsdpUnderTest fsdp;
+  auto& plugin = fsdp.plugin;
+  auto& services = fsdp.services;
+  const nlohmann::json base{{"model_path", tiny_model("qwen3")}, {"lora", {{"rank", 4}, {"alpha", 8}}}};
+  const std::string ckpt = areal::testing::test_temp_dir("resume-lora-changed");
+  const std::string spec = nlohmann::json{{"path", ckpt}, {"optimizer", true}}.dump();
+  {
+    areal::PluginInstance first(plugin, base.dump(), &services);
+    areal::throw_if_status(plugin->train()->save(first.self(), areal_str{spec.data(), spec.size()}), "save");
+  }
+  for (const nlohmann::json& lora : {nlohmann::json{{"rank", 4}, {"alpha", 16}}, nlohmann::json{{"rank", 8}, {"alpha", 8}},
+                                     nlohmann::json{{"rank", 4}, {"alpha", 8}, {"target_modules", {"q_proj", "v_proj"}}},
+                                     nlohmann::json{{"rank", 4}, {"alpha", 8}, {"use_rslora", true}}}) {
+    nlohmann::json cfg = base;
+    cfg["lora"] = lora;
+    areal::PluginInstance resumed(plugin, cfg.dump(), &services);
+    areal::StatusPtr st(plugin->train()->load(resumed.self(), areal_str{spec.data(), spec.size()}));
+    ASSERT_NE(st, nullptr) << lora.dump();
+    EXPECT_EQ(areal::status_code(st.get()), AREAL_CODE_INVALID_ARGUMENT) << lora.dump();
+    EXPECT_NE(std::string(areal::status_message(st.get())).find("train.lora"), std::string::npos) << areal::status_message(st.get());
+  }
+  // The same adapter with another dropout resumes: dropout only shapes the steps to come.
+  nlohmann::json same = base;
+  same["lora"]["dropout"] = 0.05;
+  areal::PluginInstance resumed(plugin, same.dump(), &services);
+  areal::throw_if_status(plugin->train()->load(resumed.self(), areal_str{spec.data(), spec.size()}), "load");
+}
+
 // compute_logprobs keeps to micro_batch_tokens: the head's float32 logits
 // are tokens x vocabulary, so one forward over a whole RL batch would hold
 // them all (2048 tokens of Qwen3's vocabulary: 1.2 GB, twice with the

@@ -181,6 +181,12 @@ TEST(PpoMath, ClippedLossAndGradient) {
   // Clip-higher 0.6 lets ratio 1.5 through: grad -1.5/4.
   c.eps_clip_higher = 0.6;
   EXPECT_NEAR(policy_loss(c, f.in()).grad[0], -1.5 / 4, 1e-6);
+  // Clip-higher 0 is a bound like any other (no rise at all), not "unset":
+  // ratio 1.1 with A > 0 is clipped at 1.0, so it has no gradient.
+  c.eps_clip_higher = 0;
+  const auto flat = policy_loss(c, f.in());
+  EXPECT_FLOAT_EQ(flat.grad[1], 0.0f);
+  EXPECT_DOUBLE_EQ(flat.clip_fraction, 0.75);
 }
 
 TEST(PpoMath, DualClipCapsNegativeAdvantageLoss) {

@@ -41,16 +41,16 @@ const ranks::OwnedTensor& named(const std::vector<ranks::OwnedTensor>& ts, const
 TEST(BatchSplit, SlicesAreWholeSequencesBalancedByTokens) {
   // Sequences of 10, 2, 2, 2, 10, 4 tokens (30): two ranks get 14 and 16.
   const std::vector<int64_t> cu = {0, 10, 12, 14, 16, 26, 30};
-  const auto s = ranks::plan_slices(cu, 2);
+  const auto s = areal::trainer::plan_slices(cu, 2);
   ASSERT_EQ(s.size(), 2u);
   EXPECT_EQ(s[0].first_sequence, 0);
   EXPECT_EQ(s[0].end_sequence, 4);
   EXPECT_EQ(s[1].end_sequence, 6);
   EXPECT_EQ(s[0].end_token, 16);
   // Every rank gets one sequence at least, even when tokens say otherwise.
-  const auto t = ranks::plan_slices({0, 100, 101, 102}, 3);
+  const auto t = areal::trainer::plan_slices({0, 100, 101, 102}, 3);
   for (size_t r = 0; r < 3; ++r) EXPECT_EQ(t[r].end_sequence - t[r].first_sequence, 1);
-  EXPECT_THROW(ranks::plan_slices({0, 5, 9}, 3), areal::Error);  // 2 sequences, 3 ranks
+  EXPECT_THROW(areal::trainer::plan_slices({0, 5, 9}, 3), areal::Error);  // 2 sequences, 3 ranks
 }
 
 // Two GRPO groups of four rows: the cut nearest the token middle falls
@@ -60,16 +60,16 @@ TEST(BatchSplit, CutsMoveToWhereTheLeastPrefixIsShared) {
   // Group A: rows of 10, 10, 10, 10 tokens sharing 8; group B: 12, 12, 12, 12 sharing 9.
   const std::vector<int64_t> cu = {0, 10, 20, 30, 40, 52, 64, 76, 88};
   const std::vector<int64_t> shared = {0, 8, 8, 8, 0, 9, 9, 9};
-  const auto plain = ranks::plan_slices(cu, 2);
+  const auto plain = areal::trainer::plan_slices(cu, 2);
   EXPECT_EQ(plain[0].end_sequence, 4);  // 40 of 88 tokens: already the group boundary
   const std::vector<int64_t> cu2 = {0, 10, 20, 30, 40, 46, 52, 58, 64};  // group B of 6-token rows
-  const auto tokens_only = ranks::plan_slices(cu2, 2);
+  const auto tokens_only = areal::trainer::plan_slices(cu2, 2);
   EXPECT_EQ(tokens_only[0].end_sequence, 3);  // 30 of 64: nearest the middle, inside group A
-  const auto kept = ranks::plan_slices(cu2, 2, shared);
+  const auto kept = areal::trainer::plan_slices(cu2, 2, shared);
   EXPECT_EQ(kept[0].end_sequence, 4) << "the cut should move to the group boundary (40 of 64, within the slack)";
   // No slack to move into: balance wins.
   const std::vector<int64_t> cu3 = {0, 100, 200, 300, 400, 410, 420, 430, 440};
-  EXPECT_EQ(ranks::plan_slices(cu3, 2, shared)[0].end_sequence, ranks::plan_slices(cu3, 2)[0].end_sequence);
+  EXPECT_EQ(areal::trainer::plan_slices(cu3, 2, shared)[0].end_sequence, areal::trainer::plan_slices(cu3, 2)[0].end_sequence);
 }
 
 TEST(BatchSplit, SharedPrefixesAreReadFromInputIds) {
@@ -86,7 +86,7 @@ TEST(BatchSplit, TokenSequenceAndScalarTensorsGoWhereTheyBelong) {
   areal::TensorMapBuilder b;
   b.add("input_ids", ids.dl()).add("cu_seqlens", cu.dl()).add("advantages", adv.dl()).add("rewards", rewards.dl());
   b.add("temperature", temperature.dl());
-  const auto slices = ranks::plan_slices(ranks::cu_seqlens_of(*b.get()), 2);
+  const auto slices = areal::trainer::plan_slices(ranks::cu_seqlens_of(*b.get()), 2);
   const auto parts = ranks::split_batch(*b.get(), slices);
   ASSERT_EQ(parts.size(), 2u);
   EXPECT_EQ(values_of<int32_t>(named(parts[0], "input_ids")), (std::vector<int32_t>{1, 2, 3}));
@@ -162,6 +162,28 @@ TEST(SlurmJob, ScriptCarriesTheLauncherSectionAndRunsTheController) {
   // No node left for the servers.
   areal::ResolvedConfig full = slurm_config(R"({"launcher": {"servers": {"count": 1}, "slurm": {"train_nodes": 2}}})");
   EXPECT_THROW(launcher::make_slurm_job(full, "/x.yaml", {}, "/a", "/r"), areal::Error);
+}
+
+// One task per node at least: --nodes=2 with --ntasks=1 makes Slurm shrink
+// the job to one node, and the server would share the controller's.
+TEST(SlurmJob, EveryNodeGetsATask) {
+  areal::ResolvedConfig rc = slurm_config(R"({"launcher": {"servers": {"count": 1}, "slurm": {"nodes": 3, "train_nodes": 1}}})");
+  ASSERT_TRUE(rc.errors.empty()) << rc.errors[0];
+  const auto job = launcher::make_slurm_job(rc, "/x.yaml", {}, "/a", "/r");
+  EXPECT_EQ(job.tasks, 3);
+  EXPECT_NE(job.script.find("#SBATCH --ntasks=3\n"), std::string::npos) << job.script;
+}
+
+// A job sbatch submitted is followed even when sbatch (or a site's
+// job_submit filter) wrote something before its id.
+TEST(SlurmJob, TheJobIdIsFoundAmongSbatchMessages) {
+  std::string messages;
+  EXPECT_EQ(launcher::parse_sbatch_job_id("12345\n"), "12345");
+  EXPECT_EQ(launcher::parse_sbatch_job_id("12345;cluster-a\n"), "12345");
+  EXPECT_EQ(launcher::parse_sbatch_job_id("sbatch: INFO: routed to partition gpu\n67890\n", &messages), "67890");
+  EXPECT_EQ(messages, "sbatch: INFO: routed to partition gpu\n");
+  EXPECT_EQ(launcher::parse_sbatch_job_id("sbatch: error: Batch job submission failed: Invalid account\n"), "");
+  EXPECT_EQ(launcher::parse_sbatch_job_id(""), "");
 }
 
 TEST(SlurmJob, ShellQuoting) {

@@ -235,7 +235,7 @@ LossResult policy_loss(const LossConfig& cfg, const LossInputs& in) {
     for (int32_t t = s; t < e; ++t) ratio[t] = r, adv[t] = a;
   }
 
-  const double lo = 1.0 - cfg.eps_clip, hi = 1.0 + (cfg.eps_clip_higher > 0 ? cfg.eps_clip_higher : cfg.eps_clip);
+  const double lo = 1.0 - cfg.eps_clip, hi = 1.0 + (cfg.eps_clip_higher >= 0 ? cfg.eps_clip_higher : cfg.eps_clip);
   const double N = static_cast<double>(n_mask);  // the original mask count, rejected tokens included
   double loss = 0, wsum = 0, kl = 0, asum = 0;
   size_t clipped = 0, dual = 0;

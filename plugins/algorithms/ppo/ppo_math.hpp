@@ -50,7 +50,7 @@ struct AdvantageConfig {
 
 struct LossConfig {
   double eps_clip = 0.2;
-  double eps_clip_higher = 0.0;  // 0 = same as eps_clip
+  double eps_clip_higher = -1.0;  // < 0: the same as eps_clip (0 is a valid bound: no rise)
   double c_clip = 0.0;           // dual clip; 0 = off (must be > 1 when on)
   bool decoupled = false;
   bool prox_loglinear = false;   // decoupled only: approximate prox log-probs

@@ -123,7 +123,7 @@ class PpoFamily {
     adv_.discount = number_or(c, "discount", 1.0);
     adv_.gae_lambda = number_or(c, "gae_lambda", 1.0);
     loss_.eps_clip = number_or(c, "eps_clip", 0.2);
-    loss_.eps_clip_higher = number_or(c, "eps_clip_higher", 0.0);
+    loss_.eps_clip_higher = number_or(c, "eps_clip_higher", -1.0);  // null: eps_clip
     loss_.c_clip = number_or(c, "c_clip", 0.0);
     loss_.decoupled = c.value("use_decoupled_loss", std::string(AREAL_DECOUPLED_DEFAULT) == "true");
     loss_.prox_loglinear = c.value("prox_logp_method", std::string("recompute")) == "loglinear";
