@@ -85,11 +85,14 @@ int launch(const CommandLine& cl) {
   const std::string script = run_dir + "/slurm/job.sbatch";
   std::ofstream(script) << job.script;
   const auto [rc_submit, submitted] = capture("sbatch --parsable " + launcher::shell_quote(script));
-  const std::string job_id = trim(submitted).substr(0, trim(submitted).find(';'));
-  if (rc_submit != 0 || job_id.empty() || job_id.find_first_not_of("0123456789") != std::string::npos) {
+  std::string sbatch_messages;
+  const std::string job_id = launcher::parse_sbatch_job_id(submitted, &sbatch_messages);
+  if (rc_submit != 0 || job_id.empty()) {
     std::cerr << "areal-host launch: sbatch failed: " << trim(submitted) << "\n  script: " << script << "\n";
     return 2;
   }
+  // A submitted job is followed whatever else sbatch said (a submit filter's note, a warning).
+  if (!sbatch_messages.empty()) std::cerr << "areal-host launch: sbatch says: " << trim(sbatch_messages) << "\n";
   std::string output = job.output_path;
   output.replace(output.find("%j"), 2, job_id);
   std::cout << "areal-host launch: submitted job " << job_id << " (" << job.tasks << " tasks; script " << script << ", output " << output

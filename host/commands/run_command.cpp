@@ -33,6 +33,9 @@ namespace {
 void write_gateway_url(const ResolvedConfig& rc, std::string url) {
   // A gateway on every interface is reached at this machine's name.
   if (const auto at = url.find("://0.0.0.0:"); at != std::string::npos) url.replace(at + 3, 7, ranks::host_name());
+  else if (rc.host.launcher.type == "slurm" && url.find("://127.0.0.1:") != std::string::npos)
+    logging::get("gateway")->warn("the gateway listens on 127.0.0.1 of {}: only agents on that node reach {} (gateway.host=0.0.0.0 lets "
+                                  "agents elsewhere, e.g. on the login node, reach it at http://{}:PORT)", ranks::host_name(), url, ranks::host_name());
   const std::string file = rc.host.launcher.slurm.url_file.empty() ? rc.path(rc.host.run_dir_relative()) + "/gateway_url"
                                                                    : rc.path(rc.host.launcher.slurm.url_file);
   std::filesystem::create_directories(std::filesystem::path(file).parent_path());

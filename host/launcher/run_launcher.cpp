@@ -8,6 +8,12 @@
 #include <filesystem>
 #include <thread>
 #include <algorithm>
+#include <exception>
+
+#include <Poco/Net/HTTPClientSession.h>
+#include <Poco/Net/HTTPRequest.h>
+#include <Poco/Net/HTTPResponse.h>
+#include <Poco/URI.h>
 
 #include "core/plugin_host/error.hpp"
 #include "core/telemetry/logging.hpp"
@@ -92,10 +98,33 @@ std::vector<std::string> RunLauncher::allocation_nodes() const {
 std::vector<std::string> RunLauncher::srun_prefix(int nodes, int relative, int tasks, const std::vector<std::string>& extra) const {
   std::vector<std::string> a = {"srun", "--nodes=" + std::to_string(nodes), "--ntasks=" + std::to_string(tasks),
                                 "--relative=" + std::to_string(relative), "--exact", "--kill-on-bad-exit=1", "--unbuffered"};
+  // Slurm 22.05 to 23.02 do not pass sbatch's --cpus-per-task on to srun:
+  // without it every rank and server step would get one CPU.
+  if (settings_.slurm.cpus_per_task > 0) a.push_back("--cpus-per-task=" + std::to_string(settings_.slurm.cpus_per_task));
   a.insert(a.end(), extra.begin(), extra.end());
   a.insert(a.end(), settings_.slurm.srun_args.begin(), settings_.slurm.srun_args.end());
   return a;
 }
+
+namespace {
+
+// Whether `url` answers GET /health with 200 now.
+bool answers_health(const std::string& url) {
+  try {
+    const Poco::URI uri(url);
+    Poco::Net::HTTPClientSession s(uri.getHost(), uri.getPort());
+    s.setTimeout(Poco::Timespan(5, 0));
+    Poco::Net::HTTPRequest rq("GET", "/health", Poco::Net::HTTPMessage::HTTP_1_1);
+    s.sendRequest(rq);
+    Poco::Net::HTTPResponse rs;
+    s.receiveResponse(rs).ignore(1 << 20);
+    return rs.getStatus() == Poco::Net::HTTPResponse::HTTP_OK;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+}  // namespace
 
 void RunLauncher::start_servers(ResolvedConfig& rc) {
   const auto& sv = settings_.servers;
@@ -120,6 +149,7 @@ void RunLauncher::start_servers(ResolvedConfig& rc) {
     servers_expected_ = sv.count;
   }
   json urls = json::array();
+  std::vector<std::pair<std::string, std::string>> by_command;  // (name, url) of servers started by launcher.servers.command
   for (int i = 0; i < sv.count; ++i) {
     const std::string name = "server" + std::to_string(i);
     const int node = first_node + i % node_count;
@@ -136,10 +166,23 @@ void RunLauncher::start_servers(ResolvedConfig& rc) {
     } else {
       const std::string host = type_ == "slurm" ? nodes[node] : "127.0.0.1";
       const int port = sv.port > 0 ? sv.port + i : (type_ == "slurm" ? 30000 + i : ranks::free_port("127.0.0.1"));
+      if (type_ != "slurm" && sv.port > 0) {
+        // A port taken here (another run's server, a leftover SGLang) would
+        // answer /health for ours: the run would roll out on someone else's weights.
+        try {
+          int bound = 0;
+          ::close(ranks::listen_on("127.0.0.1", port, &bound));
+        } catch (const std::exception&) {
+          throw Error(AREAL_CODE_FAILED_PRECONDITION, "inference " + name + ": port " + std::to_string(port) + " (launcher.servers.port + " +
+                                                          std::to_string(i) + ") is in use on this machine (another run's server?); "
+                                                          "launcher.servers.port: 0 picks free ports");
+        }
+      }
       std::string cmd = replace_all(sv.command, "{host}", type_ == "slurm" ? "0.0.0.0" : host);
       cmd = replace_all(replace_all(replace_all(cmd, "{port}", std::to_string(port)), "{index}", std::to_string(i)), "{model_path}", shell_quote(model));
       spec.argv = {"/bin/sh", "-c", "cd " + shell_quote(rc.base_dir) + " && exec " + cmd};
       url = "http://" + host + ":" + std::to_string(port);
+      by_command.emplace_back(name, url);
     }
     if (type_ == "slurm") {
       std::vector<std::string> extra;
@@ -165,6 +208,22 @@ void RunLauncher::start_servers(ResolvedConfig& rc) {
     }
     log->info("inference {} at {}", name, url);
     urls.push_back(url);
+  }
+  // A server started by command (SGLang, vLLM) may take minutes to import,
+  // load weights and capture graphs: it has start_timeout_seconds to answer
+  // /health, and one that exits meanwhile fails the start at once (the
+  // plugin's own wait, startup_timeout_s, is for servers started by hand).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(sv.start_timeout_seconds);
+  for (const auto& [name, url] : by_command) {
+    while (!answers_health(url)) {
+      if (!processes_.running(name))
+        throw Error(AREAL_CODE_UNAVAILABLE, "inference " + name + " ended before it answered " + url + "/health; see " + log_dir_ + "/" + name + ".log");
+      if (std::chrono::steady_clock::now() > deadline)
+        throw Error(AREAL_CODE_UNAVAILABLE, "inference " + name + " did not answer " + url + "/health within launcher.servers.start_timeout_seconds (" +
+                                                std::to_string(sv.start_timeout_seconds) + " s); see " + log_dir_ + "/" + name + ".log");
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    }
+    log->info("inference {} answers {}/health", name, url);
   }
   rc.effective["inference"]["servers"] = urls;  // the plugin waits for them to answer /health
 }

@@ -18,7 +18,9 @@ SlurmJob make_slurm_job(const ResolvedConfig& rc, const std::string& config_path
                                                  std::to_string(S.nodes) + " nodes for the " + std::to_string(L.servers.count) + " inference server(s)");
   const int world = rc.plugins.count("train") ? train_world_size(rc) : 0;
   SlurmJob job;
-  job.tasks = (world > 1 ? world : 0) + L.servers.count;
+  // A task per node at least: with fewer tasks than --nodes, Slurm shrinks
+  // the allocation (with a warning) and the servers land on the train nodes.
+  job.tasks = std::max((world > 1 ? world : 0) + L.servers.count, S.nodes);
   job.output_path = run_dir + "/slurm/job-%j.out";
   const std::string name = S.job_name.empty() ? "areal-" + rc.host.experiment.name + "-" + rc.host.experiment.trial : S.job_name;
   std::string s = "#!/bin/bash\n";
@@ -44,6 +46,27 @@ SlurmJob make_slurm_job(const ResolvedConfig& rc, const std::string& config_path
   s += "\n";
   job.script = s;
   return job;
+}
+
+std::string parse_sbatch_job_id(const std::string& output, std::string* messages) {
+  std::string id, line, others;
+  size_t start = 0;
+  while (start < output.size()) {
+    size_t end = output.find('\n', start);
+    if (end == std::string::npos) end = output.size();
+    line = output.substr(start, end - start);
+    start = end + 1;
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
+    const std::string number = line.substr(0, line.find(';'));
+    if (!number.empty() && number.find_first_not_of("0123456789") == std::string::npos) {
+      if (!id.empty()) others += id + "\n";
+      id = number;
+    } else if (!line.empty()) {
+      others += line + "\n";
+    }
+  }
+  if (messages) *messages = others;
+  return id;
 }
 
 }  // namespace areal::host::launcher

@@ -19,7 +19,8 @@ namespace areal::host::ranks {
 
 using nlohmann::json;
 
-RemoteTrainRanks::RemoteTrainRanks(int world_size, const std::string& bind_host) : world_(world_size), ranks_(world_size) {
+RemoteTrainRanks::RemoteTrainRanks(int world_size, const std::string& bind_host)
+    : world_(world_size), loopback_(bind_host == "127.0.0.1" || bind_host == "localhost"), ranks_(world_size) {
   listen_fd_ = listen_on(bind_host, 0, &port_);
 }
 
@@ -91,7 +92,10 @@ void RemoteTrainRanks::accept_ranks(int timeout_seconds, const std::function<voi
 std::string RemoteTrainRanks::create(const RankPlugin& train, const RankPlugin& algorithm, const std::string& log_level) {
   json train_config = train.config;
   std::string init = train_config.value("init_method", std::string());
-  if (init.empty()) init = "tcp://" + ranks_[0].host + ":" + std::to_string(ranks_[0].free_port);
+  // Ranks that reach the controller on loopback share its machine: their
+  // rendezvous is on loopback too, so a host name that does not resolve
+  // (a container, a sandbox) cannot stop them.
+  if (init.empty()) init = "tcp://" + (loopback_ ? std::string("127.0.0.1") : ranks_[0].host) + ":" + std::to_string(ranks_[0].free_port);
   train_config["init_method"] = init;
   train_config["world_size"] = world_;
   std::vector<Message> requests(world_);
@@ -159,7 +163,7 @@ std::vector<Message> RemoteTrainRanks::call_all(std::vector<Message> requests) {
 }
 
 std::vector<Message> RemoteTrainRanks::scatter(const areal_tensor_map& batch, const json& request, std::vector<BatchSlice>* slices) {
-  *slices = plan_slices(cu_seqlens_of(batch), world_, shared_prefixes(batch));
+  *slices = trainer::plan_slices(cu_seqlens_of(batch), world_, shared_prefixes(batch), "train ranks (train.world_size)");
   std::vector<std::vector<OwnedTensor>> parts = split_batch(batch, *slices);
   std::vector<Message> requests(world_);
   for (int r = 0; r < world_; ++r) {

@@ -94,6 +94,7 @@ class RemoteTrainRanks {
   std::string peer(int rank) const;
 
   int world_ = 1, listen_fd_ = -1, port_ = 0;
+  bool loopback_ = false;  // the controller listens on loopback: every rank is on this machine
   std::string broken_;  // the first failure, once there was one
   std::vector<Rank> ranks_;
 };

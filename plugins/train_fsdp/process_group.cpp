@@ -102,7 +102,11 @@ ProcessGroup::ProcessGroup(int rank, int world_size, const std::string& init_met
 #ifdef AREAL_TORCH_GLOO
     auto opts = c10d::ProcessGroupGloo::Options::create();
     opts->timeout = timeout;
-    opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+    // Gloo tells its peers the device's address: loopback only works when
+    // every rank is on this machine (a rendezvous on loopback, or a file
+    // store); across nodes each rank's own address (its host name's).
+    const bool local = init_method.rfind("file://", 0) == 0 || init_method.rfind("tcp://127.", 0) == 0 || init_method.rfind("tcp://localhost:", 0) == 0;
+    opts->devices.push_back(local ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1") : c10d::ProcessGroupGloo::createDefaultDevice());
     impl_->gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world_size, opts);
 #endif
   } catch (const std::exception& e) {

@@ -147,4 +147,30 @@ if wait $run; then echo "FAIL: the run went on without servers"; exit 1; fi
 grep -q "every inference server the launcher started has ended" none.log || { echo "FAIL: unclear end"; tail none.log; exit 1; }
 sleep 1
 no_leftovers "after the servers ended"
+
+# 5: a server started by launcher.servers.command that takes longer to come
+# up than the plugin's own startup_timeout_s (as SGLang loading a real model
+# does): the launcher waits for its /health for start_timeout_seconds.
+cat > slow.yaml <<YAML
+extends: cfg.yaml
+inference: {plugin: sglang, startup_timeout_s: 1}
+launcher:
+  servers:
+    count: 1
+    port: 0
+    start_timeout_seconds: 60
+    command: >-
+      /bin/sh -c 'sleep 3; exec $(dirname "$host")/areal-engine-server --protocol sglang --host {host} --port {port} --plugin local
+      --engine-config "{\"model_path\": \"$work/model\"}"'
+trainer: {weight_update: disk, total_steps: 2, recompute_logprob: false}
+YAML
+"$host" run --config slow.yaml experiment.trial=slow 2> slow.log || { echo "FAIL: a slow command server was not waited for"; tail -20 slow.log; exit 1; }
+grep -q "inference server0 answers http://127.0.0.1:[0-9]*/health" slow.log || { echo "FAIL: no word of the server answering"; exit 1; }
+# One that exits before it answers fails the start at once, naming its log.
+if "$host" run --config slow.yaml experiment.trial=dead "launcher.servers.command=/bin/sh -c 'sleep 1; exit 3'" 2> dead.log; then
+  echo "FAIL: a run started without its server"; exit 1
+fi
+grep -q "inference server0 ended before it answered" dead.log || { echo "FAIL: unclear error"; tail dead.log; exit 1; }
+sleep 1
+no_leftovers "after the command servers"
 echo OK
