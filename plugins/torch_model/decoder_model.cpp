@@ -46,55 +46,54 @@
 namespace areal::torch_model {
 namespace {
 
-// Rotary inverse frequencies, with Llama 3's frequency-dependent scaling
-// (transformers' _compute_llama3_parameters) or linear scaling.
+// Rotary inverse frequencies, with Llama 3's frequency-dependent scaling,
+// linear scaling or YaRN, in float32 and op for op as transformers computes
+// them (modeling_rope_utils; vLLM and SGLang use the same float32 formula):
+// a float64 table is closer to the exact angles, but differs from the
+// engines whose log-probs the trainer compares with by ~p * 6e-8 radians at
+// position p (1e-3 at 16k), which is token drift on long agent contexts.
+// Scalar-over-tensor divisions are reciprocal() * scalar, as PyTorch does.
 torch::Tensor inverse_frequencies(const model::ModelConfig& c) {
-  const int64_t half = c.head_dim / 2;
-  std::vector<double> inv(half);
-  for (int64_t i = 0; i < half; ++i) inv[i] = 1.0 / std::pow(c.rope_theta, (2.0 * i) / c.head_dim);
-  if (c.rope_scaling.is_object()) {
-    const std::string type = c.rope_scaling.value("rope_type", c.rope_scaling.value("type", std::string("default")));
-    const double factor = c.rope_scaling.value("factor", 1.0);
-    if (type == "llama3") {
-      const double low = c.rope_scaling.value("low_freq_factor", 1.0), high = c.rope_scaling.value("high_freq_factor", 4.0);
-      // HF's default: the model's max_position_embeddings (standardize_rope_params).
-      const double old_ctx = c.rope_scaling.value("original_max_position_embeddings", static_cast<double>(c.max_position_embeddings));
-      const double low_wavelen = old_ctx / low, high_wavelen = old_ctx / high;
-      for (double& f : inv) {
-        const double wavelen = 2 * M_PI / f;
-        if (wavelen > low_wavelen) {
-          f = f / factor;
-        } else if (wavelen >= high_wavelen) {  // smooth band between the two
-          const double smooth = (old_ctx / wavelen - low) / (high - low);
-          f = (1 - smooth) * f / factor + smooth * f;
-        }
-      }
-    } else if (type == "linear") {
-      for (double& f : inv) f /= factor;
-    } else if (type == "yarn") {
-      // YaRN (transformers' _compute_yarn_parameters): dimensions that turn
-      // fewer than beta_slow times over the original context are interpolated
-      // (f / factor), those that turn more than beta_fast times kept, and a
-      // linear ramp blends the band between.
-      const double old_ctx = c.rope_scaling.value("original_max_position_embeddings", static_cast<double>(c.max_position_embeddings));
-      const double fast = c.rope_scaling.value("beta_fast", 0.0) > 0 ? c.rope_scaling.value("beta_fast", 32.0) : 32.0;
-      const double slow = c.rope_scaling.value("beta_slow", 0.0) > 0 ? c.rope_scaling.value("beta_slow", 1.0) : 1.0;
-      const bool truncate = c.rope_scaling.value("truncate", true);
-      const double dim = static_cast<double>(c.head_dim);
-      auto correction_dim = [&](double rotations) { return dim * std::log(old_ctx / (rotations * 2 * M_PI)) / (2 * std::log(c.rope_theta)); };
-      double low = correction_dim(fast), high = correction_dim(slow);
-      if (truncate) low = std::floor(low), high = std::ceil(high);
-      low = std::max(low, 0.0), high = std::min(high, dim - 1);
-      if (low == high) high += 0.001;
-      for (int64_t i = 0; i < half; ++i) {
-        const double keep = 1 - std::clamp((static_cast<double>(i) - low) / (high - low), 0.0, 1.0);  // 1: extrapolate (unchanged)
-        inv[i] = inv[i] / factor * (1 - keep) + inv[i] * keep;
-      }
-    } else if (type != "default") {
-      throw Error(AREAL_CODE_UNSUPPORTED, "rope_scaling type '" + type + "' is not implemented in the libtorch model yet");
-    }
+  const int64_t dim = c.head_dim;
+  const torch::Tensor pos_freqs = torch::pow(c.rope_theta, torch::arange(0, dim, 2, torch::kInt64).to(torch::kFloat32) / dim);
+  torch::Tensor inv = pos_freqs.reciprocal();  // 1.0 / base ** (arange / dim)
+  if (!c.rope_scaling.is_object()) return inv;
+  const std::string type = c.rope_scaling.value("rope_type", c.rope_scaling.value("type", std::string("default")));
+  const double factor = c.rope_scaling.value("factor", 1.0);
+  if (type == "llama3") {
+    const double low = c.rope_scaling.value("low_freq_factor", 1.0), high = c.rope_scaling.value("high_freq_factor", 4.0);
+    // HF's default: the model's max_position_embeddings (standardize_rope_params).
+    const double old_ctx = c.rope_scaling.value("original_max_position_embeddings", static_cast<double>(c.max_position_embeddings));
+    const double low_wavelen = old_ctx / low, high_wavelen = old_ctx / high;
+    const torch::Tensor wavelen = inv.reciprocal() * (2 * M_PI);
+    const torch::Tensor scaled = torch::where(wavelen > low_wavelen, inv / factor, inv);
+    const torch::Tensor smooth = (wavelen.reciprocal() * old_ctx - low) / (high - low);  // the band between the two
+    const torch::Tensor smoothed = (1 - smooth) * scaled / factor + smooth * scaled;
+    const torch::Tensor medium = (wavelen < high_wavelen).logical_not() * (wavelen > low_wavelen).logical_not();
+    return torch::where(medium, smoothed, scaled);
   }
-  return torch::tensor(inv, torch::kFloat64);
+  if (type == "linear") return inv / factor;
+  if (type == "yarn") {
+    // Dimensions that turn fewer than beta_slow times over the original
+    // context are interpolated (f / factor), those that turn more than
+    // beta_fast times kept, and a linear ramp blends the band between.
+    const double old_ctx = c.rope_scaling.value("original_max_position_embeddings", static_cast<double>(c.max_position_embeddings));
+    const double fast = c.rope_scaling.value("beta_fast", 0.0) > 0 ? c.rope_scaling.value("beta_fast", 32.0) : 32.0;
+    const double slow = c.rope_scaling.value("beta_slow", 0.0) > 0 ? c.rope_scaling.value("beta_slow", 1.0) : 1.0;
+    const bool truncate = c.rope_scaling.value("truncate", true);
+    const double d = static_cast<double>(dim);
+    auto correction_dim = [&](double rotations) { return d * std::log(old_ctx / (rotations * 2 * M_PI)) / (2 * std::log(c.rope_theta)); };
+    double lo = correction_dim(fast), hi = correction_dim(slow);
+    if (truncate) lo = std::floor(lo), hi = std::ceil(hi);
+    lo = std::max(lo, 0.0), hi = std::min(hi, d - 1);
+    if (lo == hi) hi += 0.001;
+    const torch::Tensor ramp = ((torch::arange(dim / 2, torch::kFloat32) - lo) / (hi - lo)).clamp(0, 1);
+    const torch::Tensor keep = 1 - ramp;  // 1: extrapolate (unchanged)
+    const torch::Tensor interpolated = (factor * pos_freqs).reciprocal();
+    return interpolated * (1 - keep) + inv * keep;
+  }
+  if (type != "default") throw Error(AREAL_CODE_UNSUPPORTED, "rope_scaling type '" + type + "' is not implemented in the libtorch model yet");
+  return inv;
 }
 
 // What cos and sin are multiplied by: YaRN's attention factor
@@ -250,9 +249,9 @@ torch::Tensor DecoderModel::rope_table(const torch::Tensor& positions) const {
                                                    " is past the model's max_position_embeddings " + std::to_string(invariant_rope_.size(1)));
     return invariant_rope_.index_select(1, at);
   }
-  // freqs [S, hd/2] -> emb [S, hd] = cat(freqs, freqs), HF's layout; in float64, then the model's dtype.
+  // freqs [S, hd/2] -> emb [S, hd] = cat(freqs, freqs), HF's layout; in float32 as HF computes it, then the model's dtype.
   // The sine's first half is negated (apply_rope's signed sine).
-  const torch::Tensor freqs = at.to(torch::kFloat64).unsqueeze(1) * inv_freq_.unsqueeze(0);
+  const torch::Tensor freqs = at.to(torch::kFloat32).unsqueeze(1) * inv_freq_.unsqueeze(0);
   const torch::Tensor emb = torch::cat({freqs, freqs}, -1), sin = freqs.sin();
   torch::Tensor table = torch::stack({emb.cos(), torch::cat({-sin, sin}, -1)});
   if (rope_scale_ != 1.0) table = table * rope_scale_;  // YaRN's attention factor, on cos and sin as HF applies it
@@ -1068,19 +1067,21 @@ void DecoderModel::set_batch_invariant(bool on) {
                   "among the product's rows, so a token's log-probs would depend on its batch. On CPU this is OpenBLAS's FMA kernels (its "
                   "Haswell, Zen and newer cores): start the process with OPENBLAS_CORETYPE=Nehalem, whose kernels compute every row alike "
                   "(slower), or use the mode on a GPU (docs/gpu.md, \"Bitwise mode\")");
-    // cos and sin of every position on the host, in float64, once: the
-    // same table on every device whatever the kernels' vector widths.
+    // cos and sin of every position on the host, once: the same table on
+    // every device whatever the kernels' vector widths. The angles are
+    // float32 products as in rope_table; their cos and sin come from libm in
+    // float64, so they are the correctly rounded values of those angles.
     const int64_t P = config_.max_position_embeddings, hd = config_.head_dim, half = hd / 2;
-    const torch::Tensor inv = inv_freq_.to(torch::kCPU, torch::kFloat64).contiguous();
-    const double* f = inv.data_ptr<double>();
+    const torch::Tensor inv = inv_freq_.to(torch::kCPU, torch::kFloat32).contiguous();
+    const float* f = inv.data_ptr<float>();
     torch::Tensor table = torch::empty({2, P, 1, hd}, torch::kFloat64);
     double* c = table.data_ptr<double>();
     double* sn = c + P * hd;
     for (int64_t pos = 0; pos < P; ++pos)
       for (int64_t i = 0; i < half; ++i) {
-        const double a = static_cast<double>(pos) * f[i];
-        c[pos * hd + i] = c[pos * hd + half + i] = std::cos(a) * rope_scale_;
-        sn[pos * hd + half + i] = std::sin(a) * rope_scale_;
+        const double a = static_cast<float>(pos) * f[i];  // the float32 product
+        c[pos * hd + i] = c[pos * hd + half + i] = static_cast<float>(std::cos(a)) * static_cast<float>(rope_scale_);
+        sn[pos * hd + half + i] = static_cast<float>(std::sin(a)) * static_cast<float>(rope_scale_);
         sn[pos * hd + i] = -sn[pos * hd + half + i];  // apply_rope's signed sine
       }
     invariant_rope_ = table.to(device_, dtype_);

@@ -310,7 +310,7 @@ class DecoderModel {
   std::map<std::string, torch::Tensor> params_;
   std::shared_ptr<const LoraAdapter> lora_;
   std::vector<LoraRows> lora_rows_;
-  torch::Tensor inv_freq_;  // [hd/2], float64 for precision, on the model's device
+  torch::Tensor inv_freq_;  // [hd/2], float32 as transformers and vLLM compute it, on the model's device
   double rope_scale_ = 1.0;  // cos and sin are multiplied by it (YaRN's attention factor)
   std::vector<int64_t> moe_index_;  // layer -> its index among MoE layers, -1 for dense ones
   bool invariant_ = false;

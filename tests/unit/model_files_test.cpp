@@ -202,6 +202,10 @@ TEST(ModelConfig, HfJsonRoundTripAndValidation) {
   auto sliding = preset("qwen3", "tiny", 200).to_hf_json();
   sliding["use_sliding_window"] = true;
   EXPECT_THROW(ModelConfig::from_hf_json(sliding, "c"), areal::Error);
+  // Dynamic NTK rescales by the batch's longest position in transformers: refused at load, not at the first forward.
+  auto dynamic = preset("llama3", "tiny", 200).to_hf_json();
+  dynamic["rope_scaling"] = {{"rope_type", "dynamic"}, {"factor", 2.0}};
+  EXPECT_THROW(ModelConfig::from_hf_json(dynamic, "c"), areal::Error);
   // HF's max_position_embeddings defaults per family when the key is absent.
   for (const auto& [family, want] : std::vector<std::pair<std::string, int64_t>>{{"llama3", 2048}, {"qwen3", 32768}, {"gpt_oss", 131072}}) {
     auto j = preset(family, "tiny", 200).to_hf_json();

@@ -85,8 +85,11 @@ ModelConfig ModelConfig::from_hf_json(const nlohmann::json& j, const std::string
   if (oss && !c.rope_scaling.is_object() && !j.contains("rope_parameters")) c.rope_scaling = gpt_oss_rope();
   if (c.rope_scaling.is_object()) {
     const std::string rt = c.rope_scaling.value("rope_type", c.rope_scaling.value("type", std::string("default")));
-    if (rt != "default" && rt != "llama3" && rt != "linear" && rt != "dynamic" && rt != "yarn")
-      bad(where, "rope_scaling type '" + rt + "' is not supported (llama3, linear, dynamic, yarn)");
+    // Dynamic NTK is left out on purpose: transformers rescales it by the
+    // longest position of the batch, so a token's log-prob would depend on
+    // which rows it is packed with.
+    if (rt != "default" && rt != "llama3" && rt != "linear" && rt != "yarn")
+      bad(where, "rope_scaling type '" + rt + "' is not supported (default, llama3, linear, yarn)");
   }
   c.tie_word_embeddings = j.value("tie_word_embeddings", false);
   if (c.family == "llama3") c.qkv_bias = j.value("attention_bias", false);
