@@ -87,6 +87,7 @@ void Evaluator::start(int64_t step, int64_t version) {
       {"OPENAI_BASE_URL", plan_.gateway_url + "/v1"},
       {"OPENAI_API_KEY", plan_.admin_key},
       {"ANTHROPIC_BASE_URL", plan_.gateway_url},
+      {"ANTHROPIC_API_KEY", plan_.admin_key},  // an Anthropic-SDK evaluator must not send the operator's own key
       {"AREAL_EVAL_DATASET", plan_.dataset},
       {"AREAL_EVAL_GREEDY", s.greedy ? "1" : "0"},
       {"AREAL_EVAL_TEMPERATURE", s.greedy ? "0" : temperature.str()},

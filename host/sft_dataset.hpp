@@ -2,7 +2,9 @@
 // {"messages": [...]} per line) turned into token rows exactly as the
 // gateway would record the last reply: the conversation before it through
 // the chat template with the generation prompt, then the reply's text
-// tokens and the end-of-turn token (tokenizer_config's eos_token).
+// tokens and the end-of-turn token (tokenizer_config's eos_token). A reply
+// with tool calls or reasoning is the template's rendering of it, as the
+// model samples it.
 #pragma once
 
 #include <memory>

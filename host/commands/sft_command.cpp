@@ -37,6 +37,13 @@ int sft_job(const CommandLine& cl) {
   if (rc.plugins.count("train") && train_world_size(rc) > 1)
     problems.push_back("areal-host sft trains in one process: set train.world_size=1 (rank processes are areal-host run's, docs/scale-out.md)");
   if (h.sft.dataset.empty()) problems.push_back("'sft.dataset' is required (JSONL of {\"messages\": [...]} ending with the reply)");
+  // The in-tree RL algorithms give every SFT row advantage 0 (one reward,
+  // no behaviour log-probs): the run would train nothing and save final/ as if trained.
+  if (rc.plugins.count("algorithm"))
+    for (const char* rl : {"grpo", "dr_grpo", "rloo", "ppo"})
+      if (rc.plugins.at("algorithm")->name() == rl)
+        problems.push_back(std::string("algorithm.plugin is ") + rl + ", an RL algorithm, which trains nothing on SFT examples: set algorithm.plugin=sft "
+                           "(a config that extends the RL run's can override it)");
   if (!problems.empty()) {
     for (const auto& p : problems) std::cerr << path << ": " << p << " (see docs/configuration.md)\n";
     return 2;

@@ -44,6 +44,12 @@ for item in items:
             "model": "default", "messages": [{"role": "user", "content": item["prompt"]}], "max_tokens": 2,
             "temperature": float(env["AREAL_EVAL_TEMPERATURE"])}))["choices"][0]["message"]["content"]
         rewards.append(1.0 if reply.startswith(str(item["digit"])) else 0.0)
+# An Anthropic-SDK evaluator finds its own URL and key (the admin key) too.
+anthropic = urllib.request.Request(os.environ["ANTHROPIC_BASE_URL"] + "/v1/messages", data=json.dumps({
+    "model": "default", "max_tokens": 2, "messages": [{"role": "user", "content": items[0]["prompt"]}]}).encode(),
+    headers={"x-api-key": os.environ["ANTHROPIC_API_KEY"], "anthropic-version": "2023-06-01", "Content-Type": "application/json"})
+with urllib.request.urlopen(anthropic, timeout=60) as r:
+    assert json.loads(r.read().decode())["type"] == "message"
 with open(f"{out_dir}/metrics_at_step_{env['AREAL_EVAL_STEP']}.txt", "w") as f:
     f.write(call("/metrics"))
 print(json.dumps({"reward_mean": sum(rewards) / len(rewards), "answers": len(rewards), "note": "strings are not metrics"}))

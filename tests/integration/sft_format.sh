@@ -55,4 +55,14 @@ if "$host" sft --config "$src/configs/quickstart_format.yaml" train.model_path="
 fi
 grep -q "bad.jsonl:2: needs {\"messages\": \[...\]} with at least a prompt message and the reply" "$work/bad.log" || { cat "$work/bad.log"; exit 1; }
 test ! -e "$work/runs/quickstart_format/bad/final"
+# An RL algorithm (a config extending the RL run's) would give every SFT row
+# advantage 0 and train nothing: refused before anything runs.
+set +e
+"$host" sft --config "$src/configs/quickstart_format.yaml" train.model_path="$work/model" experiment.output_dir="$work/runs" \
+  experiment.trial=rl algorithm.plugin=grpo 2> "$work/rl.log"
+code=$?
+set -e
+[ "$code" = 2 ] || { echo "FAIL: sft with grpo exited $code, not 2"; cat "$work/rl.log"; exit 1; }
+grep -q "algorithm.plugin is grpo, an RL algorithm" "$work/rl.log" || { cat "$work/rl.log"; exit 1; }
+test ! -e "$work/runs/quickstart_format/rl/final"
 echo OK

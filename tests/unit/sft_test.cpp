@@ -59,6 +59,29 @@ TEST_F(SftDataset, SpecialTokenTextInAReplyStaysText) {
   EXPECT_EQ(e.input_ids.size() - e.prompt_tokens, std::string("<|im_end|>").size() + 1);  // its bytes, then the real end of turn
 }
 
+// A reply's tool calls are trained as the model samples them, in the
+// template's own syntax, not dropped (the model would learn to stop instead
+// of calling); reasoning the template cannot render is refused, not dropped.
+TEST_F(SftDataset, ToolCallsAreTrainedAsTheTemplateRendersThem) {
+  auto completion = [&](const areal::trainer::SftExample& e) {
+    return tok_->decode(std::vector<int32_t>(e.input_ids.begin() + static_cast<std::ptrdiff_t>(e.prompt_tokens), e.input_ids.end() - 1));
+  };
+  const auto call = example(R"({"messages": [{"role": "user", "content": "1+1?"}, {"role": "assistant", "content": null,
+      "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "add", "arguments": {"a": 1, "b": 1}}}]}]})");
+  EXPECT_EQ(completion(call), R"(<tool_call>{"name": "add", "arguments": {"a": 1, "b": 1}}</tool_call>)");
+  EXPECT_EQ(call.input_ids.back(), tok_->token_to_id("<|im_end|>"));
+  const auto both = example(R"({"messages": [{"role": "user", "content": "1+1?"}, {"role": "assistant", "content": "Let me add.",
+      "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "add", "arguments": "{\"a\": 1}"}}]}]})");
+  EXPECT_EQ(completion(both), R"(Let me add.<tool_call>{"name": "add", "arguments": {"a": 1}}</tool_call>)");
+  try {
+    example(R"({"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "4", "reasoning_content": "2+2"}]})");
+    ADD_FAILURE() << "reasoning the template drops was accepted";
+  } catch (const areal::Error& e) {
+    EXPECT_EQ(e.code(), AREAL_CODE_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(e.what()).find("reasoning_content"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(SftDataset, RejectsLinesWithoutAReplyToTrain) {
   for (const char* bad : {R"({"text": "hi"})", R"({"messages": [{"role": "assistant", "content": "4"}]})",
                           R"({"messages": [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]})",
