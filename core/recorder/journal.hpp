@@ -38,6 +38,7 @@ struct SessionRecord {
 struct RecoveredSession {
   SessionRecord session;
   std::vector<Interaction> calls;  // by index; calls in flight at the crash come back failed
+  bool was_taken = false;          // handed to the trainer before the crash, never marked trained: first in line again
 };
 
 struct RecoveredState {

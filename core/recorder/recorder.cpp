@@ -379,6 +379,18 @@ size_t Recorder::unrewarded() const {
   return static_cast<size_t>(std::count_if(items_.begin(), items_.end(), [](const Interaction& it) { return it.complete() && !it.failed && !it.reward; }));
 }
 
+std::optional<std::string> Recorder::last_answered_id() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (size_t k = items_.size(); k-- > 0;)
+    if (!items_[k].failed && items_[k].complete()) return items_[k].id;
+  return std::nullopt;
+}
+
+size_t Recorder::in_flight() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return static_cast<size_t>(std::count_if(items_.begin(), items_.end(), [](const Interaction& it) { return !it.complete() && !it.failed; }));
+}
+
 std::vector<double> Recorder::rewards() const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<double> out;

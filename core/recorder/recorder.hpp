@@ -137,6 +137,11 @@ class Recorder {
   size_t size() const;
   size_t completed() const;             // calls that answered and did not fail: the rows an export holds now
   size_t unrewarded() const;            // complete calls without a reward
+  size_t in_flight() const;             // calls let in that have neither answered nor failed
+  // The id of the last call that answered (and did not fail), if any: where
+  // a session's final reward goes, even while a side call (a title, a
+  // summary) is still in flight.
+  std::optional<std::string> last_answered_id() const;
   std::vector<double> rewards() const;  // the rewards that were set, in call order
   std::string last_id() const;
   int index_of(const std::string& id) const;  // -1 if absent

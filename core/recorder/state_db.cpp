@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <cstdint>
 #include <optional>
 #include <exception>
@@ -204,7 +205,11 @@ void StateDb::move_rewards_of_in_flight_calls() {
 void StateDb::recover() {
   // One write transaction: it also proves at start that the directory takes writes.
   exec("BEGIN IMMEDIATE");
+  std::set<std::string> taken;  // handed out before the crash: they hold the oldest versions
   try {
+    sqlite3_stmt* t = prepare("SELECT id FROM sessions WHERE state = 'taken'");
+    while (sqlite3_step(t) == SQLITE_ROW) taken.insert(column_text(t, 0));
+    sqlite3_finalize(t);
     exec("UPDATE sessions SET state = 'ended' WHERE state = 'taken'");
     // Rows a late call wrote after its session was exported (before the
     // write above checked for the session): another session reusing the id
@@ -227,6 +232,7 @@ void StateDb::recover() {
     RecoveredSession r;
     r.session = {column_text(s, 0), column_text(s, 1), column_text(s, 2), column_text(s, 3), column_text(s, 4), column_text(s, 5),
                  sqlite3_column_int64(s, 6)};
+    r.was_taken = taken.count(r.session.id) > 0;
     by_id[r.session.id] = recovered_.sessions.size();
     recovered_.sessions.push_back(std::move(r));
   }

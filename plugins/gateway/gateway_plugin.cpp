@@ -288,7 +288,7 @@ class Gateway {
     "max_connections_per_client": {"type": "integer", "default": 1024, "minimum": 1, "doc": "Open connections at once from one client address; beyond that a new one is answered 503 (Retry-After: 1) and closed."},
     "admin_api_key": {"type": "string", "default": "areal-admin-key", "doc": "Key for admin endpoints (start_session, grant_capacity, export). The default is refused on a non-loopback host."},
     "capacity": {"type": "integer", "default": -1, "minimum": -1, "doc": "Sessions that may start before /grant_capacity adds more (HTTP 429 at 0); -1 = unlimited. The trainer sets this from its staleness budget."},
-    "session_timeout_seconds": {"type": "number", "default": 3600, "minimum": 1, "doc": "Idle sessions are ended (and kept for export) after this long."},
+    "session_timeout_seconds": {"type": "number", "default": 3600, "minimum": 1, "doc": "Idle sessions are ended (and kept for export) after this long; a session waiting on its own call (generating, or queued) is not idle, and its idle time starts again when the call answers."},
     "turn_discount": {"type": "number", "default": 1.0, "minimum": 0, "maximum": 1, "doc": "Default reward discount along a conversation for /export_trajectories."},
     "export_style": {"type": "string", "enum": ["individual", "concat"], "default": "individual", "doc": "Default export style: a row per call, or a row per conversation."},
     "export_format": {"type": "string", "enum": ["rows", "areal", "both"], "default": "both", "doc": "What /export_trajectories answers by default: rows (our token arrays), areal (AReaL's base64 tensor dicts under interactions, which AReaL's OpenAIProxyClient.export_interactions reads) or both. A request's own format field overrides it."},

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <fstream>
 #include <memory>
+#include <optional>
 
 #include "areal/sdk.hpp"
 #include "core/plugin_host/error.hpp"
@@ -136,7 +137,10 @@ bool SessionRoutes::handle(const std::string& path, Poco::Net::HTTPServerRequest
         if (!body["final_reward"].is_number() || !std::isfinite(body["final_reward"].get<double>()))
           throw HttpError(400, "'final_reward' must be a finite number");
         try {
-          set_reward(*session, "", body["final_reward"].get<double>(), "final_reward");
+          // The last call that answered: a call still in flight at the end
+          // (a side call) is skipped by the export, and its reward with it.
+          const std::optional<std::string> target = session->record.last_answered_id();
+          set_reward(*session, target.value_or(""), body["final_reward"].get<double>(), "final_reward");
         } catch (const Error& e) {
           // No call answered (none made, or every one failed): the session still
           // ends - it must not hold capacity - and the answer says the reward

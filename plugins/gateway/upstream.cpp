@@ -126,6 +126,7 @@ bool Upstream::forward(Poco::Net::HTTPServerRequest& req, const std::string& bod
     // gateway's own in-band error).
     const bool terminal = last_data.rfind("data: [DONE]", 0) == 0 || last_data.rfind("data: {\"error\"", 0) == 0 ||
                           last_data.find("\"type\":\"message_stop\"") != std::string::npos ||
+                          last_data.find("\"type\":\"error\"") != std::string::npos ||  // the Anthropic and Responses error events
                           last_data.find("\"type\":\"response.completed\"") != std::string::npos ||
                           last_data.find("\"type\":\"response.failed\"") != std::string::npos ||
                           last_data.find("\"type\":\"response.incomplete\"") != std::string::npos;

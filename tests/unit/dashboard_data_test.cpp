@@ -71,4 +71,26 @@ TEST_F(RunDir, LatestSessionsAreNewestFirstAsText) {
   EXPECT_EQ(latest_sessions(dir.string(), 5, nullptr)["sessions"][0]["answer"], "[53]");  // no tokenizer: the ids
 }
 
+// Inline and subproc workflows write episodes ("completions", not "rows"),
+// and an agent session's record can be far longer than the tail first read.
+TEST_F(RunDir, LatestSessionsShowEpisodesAndRecordsOfAnySize) {
+  areal::model::write_byte_tokenizer((dir / "tok").string());
+  const auto tok = areal::tokenizer::Tokenizer::from_dir((dir / "tok").string());
+  append("rollouts.jsonl", json{{"episode_id", "e1"}, {"task", 4}, {"status", "ok"},
+                                {"completions", {{{"input_ids", {'Q'}}, {"output_ids", {'7'}}, {"versions", {2}}, {"reward", 0.5}}}}}
+                               .dump() + "\n");
+  const std::vector<int32_t> long_prompt(300000, 'a');  // a ~1.2 MB record
+  append("rollouts.jsonl", json{{"episode_id", "e2"}, {"task", 5}, {"status", "ok"},
+                                {"completions", {{{"input_ids", long_prompt}, {"output_ids", {'8'}}, {"versions", {3}}, {"reward", 1.0}}}}}
+                               .dump() + "\n");
+  const json s = latest_sessions(dir.string(), 2, tok.get())["sessions"];
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0]["session_id"], "e2");
+  EXPECT_EQ(s[0]["answer"], "8");
+  EXPECT_EQ(s[0]["version"], 3);
+  EXPECT_EQ(s[1]["session_id"], "e1");
+  EXPECT_EQ(s[1]["prompt"], "Q");
+  EXPECT_EQ(s[1]["reward"], 0.5);
+}
+
 }  // namespace

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 #include <vector>
+#include <optional>
 
 #include "core/plugin_host/error.hpp"
 #include "core/recorder/recorder.hpp"
@@ -95,6 +96,19 @@ TEST(Recorder, DiscountIsReturnToGoAlongTheConversationOnly) {
   EXPECT_DOUBLE_EQ(ret[b], 0.9);
   EXPECT_DOUBLE_EQ(ret[a], 0.81);
   EXPECT_DOUBLE_EQ(ret[side], 0.0);  // AReaL's arrival-order chain would give it 0.9
+}
+
+// finalize's reward goes to the last call that answered: a side call still
+// in flight (a title, a summary) would be skipped by the export, reward and all.
+TEST(Recorder, TheLastAnsweredCallIsFoundPastCallsInFlight) {
+  Recorder c;
+  EXPECT_FALSE(c.last_answered_id().has_value());
+  const size_t a = c.insert("a", msgs({{"user", "q1"}}));
+  EXPECT_FALSE(c.last_answered_id().has_value());  // in flight
+  finish(c, a, reply("r1"), {1}, 10, 1, true);
+  c.insert("side", msgs({{"user", "summarize"}}));  // in flight
+  c.fail(c.insert("broken", msgs({{"user", "x"}})));
+  EXPECT_EQ(c.last_answered_id(), std::optional<std::string>("a"));
 }
 
 TEST(Recorder, IndividualExportHasOneRowPerCompletedCall) {

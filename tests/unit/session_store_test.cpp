@@ -1,6 +1,7 @@
 // Session store: keys, auth, capacity (HTTP 429), refresh, expiry, export.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <thread>
 #include <string>
 #include <vector>
@@ -176,4 +177,40 @@ TEST(SessionStore, EndCountsOnlyTheCallsThatAnswered) {
   const auto exported = store.export_session(s->id, 1.0, ExportStyle::kIndividual);
   EXPECT_EQ(exported.rows.size(), 1u);
   EXPECT_EQ(exported.skipped_incomplete, 1u);
+}
+
+// A session whose agent waits on its own call is not idle: it does not
+// expire while the call generates (a long generation, a queue under RL
+// load), and its idle time starts again from about when the call answers.
+TEST(SessionStore, ASessionWaitingOnItsCallDoesNotExpire) {
+  SessionStore store({"admin-secret", -1, 10});
+  auto s = store.start("t", "", "").session;
+  const auto hi = nlohmann::ordered_json::array({{{"role", "user"}, {"content", "hi"}}});
+  const size_t call = s->record.insert("c0", hi);  // in flight
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_TRUE(store.expire_idle(t0 + std::chrono::seconds(11)).empty());
+  s->record.complete(call, {{"role", "assistant"}, {"content", "hello"}}, {1, 2}, {3}, {-0.5f}, {0}, "stop", false);
+  EXPECT_TRUE(store.expire_idle(t0 + std::chrono::seconds(15)).empty());  // 4 s idle since the answer
+  EXPECT_EQ(store.expire_idle(t0 + std::chrono::seconds(22)), std::vector<std::string>{s->id});
+}
+
+// Two ends racing for one session (no journal): exactly one wins, the other
+// is told the session ended (410 at the route), as with a journal.
+TEST(SessionStore, OfTwoRacingEndsWithoutAJournalOneLoses) {
+  for (int round = 0; round < 50; ++round) {
+    SessionStore store({"admin-secret", -1, 3600});
+    auto s = store.start("t", "", "").session;
+    std::atomic<int> lost{0};
+    auto end = [&] {
+      try {
+        store.end(s);
+      } catch (const areal::Error& e) {
+        if (e.code() == AREAL_CODE_FAILED_PRECONDITION) ++lost;
+      }
+    };
+    std::thread a(end), b(end);
+    a.join(), b.join();
+    ASSERT_EQ(lost.load(), 1) << round;
+    EXPECT_EQ(store.finished_session_ids().size(), 1u);
+  }
 }

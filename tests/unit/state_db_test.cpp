@@ -316,6 +316,30 @@ TEST(StateDb, TakenSessionsComeBackUnlessTheirCheckpointWasCommitted) {
   EXPECT_EQ(code_of([&] { g.store.find("t0-0"); }), AREAL_CODE_NOT_FOUND);
 }
 
+// A session the trainer took before the crash (and never trained) holds the
+// oldest policy versions: after the restart it is handed out before the
+// sessions that were still waiting, whatever order they started in.
+TEST(StateDb, SessionsTakenBeforeACrashAreHandedOutFirstAfterIt) {
+  TempDir dir;
+  std::string taken;
+  {
+    Gateway g(dir.path, -1);
+    auto early = g.store.start("early", "", "").session;  // starts first, ends last
+    auto late = g.store.start("late", "", "").session;
+    answer(*early, "c", "x", {1}, {2});
+    answer(*late, "c", "y", {1}, {3});
+    g.store.end(late);
+    g.store.end(early);
+    taken = g.store.take_finished(std::chrono::milliseconds(0), 1.0, ExportStyle::kIndividual)->session_id;
+    ASSERT_EQ(taken, late->id);  // oldest-ended first
+  }
+  Gateway g(dir.path, -1);
+  EXPECT_EQ(g.recovered.ended, 2u);
+  auto first = g.store.take_finished(std::chrono::milliseconds(0), 1.0, ExportStyle::kIndividual);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->session_id, taken);
+}
+
 TEST(StateDb, TrainerGrantedCapacityGoesToRecoveredSessionsFirst) {
   TempDir dir;
   {

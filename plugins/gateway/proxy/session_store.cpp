@@ -50,6 +50,7 @@ RecoverySummary SessionStore::recover(recorder::RecoveredState state) {
   RecoverySummary out;
   out.failed_in_flight = state.failed_in_flight;
   const auto now = std::chrono::steady_clock::now();
+  std::deque<std::string> taken_before;  // handed out before the restart: back to the trainer first (they hold the oldest versions)
   for (auto& r : state.sessions) {
     auto s = std::make_shared<Session>();
     s->id = r.session.id;
@@ -67,12 +68,13 @@ RecoverySummary SessionStore::recover(recorder::RecoveredState state) {
       continue;
     }
     ++(s->finished_ ? out.ended : out.active);
-    if (s->finished_) finished_order_.push_back(s->id);
+    if (s->finished_) (r.was_taken ? taken_before : finished_order_).push_back(s->id);
     // As before the restart: an ended session's key still answers 410 until
     // it is exported; in start order, so a refreshed key maps to its newest session.
     key_to_session_[s->api_key] = s->id;
     sessions_[s->id] = std::move(s);
   }
+  finished_order_.insert(finished_order_.begin(), taken_before.begin(), taken_before.end());
   if (config_.capacity == 0) {
     owed_grants_ = static_cast<int64_t>(out.active + out.ended);
   } else if (state.capacity) {
@@ -210,10 +212,10 @@ size_t SessionStore::end(const std::shared_ptr<Session>& s, const std::string& r
   {
     std::lock_guard<std::mutex> lock(s->mutex_);
     if (s->finished_ || s->ending_) throw Error(AREAL_CODE_FAILED_PRECONDITION, "Session already ended or expired");
+    s->ending_ = true;  // a second end (or finalize) racing this one gets 410, journal or not
     if (journal_) {
       recorder::SessionRecord r = s->journal_record("ended");
       r.end_reason = reason;
-      s->ending_ = true;
       ticket = journal_->write_sessions({std::move(r)}, std::nullopt);
     }
   }
@@ -277,13 +279,18 @@ std::vector<std::string> SessionStore::expire_idle(std::chrono::steady_clock::ti
   const auto timeout = std::chrono::duration<double>(config_.session_timeout_s);
   for (auto& [id, s] : sessions_) {
     std::lock_guard<std::mutex> slock(s->mutex_);
-    if (!s->finished_ && !s->ending_ && now - s->last_access_ > timeout) {
-      s->finished_ = true;
-      s->end_reason_ = "expired";
-      expired.push_back(id);
-      finished_order_.push_back(id);
-      if (journal_) journaled.push_back(s->journal_record("ended"));
+    if (s->finished_ || s->ending_ || now - s->last_access_ <= timeout) continue;
+    // A session waiting on its own call is not idle: its agent is waiting
+    // for the reply. Its idle time counts from about when the call answers.
+    if (s->record.in_flight() > 0) {
+      s->last_access_ = now;
+      continue;
     }
+    s->finished_ = true;
+    s->end_reason_ = "expired";
+    expired.push_back(id);
+    finished_order_.push_back(id);
+    if (journal_) journaled.push_back(s->journal_record("ended"));
   }
   if (!expired.empty()) finished_cv_.notify_all();
   // Not waited for: no client is answered. Lost in a crash, the session is
@@ -301,6 +308,9 @@ recorder::SessionTrajectory SessionStore::export_detached(Session& s, double dis
 
 void SessionStore::detach_locked(const std::shared_ptr<Session>& s) {
   sessions_.erase(s->id);
+  // Exported over HTTP (serve never takes sessions): its id leaves the queue
+  // too, which would otherwise grow by one id a session for the process's life.
+  finished_order_.erase(std::remove(finished_order_.begin(), finished_order_.end(), s->id), finished_order_.end());
   auto k = key_to_session_.find(s->api_key);
   if (k != key_to_session_.end() && k->second == s->id) key_to_session_.erase(k);
 }
