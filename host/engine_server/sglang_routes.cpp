@@ -176,7 +176,18 @@ class SGLangRoutes : public Routes {
       }
       return send_json(resp, 200, body(0));
     }
-    std::shared_ptr<Generation> g = engine_.generate(rid, prompt, s);  // throws Error -> 400
+    std::shared_ptr<Generation> g;
+    try {
+      g = engine_.generate(rid, prompt, s);  // throws Error -> 400
+    } catch (const Error& e) {
+      // SGLang compiles a request's grammar after letting it in: a schema it
+      // cannot compile ends the request as an abort with status 400.
+      if (!stream || s.structured_output == 0 || e.code() != AREAL_CODE_INVALID_ARGUMENT) throw;
+      finish = {{"type", "abort"}, {"message", std::string("Failed to compile the grammar: ") + e.what()}, {"status_code", 400}, {"err_type", "BadRequestError"}};
+      SseWriter sse(resp);
+      sse.event(body(0).dump()) && sse.event("[DONE]");
+      return;
+    }
     std::unique_ptr<SseWriter> sse;
     if (stream) sse = std::make_unique<SseWriter>(resp);
     size_t sent = 0;

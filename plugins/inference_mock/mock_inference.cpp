@@ -103,6 +103,10 @@ class MockInference {
     if (s.temperature < 0) throw sdk::invalid_argument("temperature must be >= 0");
     if (s.top_p <= 0 || s.top_p > 1) throw sdk::invalid_argument("top_p must be in (0, 1]");
     if (s.stop_strings_count > 0) throw sdk::unsupported("mock_inference has no tokenizer: stop strings are unsupported");
+    // A schema is not applied (no tokenizer), but one that is not JSON is
+    // refused as an engine that compiles it would refuse it.
+    if (s.structured_output == AREAL_STRUCTURED_JSON_SCHEMA && !nlohmann::json::accept(std::string(sdk::view(s.json_schema))))
+      throw sdk::invalid_argument("json_schema is not valid JSON");
     for (int32_t id : r->input)
       if (id < 0 || id >= vocab_) throw sdk::invalid_argument("input id " + std::to_string(id) + " is outside the vocabulary [0, " + std::to_string(vocab_) + ")");
     if (static_cast<int64_t>(r->input.size()) >= max_context_)

@@ -53,7 +53,13 @@ SegmentUpdate SGLangProtocol::parse_event(const json& event, size_t received) co
     const std::string type = meta["finish_reason"].value("type", "");
     if (type == "stop") u.finish = Finish::kStop;
     else if (type == "length") u.finish = Finish::kLength;
-    else if (type == "abort") u.finish = Finish::kAbort, u.message = meta["finish_reason"].value("message", std::string("aborted"));
+    else if (type == "abort") {
+      u.finish = Finish::kAbort, u.message = meta["finish_reason"].value("message", std::string("aborted"));
+      // SGLang ends a request it refuses (a schema its grammar backend cannot
+      // compile, an input over its context) as an abort with a status.
+      if (meta["finish_reason"].contains("status_code") && meta["finish_reason"]["status_code"].is_number_integer())
+        u.status = meta["finish_reason"]["status_code"].get<int>();
+    }
     else throw std::runtime_error("unknown finish_reason type '" + type + "'");
   }
   return u;

@@ -64,6 +64,7 @@ struct SegmentUpdate {
   std::vector<float> logprobs;
   Finish finish = Finish::kNone;
   std::string message;  // the server's words for an abort
+  int status = 0;       // an abort's HTTP status when the server gives one (SGLang's status_code: 400 a bad request, 5xx its own failure)
 };
 
 class BackendProtocol {

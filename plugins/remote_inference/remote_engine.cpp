@@ -154,10 +154,29 @@ void RemoteEngine::wait_for_servers() {
   const auto deadline = Clock::now() + std::chrono::duration<double>(opt_.startup_timeout_s);
   for (size_t i = 0; i < pool_.size(); ++i) {
     std::string last;
+    // A run that died between pause and resume (killed while saving) leaves
+    // its servers paused: SGLang's /health then times out (its probe
+    // generates a token), vLLM's says 200 and every request hangs. Both take
+    // a resume when not paused, so one goes to each server as soon as it answers.
+    bool resumed = false;
+    auto resume_once = [&](bool last_try) {
+      if (resumed) return;
+      try {
+        protocol_->resume(pool_.url(i), opt_.connect_timeout_s);
+        resumed = true;
+      } catch (const std::exception& e) {  // not up yet: tried again with the next health check
+        if (last_try)
+          log(AREAL_LOG_WARN, "server " + pool_.url(i).text + ": resume at start failed (" + e.what() + "); if an earlier run left it paused, it stays so");
+      }
+    };
     while (true) {
+      resume_once(false);  // before the health check: SGLang's waits on a paused server
       try {
         const HttpResult r = http_call(pool_.url(i), "GET", protocol_->health_path(), "", opt_.connect_timeout_s);
-        if (r.status == 200) break;
+        if (r.status == 200) {
+          resume_once(true);
+          break;
+        }
         last = "answered " + std::to_string(r.status) + ": " + error_message(r.body);
       } catch (const Poco::Exception& e) {
         last = e.displayText();
@@ -173,25 +192,28 @@ void RemoteEngine::wait_for_servers() {
   }
 }
 
-// The ABI wants log-probs of softmax(logits / T). Two one-token requests per
+// The ABI wants log-probs of softmax(logits / T). One-token requests per
 // server tell the conventions apart: greedy gives the argmax token's raw
-// log-prob lp0; temperature 2 with top_k 1 samples the same token, whose
-// log-prob equals lp0 only when the server reports raw (temperature-1)
-// values. (SGLang: temperature-scaled, differs; vLLM processed_logprobs: 0
-// after top-k, differs.) A flat distribution (lp0 near 0) cannot tell.
+// log-prob lp0; at temperature 0.5 with top_k 2 the same token, when sampled
+// (seeds are tried until it is), has log-prob lp0 only when the server
+// reports raw (temperature-1) values. (SGLang: temperature-scaled, differs;
+// vLLM processed_logprobs: renormalised over the top 2, differs.) top_k is 2,
+// not 1: SGLang runs a batch whose every request has top_k <= 1 down its
+// greedy path, which reports raw log-probs whatever the temperature. A flat
+// distribution (lp0 near 0) cannot tell.
 void RemoteEngine::verify_logprob_convention() {
   const std::vector<int32_t> prompt{0};
   for (size_t i = 0; i < pool_.size(); ++i) {
-    auto one = [&](float temperature, int32_t top_k) {
+    auto one = [&](float temperature, int32_t top_k, uint64_t seed) {
       Segment seg;
-      seg.rid = rid_prefix_ + "-probe-" + std::to_string(i) + "-" + std::to_string(top_k) + "-" + std::to_string(static_cast<int>(temperature));
+      seg.rid = rid_prefix_ + "-probe-" + std::to_string(i) + "-" + std::to_string(top_k) + "-" + std::to_string(seed);
       seg.input_ids = &prompt;
       seg.sampling.temperature = temperature;
       seg.sampling.top_k = top_k;
       seg.sampling.max_new_tokens = 1;
       seg.sampling.ignore_eos = true;
       seg.sampling.has_seed = true;
-      seg.sampling.seed = 1;
+      seg.sampling.seed = seed;
       StreamCall call(pool_.url(i), opt_.connect_timeout_s, opt_.idle_timeout_s);
       std::pair<int32_t, float> got{-1, 0.0f};
       try {
@@ -212,18 +234,23 @@ void RemoteEngine::verify_logprob_convention() {
       if (got.first < 0) throw sdk::unavailable(protocol_->name() + ": log-prob check on " + pool_.url(i).text + " returned no token");
       return got;
     };
-    const auto greedy = one(0.0f, 0);
-    const auto hot = one(2.0f, 1);
+    const auto greedy = one(0.0f, 0, 1);
     if (greedy.second > -1e-3f) {
       log(AREAL_LOG_WARN, "server " + pool_.url(i).text + ": the probe distribution is too peaked to check the log-prob convention; assuming it is right");
       continue;
     }
-    if (hot.first == greedy.first && std::abs(hot.second - greedy.second) < 1e-4f)
+    std::pair<int32_t, float> cool{-1, 0.0f};
+    for (uint64_t seed = 1; seed <= 8 && cool.first != greedy.first; ++seed) cool = one(0.5f, 2, seed);
+    if (cool.first != greedy.first) {
+      log(AREAL_LOG_WARN, "server " + pool_.url(i).text + ": the probe never sampled the greedy token at temperature 0.5; the log-prob convention is not checked");
+      continue;
+    }
+    if (std::abs(cool.second - greedy.second) < 1e-4f)
       throw sdk::Error(AREAL_CODE_FAILED_PRECONDITION,
                        protocol_->name() + ": server " + pool_.url(i).text +
                            " reports raw (temperature 1) log-probs, but training needs log-probs of the sampling distribution "
                            "softmax(logits / temperature) (the same token's log-prob was " + std::to_string(greedy.second) +
-                           " at temperature 0 and at temperature 2). Fix: " + protocol_->logprob_fix() +
+                           " at temperature 0 and at temperature 0.5). Fix: " + protocol_->logprob_fix() +
                            "; or set verify_logprobs: false and sample only at temperature 1.");
   }
 }
@@ -387,7 +414,15 @@ void RemoteEngine::run(Job& job, bool& done) {
       case Outcome::kStop: finish = AREAL_FINISH_STOP; break;
       case Outcome::kLength: finish = AREAL_FINISH_LENGTH; break;
       case Outcome::kClientError:
-        finish = AREAL_FINISH_ERROR, error_code = AREAL_CODE_INVALID_ARGUMENT, error = r.message;
+        if (produced > 0 && segment > 1) {
+          // The request was let in; its continuation after a pause is refused
+          // (SGLang keeps a margin below the context): it ends where it got to.
+          log(AREAL_LOG_INFO, "request " + std::to_string(job.id) + ": its continuation was refused (" + r.message + "); it ends with its " +
+                                  std::to_string(produced) + " tokens as length");
+          finish = AREAL_FINISH_LENGTH;
+        } else {
+          finish = AREAL_FINISH_ERROR, error_code = AREAL_CODE_INVALID_ARGUMENT, error = r.message;
+        }
         break;
       case Outcome::kAbort:
         if (job.aborted) {
@@ -516,6 +551,13 @@ RemoteEngine::SegmentResult RemoteEngine::run_segment(Job& job, int64_t version,
           finished = true;
           result.outcome = u.finish == Finish::kStop ? Outcome::kStop : u.finish == Finish::kLength ? Outcome::kLength : Outcome::kAbort;
           result.message = u.message;
+          // An abort with a status is a refusal, not an interruption: a 4xx is
+          // the request's (not retried), a 5xx the server's (another takes it).
+          if (u.finish == Finish::kAbort && u.status >= 400) {
+            result.message = where + " ended the request with status " + std::to_string(u.status) + ": " + u.message;
+            if (u.status >= 500 || u.status == 408 || u.status == 429) server_failed = true;
+            else result.outcome = Outcome::kClientError;
+          }
         }
       }
       if (!finished) {

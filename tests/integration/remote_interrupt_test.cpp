@@ -212,6 +212,42 @@ TEST_P(RemoteInterrupt, AServerFailingMidStreamHandsTheRequestToAnother) {
   EXPECT_NE(nlohmann::json::parse(info.text)["server_states"].get<std::string>().find("down"), std::string::npos) << info.text;
 }
 
+// A request the server lets in and then refuses with a status (SGLang ends a
+// schema its grammar backend cannot compile as an abort with status_code
+// 400) is the request's error, at once: not an interruption retried.
+TEST_P(RemoteInterrupt, AnAbortWithAClientStatusIsTheRequestsError) {
+  const std::string schema = "{not json";
+  areal_sampling_params s{};
+  s.struct_size = AREAL_OFFSET_OF_END(areal_sampling_params, json_schema);
+  s.temperature = 1.0f, s.top_p = 1.0f, s.max_new_tokens = 4;
+  s.structured_output = AREAL_STRUCTURED_JSON_SCHEMA;
+  s.json_schema = areal_str{schema.data(), schema.size()};
+  areal_gen_request r{AREAL_OFFSET_OF_END(areal_gen_request, sampling), areal::next_request_id(), {nullptr, 0}, prompt_.data(), prompt_.size(), &s, {nullptr, 0}, 0};
+  areal::CollectingSink sink;
+  areal::StatusPtr st(plugin_->inference()->submit(inst_->self(), &r, sink.sink()));
+  if (st) {  // refused at submit (vLLM answers 400 before streaming): the same error
+    EXPECT_EQ(areal::status_code(st.get()), AREAL_CODE_INVALID_ARGUMENT) << areal::status_message(st.get());
+    return;
+  }
+  ASSERT_TRUE(sink.wait(10s));
+  const auto res = sink.result();
+  EXPECT_EQ(res.finish_reason, AREAL_FINISH_ERROR);
+  EXPECT_EQ(res.error_code, AREAL_CODE_INVALID_ARGUMENT) << res.error_message;
+  EXPECT_NE(res.error_message.find("json_schema is not valid JSON"), std::string::npos) << res.error_message;
+}
+
+// A run that died between pause and resume leaves its servers paused; the
+// next run's plugin resumes each one it waits for, so its requests run.
+TEST_P(RemoteInterrupt, AServerAnEarlierRunLeftPausedIsResumedAtStart) {
+  const auto& vt = *plugin_->inference();
+  areal::throw_if_status(vt.pause(inst_->self()), "pause");  // the earlier run, never resumed
+  areal::PluginInstance next(plugin_, nlohmann::json{{"servers", {server_->url}}, {"verify_logprobs", false}}.dump(), &services_);
+  areal::CollectingSink sink;
+  areal::testing::submit_sampled(vt, next.self(), sink.sink(), areal::next_request_id(), prompt_, 5, nullptr);
+  ASSERT_TRUE(sink.wait(15s)) << "the request waits on a server left paused";
+  EXPECT_EQ(sink.result().finish_reason, AREAL_FINISH_LENGTH) << sink.result().error_message;
+}
+
 INSTANTIATE_TEST_SUITE_P(Protocols, RemoteInterrupt, ::testing::Values("sglang", "vllm"));
 
 }  // namespace
