@@ -29,6 +29,7 @@
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <map>
 #include <optional>
@@ -99,7 +100,7 @@ struct Request {
   std::unordered_map<int32_t, int32_t> generated_counts;  // for frequency/presence penalties
   std::optional<areal::structured_output::JsonMatcher> matcher;
   const areal::structured_output::VocabularyTrie* trie = nullptr;  // the engine's, with a matcher
-  int64_t min_new = 0;  // stop ids and EOS masked until this many tokens (the engine's min_new_tokens)
+  int64_t min_new = 0;  // stop ids, EOS and stop strings held back until this many tokens (the engine's min_new_tokens)
   // The LoRA adapter it runs with (ABI 1.6; empty name: the base model),
   // looked up again before every step so a replaced adapter takes effect.
   std::string adapter_name;
@@ -113,6 +114,26 @@ struct Request {
            generated + in_flight < min_new;
   }
 };
+
+
+// The ids that end a reply: config.json's eos_token_id (one or a list) and
+// generation_config.json's, which is where HF generate and vLLM take them
+// from (Qwen2.5/Qwen3 instruct list <|endoftext|> there only; Llama 3's
+// <|eot_id|> is not in every config.json). Ids outside the vocabulary are left out.
+std::vector<int64_t> end_of_sequence_ids(const std::string& model_dir, const areal::model::ModelConfig& config) {
+  std::vector<int64_t> ids = config.eos_token_ids;
+  std::ifstream in(fs::path(model_dir) / "generation_config.json");
+  const nlohmann::json g = in ? nlohmann::json::parse(in, nullptr, false) : nlohmann::json();
+  if (g.is_object() && g.contains("eos_token_id")) {
+    const nlohmann::json& e = g["eos_token_id"];
+    for (const auto& id : e.is_array() ? e : nlohmann::json::array({e}))
+      if (id.is_number_integer()) ids.push_back(id.get<int64_t>());
+  }
+  std::vector<int64_t> out;
+  for (int64_t id : ids)
+    if (id >= 0 && id < config.vocab_size && std::find(out.begin(), out.end(), id) == out.end()) out.push_back(id);
+  return out;
+}
 
 class LocalInference {
  public:
@@ -132,7 +153,7 @@ class LocalInference {
     "max_batch": {"type": "integer", "default": 8, "minimum": 1, "maximum": 1024, "doc": "Requests decoded together."},
     "max_context": {"type": "integer", "default": 0, "minimum": 0, "doc": "Prompt plus output limit; 0: the model's max_position_embeddings."},
     "cuda_graphs": {"type": "boolean", "default": true, "doc": "On CUDA, decode steps replay CUDA graphs captured once per step shape (slot rows rounded up to a few sizes, and cached keys too where the flash kernel does not read each row's own count); false: every kernel launched from the host. Ignored on CPU and for MoE models (their routing counts each expert's tokens on the host every step)."},
-    "min_new_tokens": {"type": "integer", "default": 0, "minimum": 0, "doc": "Stop ids and EOS are masked until a reply has this many tokens (vLLM's min_tokens, for every request). For random-weight test models whose end-of-turn logit is raised (init-model --end-turn-logit): with 1, a client sending temperature 0 gets a one-token reply instead of an empty one. The recorded log-probs are those of the masked distribution."},
+    "min_new_tokens": {"type": "integer", "default": 0, "minimum": 0, "doc": "Stop ids and EOS are masked, and stop strings not matched, until a reply has this many tokens (vLLM's min_tokens, for every request). For random-weight test models whose end-of-turn logit is raised (init-model --end-turn-logit): with 1, a client sending temperature 0 gets a one-token reply instead of an empty one. The recorded log-probs are those of the masked distribution."},
     "max_prefill_tokens": {"type": "integer", "default": 16384, "minimum": 1, "doc": "Prompt tokens prefilled together in one forward pass (newly admitted requests are packed up to this; a longer prompt goes alone)."},
     "prefix_cache": {"type": "boolean", "default": true, "doc": "A prompt that begins as an earlier one did (the n samples of a GRPO group, an agent's next turn resending the conversation) copies that prefix's keys and values from the cache slot holding them and computes only the rest; slots keep their rows after their request ends until another takes them (the cache then stays allocated while idle). Rows count only for the same adapter and weights; requests recording MoE routing compute their whole prompt. info() reports prompt_tokens, cached_tokens and hit_rate."},
     "logprob_mode": {"type": "string", "enum": ["sampling", "raw"], "default": "sampling", "doc": "sampling: log-probs of softmax(logits / temperature), the ABI's convention and what training recomputes. raw: temperature-1 log-probs, which break that convention; only for test servers that emulate vLLM's or SGLang's raw mode."},
@@ -194,6 +215,7 @@ class LocalInference {
     raw_logprobs_ = c.value("logprob_mode", std::string("sampling")) == "raw";
     max_context_ = c.value("max_context", int64_t{0});
     if (max_context_ == 0) max_context_ = model_->config().max_position_embeddings;
+    end_ids_ = end_of_sequence_ids(path_, model_->config());
     for (int s = max_batch_ - 1; s >= 0; --s) free_slots_.push_back(s);
     // max_batch slots and the spare one that rows without a request write to.
     const auto& mc = model_->config();
@@ -248,12 +270,10 @@ class LocalInference {
     if (s.stop_token_ids) r->stop_ids.assign(s.stop_token_ids, s.stop_token_ids + s.stop_token_ids_count);
     for (int32_t id : r->stop_ids)
       if (id < 0 || id >= model_->config().vocab_size) throw sdk::invalid_argument("stop token id " + std::to_string(id) + " is outside the vocabulary");
-    // The config's other end-of-sequence ids end a reply as its first does
-    // (as HF generate and vLLM read the list).
+    // The other end-of-sequence ids end a reply as the config's first does.
     if (!s.ignore_eos)
-      for (int64_t id : model_->config().eos_token_ids)
-        if (id != model_->config().eos_token_id && id >= 0 && id < model_->config().vocab_size &&
-            std::find(r->stop_ids.begin(), r->stop_ids.end(), id) == r->stop_ids.end())
+      for (int64_t id : end_ids_)
+        if (id != model_->config().eos_token_id && std::find(r->stop_ids.begin(), r->stop_ids.end(), id) == r->stop_ids.end())
           r->stop_ids.push_back(static_cast<int32_t>(id));
     for (size_t i = 0; s.stop_strings && i < s.stop_strings_count; ++i) r->stop_strings.emplace_back(sdk::view(s.stop_strings[i]));
     if (!r->stop_strings.empty()) {
@@ -1073,9 +1093,14 @@ class LocalInference {
     if (s.frequency_penalty != 0 || s.presence_penalty != 0) ++r.generated_counts[tok];
     if (r.matcher && !stop_id) r.matcher->feed(tokenizer_->token_bytes(tok));
     if (r.decoder) {
+      const size_t before = r.text.size();
       r.text += r.decoder->push(tok);
-      for (const auto& ss : r.stop_strings)
-        if (r.text.find(ss) != std::string::npos) r.finish = AREAL_FINISH_STOP;
+      // Only a match that ends in the new text is new (the reply so far was
+      // searched before: a scan of all of it per token is quadratic); none
+      // while min_new_tokens holds the end back, as vLLM's min_tokens does.
+      if (r.generated >= r.min_new)
+        for (const auto& ss : r.stop_strings)
+          if (r.text.find(ss, before >= ss.size() ? before - ss.size() + 1 : 0) != std::string::npos) r.finish = AREAL_FINISH_STOP;
     }
     if (stop_id) r.finish = AREAL_FINISH_STOP;
     else if (r.finish == 0 && r.generated >= r.limit) r.finish = AREAL_FINISH_LENGTH;
@@ -1353,6 +1378,7 @@ class LocalInference {
   std::string path_, name_;
   int max_batch_ = 8;
   int64_t max_prefill_tokens_ = 16384, min_new_tokens_ = 0;
+  std::vector<int64_t> end_ids_;  // every end-of-sequence id in the vocabulary (end_of_sequence_ids)
   bool prefix_cache_ = true;
   std::unique_ptr<areal::local_inference::SlotContents> contents_;  // what each slot's rows hold (scheduler thread)
   std::atomic<int64_t> prompt_tokens_{0}, cached_tokens_{0};       // prefilled, and of those taken from the cache

@@ -294,6 +294,28 @@ TEST(LocalSampling, MinTokensGivesWayToACompleteConstrainedOutput) {
   }
 }
 
+// min_tokens (the engine's min_new_tokens) holds stop strings back as it
+// holds stop ids, as vLLM's does: a reply of "a"s with stop string "a" ends
+// at its first token without it, at the 4th with min_new_tokens 4.
+TEST(LocalSampling, MinTokensHoldsStopStringsBack) {
+  const std::string model = tiny_qwen3();
+  const auto tok = areal::tokenizer::Tokenizer::from_dir(model);
+  const areal_logit_bias push{tok->token_to_id("a"), 100.0f};
+  const std::string stop = "a";
+  const areal_str stops{stop.data(), stop.size()};
+  for (const int64_t min_new : {int64_t{0}, int64_t{4}}) {
+    Engine engine(model, min_new);
+    areal_sampling_params s = base_params(1.0f, 12, 3);
+    s.logit_bias = &push;
+    s.logit_bias_count = 1;
+    s.stop_strings = &stops;
+    s.stop_strings_count = 1;
+    const auto res = engine.run({1, 2, 3}, s);
+    EXPECT_EQ(res.finish_reason, AREAL_FINISH_STOP) << min_new;
+    EXPECT_EQ(res.output_ids.size(), min_new == 0 ? 1u : 4u) << tok->decode_bytes(res.output_ids);
+  }
+}
+
 // config.json's eos_token_id may list several ids (Llama 3.1's <|eom_id|> and
 // <|eot_id|> beside <|end_of_text|>): each ends a reply, as HF generate and
 // vLLM stop on each; ignore_eos still runs past them.
@@ -318,6 +340,17 @@ TEST(LocalSampling, EveryListedEndOfSequenceIdEndsTheReply) {
   res = engine.run(prompt, s);
   EXPECT_EQ(res.finish_reason, AREAL_FINISH_LENGTH);
   EXPECT_EQ(res.output_ids.size(), 8u);
+  // An id that only generation_config.json lists ends a reply too (where HF
+  // generate and vLLM read the list: Qwen3 instruct's <|endoftext|>).
+  std::ofstream(model + "/generation_config.json") << nlohmann::json{{"eos_token_id", {first, 102}}}.dump();
+  Engine with_generation_config(model);
+  const areal_logit_bias to_102{102, 100.0f};
+  s = base_params(1.0f, 8, 3);
+  s.logit_bias = &to_102;
+  s.logit_bias_count = 1;
+  res = with_generation_config.run(prompt, s);
+  EXPECT_EQ(res.finish_reason, AREAL_FINISH_STOP);
+  EXPECT_EQ(res.output_ids, (std::vector<int32_t>{102}));
 }
 
 // Unsupported or broken input is a clear INVALID_ARGUMENT at submit.
