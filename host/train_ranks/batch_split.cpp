@@ -1,7 +1,6 @@
 #include "batch_split.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <string>
 #include <string_view>
@@ -13,13 +12,6 @@ namespace areal::host::ranks {
 namespace {
 
 std::string_view name_at(const areal_tensor_map& m, size_t i) { return {m.names[i].data, m.names[i].size}; }
-
-int64_t int_at(const DLTensor& t, int64_t i) {
-  const char* base = static_cast<const char*>(t.data) + t.byte_offset;
-  if (t.dtype.code == kDLInt && t.dtype.bits == 32) return reinterpret_cast<const int32_t*>(base)[i];
-  if (t.dtype.code == kDLInt && t.dtype.bits == 64) return reinterpret_cast<const int64_t*>(base)[i];
-  throw Error(AREAL_CODE_INVALID_ARGUMENT, "cu_seqlens must be int32 or int64");
-}
 
 // Rows [begin, end) of a tensor (along its first dimension; a row is one
 // element of a 1-D tensor, or e.g. [layers, k] of routed_experts) as a new tensor.
