@@ -52,6 +52,7 @@ int run_training(const ResolvedConfig& rc, const RolloutPlan& plan, const Runnin
   opt.temperature = h.trainer.temperature;
   opt.recompute_logprob = h.trainer.recompute_logprob;
   opt.ppo_n_minibatches = h.trainer.ppo_n_minibatches;
+  opt.train_world_size = train_world_size(rc);
   opt.checkpoint_every = h.trainer.checkpoint_every;
   opt.resume = h.trainer.resume;
   opt.save_final = h.trainer.save_final;

@@ -52,28 +52,29 @@ std::vector<int64_t> shared_prefixes(const areal_tensor_map& batch) {
   return {};  // no host input_ids: cut by tokens alone
 }
 
-std::vector<BatchSlice> plan_slices(const std::vector<int64_t>& cu, int parts, const std::vector<int64_t>& shared, const std::string& parts_name) {
+std::vector<BatchSlice> plan_slices(const std::vector<int64_t>& cu, int parts, const std::vector<int64_t>& shared, const std::string& parts_name,
+                                    int64_t min_rows) {
   const int64_t B = static_cast<int64_t>(cu.size()) - 1;
-  if (parts < 1) throw Error(AREAL_CODE_INVALID_ARGUMENT, "cannot split a batch into " + std::to_string(parts) + " " + parts_name);
-  if (B < parts)
+  if (parts < 1 || min_rows < 1) throw Error(AREAL_CODE_INVALID_ARGUMENT, "cannot split a batch into " + std::to_string(parts) + " " + parts_name);
+  if (B < parts * min_rows)
     throw Error(AREAL_CODE_INVALID_ARGUMENT, "the batch has " + std::to_string(B) + " sequences, fewer than the " + std::to_string(parts) +
-                                                 " " + parts_name + ": each needs at least one");
+                                                 " " + parts_name + " need (" + std::to_string(min_rows) + " each)");
   const int64_t total = cu[B] - cu[0];
   std::vector<BatchSlice> out;
   int64_t begin = 0;
   for (int r = 0; r < parts; ++r) {
     int64_t end = B;
     if (r + 1 < parts) {
-      // The boundary nearest the ideal token count, leaving one sequence for each later part.
+      // The boundary nearest the ideal token count, leaving min_rows sequences for each later part.
       const double target = cu[0] + static_cast<double>(total) * (r + 1) / parts;
-      end = begin + 1;
-      const int64_t last = B - (parts - r - 1);
+      end = begin + min_rows;
+      const int64_t last = B - (parts - r - 1) * min_rows;
       while (end < last && std::abs(cu[end + 1] - target) <= std::abs(cu[end] - target)) ++end;
       if (static_cast<int64_t>(shared.size()) == B) {
         // Within the slack, the cut that splits the least shared prefix.
         const double slack = std::max(std::abs(cu[end] - target), static_cast<double>(total) / parts / 4);
         int64_t best = end;
-        for (int64_t e = begin + 1; e <= last; ++e) {
+        for (int64_t e = begin + min_rows; e <= last; ++e) {
           if (std::abs(cu[e] - target) > slack) continue;
           if (shared[e] < shared[best] || (shared[e] == shared[best] && std::abs(cu[e] - target) < std::abs(cu[best] - target))) best = e;
         }

@@ -23,9 +23,9 @@ struct BatchSlice {
 // one before it; a cut moves, within a quarter of a part's share of the
 // tokens, to where the least is shared. `parts_name` says what the parts
 // are in the error thrown (areal::Error INVALID_ARGUMENT) when there are
-// fewer sequences than parts.
+// fewer sequences than parts x min_rows; every part gets min_rows at least.
 std::vector<BatchSlice> plan_slices(const std::vector<int64_t>& cu_seqlens, int parts, const std::vector<int64_t>& shared = {},
-                                    const std::string& parts_name = "parts");
+                                    const std::string& parts_name = "parts", int64_t min_rows = 1);
 
 // For each sequence of the batch, the length of the prefix it shares with
 // the previous one (0 for the first), from its input_ids; empty when the

@@ -134,13 +134,14 @@ json optimizer_step(const StepPlugins& parts, PackedBatch& batch, const StepOpti
     call(train.train_step(parts.train_self, m.get(), loss.fn(), stats_text.writer()), "train train_step");
     train_stats.push_back(json::parse(stats_text.text.empty() ? "{}" : stats_text.text));
   };
-  const int64_t n = std::clamp<int64_t>(options.minibatches, 1, std::max<int64_t>(1, static_cast<int64_t>(batch.rows())));
+  const int64_t min_rows = std::max<int64_t>(1, options.rows_per_minibatch);
+  const int64_t n = std::clamp<int64_t>(options.minibatches, 1, std::max<int64_t>(1, static_cast<int64_t>(batch.rows()) / min_rows));
   if (n == 1) {
     train_step(batch);
   } else {
     TensorMapBuilder whole = batch.map();
     const std::vector<int64_t> cu(batch.cu_seqlens.values().begin(), batch.cu_seqlens.values().end());
-    for (const BatchSlice& s : plan_slices(cu, static_cast<int>(n), shared_prefixes(*whole.get()), "PPO minibatches")) {
+    for (const BatchSlice& s : plan_slices(cu, static_cast<int>(n), shared_prefixes(*whole.get()), "PPO minibatches", min_rows)) {
       PackedBatch part(batch.policy_version.value(), batch.temperature.value());
       part.assign_rows(batch, s);
       train_step(part);

@@ -32,6 +32,9 @@ struct StepOptions {
   // whole batch, before the first: later minibatches see the policy move
   // away from the proximal one, which is what the clipped loss bounds.
   int64_t minibatches = 1;
+  // Rows every minibatch needs (the train plugin's data-parallel ranks each
+  // take one at least): fewer minibatches when the batch cannot give them.
+  int64_t rows_per_minibatch = 1;
   // The optimizer updates the run plans in all (0: unknown), handed to the
   // train plugin as the batch's "total_updates" (the length of its LR schedule).
   int64_t total_updates = 0;

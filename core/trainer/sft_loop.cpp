@@ -55,7 +55,7 @@ SftSummary run_sft(const SftOptions& opt, const StepPlugins& plugins, const std:
       const size_t k = order[next++];
       batch.add(row_of(examples[k]), static_cast<int64_t>(k));
     }
-    json row = optimizer_step(plugins, batch, StepOptions{1.0f, false, 1, opt.total_steps});
+    json row = optimizer_step(plugins, batch, StepOptions{1.0f, false, 1, 1, opt.total_steps});
     const double seconds = std::chrono::duration<double>(Clock::now() - t_step).count();
     row["step"] = step + 1;
     row["epoch"] = epoch;

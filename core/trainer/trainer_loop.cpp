@@ -380,7 +380,10 @@ json metrics_row(int64_t steps_done, int64_t trained_version, const BatchStats& 
               {"samples_per_second", static_cast<double>(batch.rows()) / std::max(t.total, 1e-9)},
               {"tokens_per_second", static_cast<double>(batch.tokens()) / std::max(t.total, 1e-9)}};
   if (!b.session_ids.empty()) row["session_ids"] = b.session_ids, row["tasks"] = b.tasks;
-  for (const auto& [k, v] : step_stats.items()) row[k] = v;
+  // The loop's own keys win: a train plugin's "step" counts its optimizer
+  // updates (ppo_n_minibatches of them a step), not the loop's steps.
+  for (const auto& [k, v] : step_stats.items())
+    if (!row.contains(k)) row[k] = v;
   return row;
 }
 
@@ -429,7 +432,8 @@ TrainSummary run_trainer(const TrainerOptions& opt, const TrainerParts& parts, R
       BatchStats stats;
       make_batch(groups, version, batch, stats);
       const auto t_train = Clock::now();
-      const json step_stats = optimizer_step(parts, batch, {opt.temperature, opt.recompute_logprob, opt.ppo_n_minibatches, opt.total_steps * opt.ppo_n_minibatches});
+      const json step_stats = optimizer_step(parts, batch, {opt.temperature, opt.recompute_logprob, opt.ppo_n_minibatches, opt.train_world_size,
+                                                                         opt.total_steps * opt.ppo_n_minibatches});
       t.train = seconds_since(t_train);
 
       // Nothing new starts and nothing generates while the backend swaps

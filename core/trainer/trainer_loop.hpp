@@ -28,6 +28,7 @@ struct TrainerOptions {
   float temperature = 1.0f;         // log-probs of logits / temperature (match the sampling temperature)
   bool recompute_logprob = false;   // proximal log-probs from the train plugin before each step
   int64_t ppo_n_minibatches = 1;    // optimizer updates per step, each on a share of the batch's rows
+  int64_t train_world_size = 1;     // data-parallel train ranks: each minibatch needs a row per rank
   std::string run_dir;              // output_dir/name/trial
   int64_t checkpoint_every = 0;     // steps; 0 = only the final one
   bool resume = false;              // continue from the newest checkpoint under run_dir

@@ -1098,7 +1098,7 @@ class LocalInference {
       // Only a match that ends in the new text is new (the reply so far was
       // searched before: a scan of all of it per token is quadratic); none
       // while min_new_tokens holds the end back, as vLLM's min_tokens does.
-      if (r.generated >= r.min_new)
+      if (r.generated > r.min_new)  // as the stop-id mask: the end may come from token min_new + 1 on
         for (const auto& ss : r.stop_strings)
           if (r.text.find(ss, before >= ss.size() ? before - ss.size() + 1 : 0) != std::string::npos) r.finish = AREAL_FINISH_STOP;
     }

@@ -285,7 +285,7 @@ class FsdpTrain {
     routing.record = routing_replay_ == "recompute";
     torch::Tensor lp = whole_batch_logprobs(rows, temperature, &routing).to(torch::kCPU, torch::kFloat32).contiguous();
     // R2: the update of this batch replays what this first pass chose.
-    if (routing.record) first_pass_ = {ids, torch::stack(routing.chosen, 1).to(torch::kCPU)};
+    if (routing.record) first_pass_ = {ids, torch::stack(routing.chosen, 1).to(torch::kCPU)}, first_pass_offset_ = 0;
     return at::toDLPack(lp);
   }
 
@@ -382,10 +382,17 @@ class FsdpTrain {
     // failed on its second micro-batch) must not leak its sums into this one.
     shards_->discard_gradients();
     torch::Tensor replay = replay_source(batch, T);
+    bool replayed_slice = false;  // this step took the next slice of compute_logprobs' pass
     if (routing_replay_ == "recompute") {
-      // The first pass's experts when compute_logprobs saw this very batch; else a no-grad pass now.
-      if (first_pass_.first.defined() && first_pass_.first.size(0) == T && first_pass_.first.equal(ids)) {
-        replay = first_pass_.second;
+      // The first pass's experts when compute_logprobs saw this batch: all of
+      // it, or its next minibatch (PPO minibatches are consecutive slices of
+      // it, trained after earlier ones moved the weights); else a no-grad pass now.
+      const bool next_slice = first_pass_.first.defined() && first_pass_offset_ + T <= first_pass_.first.size(0) &&
+                              first_pass_.first.narrow(0, first_pass_offset_, T).equal(ids);
+      if (next_slice) {
+        replay = first_pass_.second.narrow(0, first_pass_offset_, T);
+        first_pass_offset_ += T;
+        replayed_slice = true;
       } else {
         torch::NoGradGuard no_grad;
         const AdapterEval eval(lora_.get());
@@ -395,7 +402,8 @@ class FsdpTrain {
         replay = torch::stack(first.chosen, 1).to(torch::kCPU);
       }
     }
-    first_pass_ = {};
+    // Kept only while its later minibatches may still come.
+    if (!replayed_slice || first_pass_offset_ >= first_pass_.first.size(0)) first_pass_ = {}, first_pass_offset_ = 0;
     double loss_sum = 0;
     torch::Tensor aux_total;  // the balancing loss, share-weighted, on the device
     int64_t micro = 0, computed = 0;
@@ -667,6 +675,7 @@ class FsdpTrain {
   int64_t skipped_updates_ = 0;  // steps whose gradient was not finite (not applied)
   std::string routing_replay_ = "none";  // train.moe.routing_replay
   std::pair<torch::Tensor, torch::Tensor> first_pass_;  // recompute: the input ids and experts of the last compute_logprobs
+  int64_t first_pass_offset_ = 0;                       // the tokens of it train_steps have replayed (PPO minibatches)
   bool checkpointing_ = false;
   fsdp::PrefixSharing sharing_ = fsdp::PrefixSharing::kAuto;  // train.prefix_sharing
   double aux_loss_coef_ = 0;  // MoE models: weight of the router load-balancing loss

@@ -186,12 +186,12 @@ TEST(SessionStore, ASessionWaitingOnItsCallDoesNotExpire) {
   SessionStore store({"admin-secret", -1, 10});
   auto s = store.start("t", "", "").session;
   const auto hi = nlohmann::ordered_json::array({{{"role", "user"}, {"content", "hi"}}});
-  const size_t call = s->record.insert("c0", hi);  // in flight
+  const size_t call = s->record.insert("c0", hi);  // in flight for 23 s, sweeps every 9 s
   const auto t0 = std::chrono::steady_clock::now();
-  EXPECT_TRUE(store.expire_idle(t0 + std::chrono::seconds(11)).empty());
+  for (int t : {5, 14, 23}) EXPECT_TRUE(store.expire_idle(t0 + std::chrono::seconds(t)).empty()) << t;
   s->record.complete(call, {{"role", "assistant"}, {"content", "hello"}}, {1, 2}, {3}, {-0.5f}, {0}, "stop", false);
-  EXPECT_TRUE(store.expire_idle(t0 + std::chrono::seconds(15)).empty());  // 4 s idle since the answer
-  EXPECT_EQ(store.expire_idle(t0 + std::chrono::seconds(22)), std::vector<std::string>{s->id});
+  EXPECT_TRUE(store.expire_idle(t0 + std::chrono::seconds(30)).empty());  // 7 s idle since the last sweep of the call
+  EXPECT_EQ(store.expire_idle(t0 + std::chrono::seconds(34)), std::vector<std::string>{s->id});
 }
 
 // Two ends racing for one session (no journal): exactly one wins, the other

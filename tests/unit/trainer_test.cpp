@@ -200,7 +200,7 @@ TEST(OptimizerStep, MinibatchesPartitionTheBatchAfterWholeBatchAdvantages) {
     // Two groups of three rows: 1 + 2, 1 + 3, 1 + 2 and 4 + 2, 4 + 1, 4 + 2 tokens.
     for (int i = 0; i < 3; ++i) b.add(row({1}, std::vector<int32_t>(i == 1 ? 3 : 2, 10 + i), 2, 1.0), 1);
     for (int i = 0; i < 3; ++i) b.add(row({4, 4, 4, 4}, std::vector<int32_t>(i == 1 ? 1 : 2, 20 + i), 2, 0.0), 2);
-    const auto stats = optimizer_step(plugins, b, StepOptions{1.0f, false, minibatches});
+    const auto stats = optimizer_step(plugins, b, StepOptions{1.0f, false, minibatches, 1, 0});
     const size_t expected = static_cast<size_t>(std::min<int64_t>(minibatches, 6));  // never more minibatches than rows
     ASSERT_EQ(step_log.step_ids.size(), expected) << minibatches;
     EXPECT_EQ(step_log.advantage_rows, (std::vector<size_t>{6}));  // once, over the whole batch
@@ -217,7 +217,7 @@ TEST(OptimizerStep, MinibatchesPartitionTheBatchAfterWholeBatchAdvantages) {
     for (size_t t = 0; t < adv.size(); ++t) EXPECT_FLOAT_EQ(adv[t], static_cast<float>(t));
     EXPECT_EQ(stats["tokens"].get<double>(), static_cast<double>(b.tokens()));
     EXPECT_EQ(stats["loss_tokens"].get<double>(), static_cast<double>(b.loss_tokens()));
-    EXPECT_EQ(stats["step"].get<double>(), static_cast<double>(expected));
+    EXPECT_EQ(stats["step"].get<double>(), static_cast<double>(expected));  // the plugin's update count (the loop's own "step" wins in metrics.jsonl)
     EXPECT_EQ(stats["device"], "cpu");
     EXPECT_EQ(stats.value("minibatches", int64_t{1}), static_cast<int64_t>(expected));
     EXPECT_EQ(stats["peak_device_memory_bytes"].get<double>(), 200.0);  // 200, 100, 200, ...: a maximum, not a mean
@@ -229,6 +229,30 @@ TEST(OptimizerStep, MinibatchesPartitionTheBatchAfterWholeBatchAdvantages) {
       EXPECT_EQ(rows, (std::vector<size_t>{3, 1, 2}));
     }
   }
+}
+
+// With data-parallel train ranks every minibatch needs a row per rank: a
+// long row must not leave a minibatch short (the ranks' split would fail
+// mid-step, after earlier minibatches' updates), and fewer minibatches are
+// made when the batch cannot give each its rows.
+TEST(OptimizerStep, EveryMinibatchHasARowPerRank) {
+  // Rows of 40, 2, 2, 2, 2, 2 tokens: balanced by tokens alone, the first minibatch would be the long row alone.
+  const std::vector<int64_t> cu = {0, 40, 42, 44, 46, 48, 50};
+  for (const auto& s : plan_slices(cu, 2, {}, "PPO minibatches", 2)) EXPECT_GE(s.end_sequence - s.first_sequence, 2);
+  EXPECT_EQ(plan_slices(cu, 2, {}, "PPO minibatches", 2)[0].end_sequence, 2);
+  EXPECT_THROW(plan_slices(cu, 4, {}, "PPO minibatches", 2), areal::Error);  // 6 rows cannot give 4 x 2
+  areal_train_vtable train{};
+  train.train_step = recording_train_step;
+  areal_algorithm_vtable algo{};
+  algo.compute_advantages = positional_advantages;
+  StepPlugins plugins;
+  plugins.train = &train, plugins.algorithm = &algo;
+  step_log = StepLog{}, steps_taken = 0;
+  PackedBatch b(2, 1.0f);
+  for (int i = 0; i < 6; ++i) b.add(row({1, 2}, {3}, 2, 1.0), i);
+  optimizer_step(plugins, b, StepOptions{1.0f, false, 4, 2, 0});
+  ASSERT_EQ(step_log.step_cu.size(), 3u);  // 4 asked, 6 rows / 2 ranks
+  for (const auto& c : step_log.step_cu) EXPECT_EQ(c.size() - 1, 2u);
 }
 
 TEST(OptimizerStep, MinibatchStatsJoin) {

@@ -279,13 +279,15 @@ std::vector<std::string> SessionStore::expire_idle(std::chrono::steady_clock::ti
   const auto timeout = std::chrono::duration<double>(config_.session_timeout_s);
   for (auto& [id, s] : sessions_) {
     std::lock_guard<std::mutex> slock(s->mutex_);
-    if (s->finished_ || s->ending_ || now - s->last_access_ <= timeout) continue;
+    if (s->finished_ || s->ending_) continue;
     // A session waiting on its own call is not idle: its agent is waiting
-    // for the reply. Its idle time counts from about when the call answers.
+    // for the reply. Every sweep during the call restarts its idle time, so
+    // it counts from the last sweep before the call answered.
     if (s->record.in_flight() > 0) {
-      s->last_access_ = now;
+      s->last_access_ = std::max(s->last_access_, now);
       continue;
     }
+    if (now - s->last_access_ <= timeout) continue;
     s->finished_ = true;
     s->end_reason_ = "expired";
     expired.push_back(id);
