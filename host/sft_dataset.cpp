@@ -71,7 +71,8 @@ trainer::SftExample sft_example(const J& line, const tokenizer::Tokenizer& tok, 
 }
 
 std::vector<trainer::SftExample> read_sft_dataset(const std::string& path, const tokenizer::Tokenizer& tok,
-                                                  const jinja::ChatTemplate& chat, const J& kwargs) {
+                                                  const jinja::ChatTemplate& chat, const J& kwargs, size_t max_length, size_t* dropped) {
+  size_t too_long = 0;
   std::ifstream in(path);
   if (!in) throw Error(AREAL_CODE_NOT_FOUND, "cannot read sft dataset '" + path + "'");
   std::vector<trainer::SftExample> out;
@@ -86,13 +87,18 @@ std::vector<trainer::SftExample> read_sft_dataset(const std::string& path, const
       throw Error(AREAL_CODE_INVALID_ARGUMENT, where + "not valid JSON: " + e.what());
     }
     try {
-      out.push_back(sft_example(line, tok, chat, kwargs));
+      trainer::SftExample e = sft_example(line, tok, chat, kwargs);
+      if (max_length > 0 && e.input_ids.size() > max_length) ++too_long;
+      else out.push_back(std::move(e));
     } catch (const Error& e) {
       throw Error(e.code(), where + e.what());
     } catch (const std::exception& e) {
       throw Error(AREAL_CODE_INVALID_ARGUMENT, where + e.what());
     }
   }
+  if (dropped) *dropped = too_long;
+  if (out.empty() && too_long > 0)
+    throw Error(AREAL_CODE_INVALID_ARGUMENT, "every example of sft dataset '" + path + "' is longer than sft.max_length (" + std::to_string(max_length) + " tokens)");
   if (out.empty()) throw Error(AREAL_CODE_INVALID_ARGUMENT, "sft dataset '" + path + "' has no examples");
   return out;
 }

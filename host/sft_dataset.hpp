@@ -25,8 +25,11 @@ namespace areal::host {
 trainer::SftExample sft_example(const nlohmann::ordered_json& line, const tokenizer::Tokenizer& tok,
                                 const jinja::ChatTemplate& chat, const nlohmann::ordered_json& template_kwargs);
 
-// Every line of a JSONL file; errors name the file and line.
+// Every line of a JSONL file; errors name the file and line. Examples
+// longer than `max_length` tokens (0: no limit) are left out and counted in
+// *dropped (AReaL filters them; one would otherwise fail a step hours in).
 std::vector<trainer::SftExample> read_sft_dataset(const std::string& path, const tokenizer::Tokenizer& tok,
-                                                  const jinja::ChatTemplate& chat, const nlohmann::ordered_json& template_kwargs);
+                                                  const jinja::ChatTemplate& chat, const nlohmann::ordered_json& template_kwargs,
+                                                  size_t max_length = 0, size_t* dropped = nullptr);
 
 }  // namespace areal::host

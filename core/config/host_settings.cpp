@@ -90,6 +90,7 @@ HostSettings HostSettings::read(const nlohmann::json& c) {
   s.sft.dataset = sft.at("dataset").get<std::string>();
   s.sft.tokenizer = sft.at("tokenizer").get<std::string>();
   s.sft.chat_template_kwargs = sft.at("chat_template_kwargs");
+  s.sft.max_length = sft.at("max_length").get<int64_t>();
   return s;
 }
 

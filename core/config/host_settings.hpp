@@ -84,6 +84,7 @@ struct HostSettings {
   struct Sft {
     std::string dataset, tokenizer;
     nlohmann::json chat_template_kwargs = nlohmann::json::object();
+    int64_t max_length = 0;
   } sft;
 
   bool online() const { return rollout.openai.mode == "online"; }

@@ -108,7 +108,8 @@ const Json& host_schema() {
     "sft": {"type": "object", "doc": "The supervised stage run by `areal-host sft` (train and algorithm sections as for RL; algorithm defaults to sft).", "keys": {
       "dataset": {"type": "string", "default": "", "doc": "JSONL file, one {\"messages\": [...]} per line whose last message is the assistant's reply to train on; relative to the config file's directory. Required by `areal-host sft`."},
       "tokenizer": {"type": "string", "default": "", "doc": "Folder with tokenizer.json and tokenizer_config.json (chat template); empty: train.model_path."},
-      "chat_template_kwargs": {"type": "object", "default": {}, "doc": "Passed to the chat template, e.g. {\"enable_thinking\": false}."}}}
+      "chat_template_kwargs": {"type": "object", "default": {}, "doc": "Passed to the chat template, e.g. {\"enable_thinking\": false}."},
+      "max_length": {"type": "integer", "default": 0, "minimum": 0, "doc": "Examples longer than this many tokens (prompt and reply) are left out, with a count in the log, as AReaL filters them: one long example would otherwise fail a step (its log-prob head is tokens x vocabulary) when the shuffle reaches it. 0: no limit."}}}
   }})");
   return schema;
 }

@@ -55,7 +55,10 @@ int sft_job(const CommandLine& cl) {
     const auto tok = tokenizer::Tokenizer::from_dir(tok_dir);
     const auto chat = jinja::ChatTemplate::from_tokenizer_config(tok->config());
     const nlohmann::ordered_json kwargs = nlohmann::ordered_json::parse(h.sft.chat_template_kwargs.dump());
-    const auto examples = read_sft_dataset(rc.path(h.sft.dataset), *tok, chat, kwargs);
+    size_t too_long = 0;
+    const auto examples = read_sft_dataset(rc.path(h.sft.dataset), *tok, chat, kwargs, static_cast<size_t>(h.sft.max_length), &too_long);
+    if (too_long > 0)
+      log->warn("sft: {} example(s) longer than sft.max_length ({} tokens) left out", too_long, h.sft.max_length);
     size_t completion_tokens = 0;
     for (const auto& e : examples) completion_tokens += e.input_ids.size() - e.prompt_tokens;
 

@@ -109,6 +109,24 @@ TEST_F(SftDataset, ErrorsNameTheFileAndLine) {
             AREAL_CODE_NOT_FOUND);
 }
 
+// sft.max_length leaves out the examples longer than it (counted), as
+// AReaL's datasets filter them; all of them too long is a clear error.
+TEST_F(SftDataset, ExamplesOverMaxLengthAreLeftOutAndCounted) {
+  const std::string path = (dir_ / "lengths.jsonl").string();
+  std::ofstream(path) << R"({"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]})" << "\n"
+                      << R"({"messages": [{"role": "user", "content": ")" << std::string(200, 'x') << R"("}, {"role": "assistant", "content": "b"}]})" << "\n";
+  size_t dropped = 99;
+  const auto all = areal::host::read_sft_dataset(path, *tok_, *chat_, J::object(), 0, &dropped);
+  EXPECT_EQ(all.size(), 2u);
+  EXPECT_EQ(dropped, 0u);
+  const size_t short_len = all[0].input_ids.size();
+  const auto kept = areal::host::read_sft_dataset(path, *tok_, *chat_, J::object(), short_len, &dropped);
+  ASSERT_EQ(kept.size(), 1u);
+  EXPECT_EQ(kept[0].input_ids, all[0].input_ids);
+  EXPECT_EQ(dropped, 1u);
+  EXPECT_EQ(code_of([&] { areal::host::read_sft_dataset(path, *tok_, *chat_, J::object(), 3); }), AREAL_CODE_INVALID_ARGUMENT);
+}
+
 TEST(SftLoop, TrainsTheRepliesOnlyAndVisitsEveryExampleOncePerEpoch) {
   const fs::path run = fs::temp_directory_path() / ("areal-sft-loop-" + std::to_string(::getpid()));
   fs::remove_all(run);
