@@ -651,6 +651,13 @@ void RemoteEngine::pause_locked() {
     ++pause_epoch_;
   }
   for (size_t i = 0; i < pool_.size(); ++i) {
+    // A server that is down gets no requests: no call that could hang for
+    // control_timeout_s (a hung server, a dead host) holds up the step. It
+    // is held: the health loop sends it a resume before it serves again.
+    if (!pool_.healthy(static_cast<int>(i))) {
+      pool_.set_held(static_cast<int>(i), true);
+      continue;
+    }
     try {
       protocol_->pause(pool_.url(i), opt_.control_timeout_s);
     } catch (const std::exception& e) {
@@ -694,6 +701,10 @@ void RemoteEngine::resume_locked() {
     if (!paused_) return;
   }
   for (size_t i = 0; i < pool_.size(); ++i) {
+    if (!pool_.healthy(static_cast<int>(i))) {  // the health loop resumes it once it answers
+      pool_.set_held(static_cast<int>(i), true);
+      continue;
+    }
     try {
       protocol_->resume(pool_.url(i), opt_.control_timeout_s);
       pool_.set_held(static_cast<int>(i), false);
@@ -749,6 +760,11 @@ void RemoteEngine::update_weights(std::string_view spec_text) {
   std::string failures;
   size_t updated = 0;
   for (size_t i = 0; i < pool_.size(); ++i) {
+    if (!pool_.healthy(static_cast<int>(i))) {  // the health loop gives it these weights when it is back
+      pool_.set_stale(static_cast<int>(i), true);
+      failures += std::string(failures.empty() ? "" : "; ") + pool_.url(i).text + " is down";
+      continue;
+    }
     try {
       protocol_->update_weights_from_disk(pool_.url(i), path, version, opt_.control_timeout_s);
       pool_.set_stale(static_cast<int>(i), false);
@@ -926,11 +942,13 @@ void RemoteEngine::health_loop() {
         std::unique_lock<std::mutex> control(control_mutex_, std::try_to_lock);  // not during a pause/update
         if (!control.owns_lock()) continue;
         try {
-          protocol_->resume(pool_.url(i), opt_.control_timeout_s);
+          // connect_timeout_s: the control lock is held, and a pause or update waits for it.
+          protocol_->resume(pool_.url(i), opt_.connect_timeout_s);
           pool_.set_held(s, false);
           log(AREAL_LOG_INFO, "server " + pool_.url(i).text + " resumed; back in rotation");
         } catch (const std::exception& e) {
-          log(AREAL_LOG_WARN, "server " + pool_.url(i).text + ": resume still fails: " + e.what());
+          // Said once a round only for a server that answers otherwise; one that is down was reported so.
+          log(pool_.healthy(s) ? AREAL_LOG_WARN : AREAL_LOG_DEBUG, "server " + pool_.url(i).text + ": resume still fails: " + e.what());
         }
         continue;
       }

@@ -236,6 +236,34 @@ TEST_P(RemoteInterrupt, AnAbortWithAClientStatusIsTheRequestsError) {
   EXPECT_NE(res.error_message.find("json_schema is not valid JSON"), std::string::npos) << res.error_message;
 }
 
+// A server that hangs (accepts connections, never answers: stuck in a
+// collective) is taken down by the health check; a pause, weight update and
+// resume then skip it instead of waiting control_timeout_s on each call,
+// and the other server keeps serving.
+TEST_P(RemoteInterrupt, ControlCallsSkipAServerThatIsDown) {
+  const auto& vt = *plugin_->inference();
+  areal::testing::EngineServerProcess hung(AREAL_TEST_BACKEND_BIN, TestServer::arguments(GetParam()));
+  areal::PluginInstance both(plugin_, nlohmann::json{{"servers", {server_->url, hung.url()}}, {"health_check_interval_s", 0.1},
+                                                     {"connect_timeout_s", 0.4}, {"control_timeout_s", 20}}.dump(),
+                             &services_);
+  hung.freeze();
+  auto down = [&] {
+    areal::StringCollector info;
+    areal::throw_if_status(vt.info(both.self(), info.writer()), "info");
+    return nlohmann::json::parse(info.text)["server_states"].get<std::string>().find("down") != std::string::npos;
+  };
+  for (int i = 0; i < 100 && !down(); ++i) std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(down()) << "the hung server was not taken down";
+  const auto start = std::chrono::steady_clock::now();
+  areal::throw_if_status(vt.pause(both.self()), "pause");
+  areal::throw_if_status(vt.resume(both.self()), "resume");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s) << "a pause and resume waited on the hung server";
+  areal::CollectingSink sink;
+  areal::testing::submit_sampled(vt, both.self(), sink.sink(), areal::next_request_id(), prompt_, 5, nullptr);
+  ASSERT_TRUE(sink.wait(15s));
+  EXPECT_EQ(sink.result().finish_reason, AREAL_FINISH_LENGTH) << sink.result().error_message;
+}
+
 // A run that died between pause and resume leaves its servers paused; the
 // next run's plugin resumes each one it waits for, so its requests run.
 TEST_P(RemoteInterrupt, AServerAnEarlierRunLeftPausedIsResumedAtStart) {

@@ -56,11 +56,15 @@ class EngineServerProcess {
   std::string port() const { return url_.substr(url_.rfind(':') + 1); }
   // Ends the process at once (a crash, as the server sees it).
   void kill_now() { stop(SIGKILL); }
+  // Stops it without ending it: connections are still accepted (the kernel
+  // does that) and never answered, as a server hung in a collective.
+  void freeze() { ::kill(pid_, SIGSTOP); }
 
  private:
   void stop(int signal) {
     if (pid_ <= 0) return;
     ::kill(pid_, signal);
+    ::kill(pid_, SIGCONT);  // a frozen one must run to take it
     waitpid(pid_, nullptr, 0);
     pid_ = -1;
   }
