@@ -44,9 +44,15 @@ class SlotContents {
  private:
   struct Content {
     std::vector<int32_t> tokens;
-    std::shared_ptr<const void> adapter;  // held, so its address is not reused for another adapter
+    // The adapter its rows were computed with, not kept alive: a replaced
+    // adapter (a new version every training step) frees its device memory
+    // once no step uses it, and its rows then count for nothing (an
+    // expired one cannot be mistaken for a new adapter at its address).
+    std::weak_ptr<const void> adapter;
+    const void* adapter_key = nullptr;
     int64_t epoch = -1;
     uint64_t released = 0;
+    bool usable(int64_t epoch_now) const { return epoch == epoch_now && (adapter_key == nullptr || !adapter.expired()); }
   };
   std::vector<Content> slots_;
   int64_t epoch_ = 0;

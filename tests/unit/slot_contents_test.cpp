@@ -56,3 +56,22 @@ TEST(SlotContents, PicksTheLowestEmptySlotThenTheLeastRecentlyReleased) {
   c.clear();
   EXPECT_EQ(c.pick({3, 1}), 1);
 }
+
+// A replaced adapter (a new version every training step) is not kept alive
+// by the slots that held its rows: its device memory goes once no step uses
+// it, its rows then count for nothing, and such a slot ranks as empty.
+TEST(SlotContents, AFreedAdapterIsNotKeptAliveAndItsRowsStopCounting) {
+  SlotContents c(2);
+  auto old_version = std::make_shared<int>(1);
+  const std::weak_ptr<int> watch = old_version;
+  const void* key = old_version.get();
+  c.assign(0, {4, 5, 6}, 3, old_version);
+  c.release(0);
+  c.assign(1, {7, 8}, 2, nullptr);
+  c.release(1);
+  EXPECT_EQ(c.longest_prefix({4, 5, 6, 7}, key).tokens, 3);
+  old_version.reset();  // the registry replaced it and no step uses it
+  EXPECT_TRUE(watch.expired()) << "the prefix cache kept a replaced adapter alive";
+  EXPECT_EQ(c.longest_prefix({4, 5, 6, 7}, key).tokens, 0);  // even if a new adapter lands at its address
+  EXPECT_EQ(c.pick({0, 1}), 0);  // holds nothing usable: taken before the slot with the base model's rows
+}
