@@ -31,6 +31,8 @@ nlohmann::json comparable(const Json& m) {
   return j;
 }
 bool same(const Json& a, const Json& b) { return comparable(a) == comparable(b); }
+// comparable()'s JSON has sorted keys: its text is canonical.
+size_t comparable_hash(const Json& m) { return std::hash<std::string>{}(comparable(m).dump()); }
 
 std::string number_text(double x) {
   char buf[32];
@@ -69,6 +71,7 @@ void Recorder::journal_to(Journal* journal, std::string session_id) {
 void Recorder::restore(std::vector<Interaction> calls) {
   std::lock_guard<std::mutex> lock(mutex_);
   items_.assign(std::make_move_iterator(calls.begin()), std::make_move_iterator(calls.end()));
+  history_hashes_.clear();
 }
 
 uint64_t Recorder::journal_call_locked(size_t index) const {
@@ -90,9 +93,31 @@ Json Recorder::normalize(const Json& v) {
   return v;
 }
 
+const std::vector<size_t>& Recorder::history_hashes_locked(size_t index) const {
+  if (history_hashes_.size() < items_.size()) history_hashes_.resize(items_.size());
+  std::vector<size_t>& h = history_hashes_[index];
+  if (h.empty())  // a completed call's messages and reply never change
+    for (const auto& m : history_of(items_[index])) h.push_back(comparable_hash(m));
+  return h;
+}
+
 int Recorder::find_parent_locked(const Json& messages) const {
+  std::vector<size_t> want;
+  if (messages.is_array())
+    for (const auto& m : messages) want.push_back(comparable_hash(m));
   int best = -1;
   size_t best_len = 0;
+  for (size_t i = 0; i < items_.size(); ++i) {
+    if (!items_[i].complete()) continue;  // in flight: its reply is not known yet
+    const std::vector<size_t>& h = history_hashes_locked(i);
+    if (h.size() > best_len && h.size() <= want.size() && std::equal(h.begin(), h.end(), want.begin())) {
+      best = static_cast<int>(i);
+      best_len = h.size();
+    }
+  }
+  // Hashes can collide: the match is confirmed in full, else every call is compared in full.
+  if (best < 0 || is_prefix(history_of(items_[static_cast<size_t>(best)]), messages)) return best;
+  best = -1, best_len = 0;
   for (size_t i = 0; i < items_.size(); ++i) {
     const Interaction& c = items_[i];
     if (!c.complete()) continue;  // in flight: its reply is not known yet
@@ -174,6 +199,7 @@ const Interaction& Recorder::complete_locked(size_t index, Json output, std::vec
                                          std::to_string(prompt_ids.size() + output_ids.size()) + " tokens");
   Interaction& it = items_[index];
   it.output = normalize(output);
+  if (index < history_hashes_.size()) history_hashes_[index].clear();  // made again from the new reply when needed
   it.prompt_ids = std::move(prompt_ids);
   it.output_ids = std::move(output_ids);
   it.output_logprobs = std::move(logprobs);
@@ -198,6 +224,7 @@ void Recorder::fail(size_t index) {
   Interaction& it = items_.at(index);
   it.failed = true;
   it.output.reset();  // a reply that could not be recorded is no parent either
+  if (index < history_hashes_.size()) history_hashes_[index].clear();
   // A reward set for "the last call" while this one was still in flight was
   // meant for the last call that answers: move it there unless that call has
   // its own.

@@ -169,6 +169,12 @@ class Recorder {
   std::string journal_id_;
   mutable std::mutex mutex_;
   std::deque<Interaction> items_;  // deque: completed interactions keep their address
+  // Per completed call, a hash of each message of its history in comparable
+  // form, made once: finding a call's parent is then O(messages) hashing and
+  // integer compares, not a JSON round trip of every earlier history (a
+  // 300-turn agent session re-serialised megabytes per call, under this lock).
+  mutable std::vector<std::vector<size_t>> history_hashes_;
+  const std::vector<size_t>& history_hashes_locked(size_t index) const;
   bool closed_ = false;            // close()
 };
 

@@ -321,3 +321,21 @@ TEST(Recorder, AClosedRecordRefusesNewCallsAndRewards) {
   EXPECT_EQ(r.size(), 2u);
   EXPECT_FALSE(r.get(0).reward.has_value());
 }
+
+// A long agent session (Claude Code sends the whole conversation every
+// turn): each call's parent is the call before it, found from per-message
+// hashes of the earlier histories, made once (not a JSON round trip of every
+// history per call); echoes that differ only as SDKs make them differ still match.
+TEST(Recorder, EachTurnOfALongSessionFindsThePreviousAsItsParent) {
+  Recorder c;
+  Json h = msgs({{"user", "start"}});
+  const std::string pad(2000, 'x');
+  for (size_t turn = 0; turn < 150; ++turn) {
+    const size_t k = c.insert("t" + std::to_string(turn), h);
+    EXPECT_EQ(c.get(k).parent, turn == 0 ? -1 : static_cast<int>(k) - 1) << turn;
+    const std::string text = "reply " + std::to_string(turn) + pad;
+    finish(c, k, {{"role", "assistant"}, {"content", text}, {"reasoning_content", "why"}}, {1}, 10, 1, false);
+    h.push_back({{"content", text}, {"role", "assistant"}});  // echoed without the reasoning, keys in another order
+    h.push_back({{"role", "user"}, {"content", "next " + std::to_string(turn)}});
+  }
+}
