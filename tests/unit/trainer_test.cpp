@@ -185,17 +185,25 @@ areal_status* recording_train_step(void*, const areal_tensor_map* batch, const a
   return out->write(out->ctx, areal_str{stats.data(), stats.size()});
 }
 
+// The recording train and algorithm plugins above, with a fresh log.
+struct RecordingPlugins {
+  areal_train_vtable train{};
+  areal_algorithm_vtable algo{};
+  StepPlugins plugins;
+  RecordingPlugins() {
+    train.train_step = recording_train_step;
+    algo.compute_advantages = positional_advantages;
+    plugins.train = &train, plugins.algorithm = &algo;
+    step_log = StepLog{}, steps_taken = 0;
+  }
+};
+
 }  // namespace
 
 TEST(OptimizerStep, MinibatchesPartitionTheBatchAfterWholeBatchAdvantages) {
-  areal_train_vtable train{};
-  train.train_step = recording_train_step;
-  areal_algorithm_vtable algo{};
-  algo.compute_advantages = positional_advantages;
-  StepPlugins plugins;
-  plugins.train = &train, plugins.algorithm = &algo;
   for (const int64_t minibatches : {int64_t{1}, int64_t{3}, int64_t{10}}) {
-    step_log = StepLog{}, steps_taken = 0;
+    RecordingPlugins recording;
+    const StepPlugins& plugins = recording.plugins;
     PackedBatch b(2, 1.0f);
     // Two groups of three rows: 1 + 2, 1 + 3, 1 + 2 and 4 + 2, 4 + 1, 4 + 2 tokens.
     for (int i = 0; i < 3; ++i) b.add(row({1}, std::vector<int32_t>(i == 1 ? 3 : 2, 10 + i), 2, 1.0), 1);
@@ -241,13 +249,8 @@ TEST(OptimizerStep, EveryMinibatchHasARowPerRank) {
   for (const auto& s : plan_slices(cu, 2, {}, "PPO minibatches", 2)) EXPECT_GE(s.end_sequence - s.first_sequence, 2);
   EXPECT_EQ(plan_slices(cu, 2, {}, "PPO minibatches", 2)[0].end_sequence, 2);
   EXPECT_THROW(plan_slices(cu, 4, {}, "PPO minibatches", 2), areal::Error);  // 6 rows cannot give 4 x 2
-  areal_train_vtable train{};
-  train.train_step = recording_train_step;
-  areal_algorithm_vtable algo{};
-  algo.compute_advantages = positional_advantages;
-  StepPlugins plugins;
-  plugins.train = &train, plugins.algorithm = &algo;
-  step_log = StepLog{}, steps_taken = 0;
+  RecordingPlugins recording;
+  const StepPlugins& plugins = recording.plugins;
   PackedBatch b(2, 1.0f);
   for (int i = 0; i < 6; ++i) b.add(row({1, 2}, {3}, 2, 1.0), i);
   optimizer_step(plugins, b, StepOptions{1.0f, false, 4, 2, 0});
