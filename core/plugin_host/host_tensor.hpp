@@ -69,6 +69,7 @@ class HostScalar {
   HostScalar(const HostScalar&) = delete;
   HostScalar& operator=(const HostScalar&) = delete;
   T& value() { return value_; }
+  const T& value() const { return value_; }
   DLTensor* dl() {
     tensor_.data = &value_;
     tensor_.device = DLDevice{kDLCPU, 0};

@@ -93,15 +93,10 @@ json join_minibatch_stats(const std::vector<json>& parts) {
         double m = numbers.front().first;
         for (const auto& [v, w] : numbers) m = std::max(m, v);
         out[k] = m;
-      } else {
-        double sum = 0, weights = 0;
-        for (const auto& [v, w] : numbers) sum += v * w, weights += w;
-        if (weights <= 0) {  // no loss_tokens stat: a plain mean
-          sum = 0;
-          for (const auto& [v, w] : numbers) sum += v;
-          weights = static_cast<double>(numbers.size());
-        }
-        out[k] = sum / weights;
+      } else {  // weighted by loss_tokens; a plain mean without that stat
+        double weighted = 0, weights = 0, plain = 0;
+        for (const auto& [v, w] : numbers) weighted += v * w, weights += w, plain += v;
+        out[k] = weights > 0 ? weighted / weights : plain / static_cast<double>(numbers.size());
       }
     }
   }

@@ -58,7 +58,7 @@ void copy_range(const HostTensor<T>& from, HostTensor<T>& to, int64_t first, int
 
 }  // namespace
 
-void PackedBatch::assign_rows(PackedBatch& whole, const BatchSlice& part) {
+void PackedBatch::assign_rows(const PackedBatch& whole, const BatchSlice& part) {
   if (rows() != 0 || part.first_sequence < 0 || part.end_sequence > static_cast<int64_t>(whole.rows()) || part.first_sequence > part.end_sequence)
     throw Error(AREAL_CODE_INTERNAL, "assign_rows: a slice outside the batch, or into a batch that has rows");
   total_updates.value() = whole.total_updates.value();

@@ -28,7 +28,7 @@ class PackedBatch {
   // Makes this (empty) batch the rows `part` of `whole`, with every field
   // `whole` has so far (proximal and reference log-probs, advantages,
   // routing): one PPO minibatch of a step.
-  void assign_rows(PackedBatch& whole, const BatchSlice& part);
+  void assign_rows(const PackedBatch& whole, const BatchSlice& part);
 
   size_t rows() const { return rewards.values().size(); }
   size_t tokens() const { return input_ids.values().size(); }
